@@ -1,0 +1,602 @@
+"""CFS, the Completely Fair Scheduler, as in kernel/sched/fair.c of Linux 5.18.
+
+Hold this file next to fair.c: functions carry the kernel's names and follow
+its order of operations.  Features on by default in 5.18 and modelled here:
+GENTLE_FAIR_SLEEPERS, START_DEBIT, WAKEUP_PREEMPTION, ALT_PERIOD, BASE_SLICE,
+LB_MIN.  HRTICK (off by default in the kernel) is an option.  Not modelled:
+NEXT_BUDDY/LAST_BUDDY/skip buddies, SIS_PROP scan limits, wake_affine
+(no waker is modelled), active balancing of running tasks, misfit and
+asym-packing balancing, and util-based balancing (load and task counts only).
+
+The timeline is a binary heap keyed by vruntime with lazy deletion: an entry
+is live while its sequence number equals the entity's ``rb_seq``.
+"""
+from __future__ import annotations
+
+import heapq
+from itertools import count
+
+from sim.sched_class import (CPU_IDLE, CPU_NEWLY_IDLE, CPU_NOT_IDLE, DEQUEUE_SLEEP,
+                                  ENQUEUE_INITIAL, ENQUEUE_MIGRATED, ENQUEUE_WAKEUP, WF_FORK,
+                                  KernelScheduler)
+from sim.rq import MIN_SHARES, NICE_0_LOAD
+
+SCHED_LATENCY_NS = 6_000_000
+SCHED_MIN_GRANULARITY_NS = 750_000
+SCHED_WAKEUP_GRANULARITY_NS = 1_000_000
+SCHED_MIGRATION_COST_NS = 500_000
+BUSY_FACTOR = 16                 # sd_init() since v5.10
+IMBALANCE_PCT = 117
+MAX_LOAD_BALANCE_INTERVAL_MS = 100   # HZ/10 jiffies
+
+
+def sysctl_factor(ncpus: int, scaling: str) -> int:
+    """get_update_sysctl_factor(): the CPU count is capped at 8."""
+    cpus = min(ncpus, 8)
+    if scaling == "none":
+        return 1
+    if scaling == "linear":
+        return cpus
+    if scaling == "log":
+        return 1 + cpus.bit_length() - 1
+    raise ValueError(f"scheduler.tunable_scaling = {scaling!r}: choose from none, log, linear")
+
+
+def _opt(cfg, key, default):
+    value = cfg.get(key) if cfg is not None else None
+    return default if value is None else value
+
+
+class CFS(KernelScheduler):
+    name = "cfs"
+
+    def __init__(self, cfg, machine):
+        super().__init__(cfg, machine)
+        factor = sysctl_factor(machine.topology.nr_cpus, _opt(cfg, "tunable_scaling", "log"))
+        self.factor = factor
+        self.sched_latency = int(_opt(cfg, "sched_latency_ns", SCHED_LATENCY_NS * factor))
+        self.min_granularity = int(_opt(cfg, "min_granularity_ns",
+                                        SCHED_MIN_GRANULARITY_NS * factor))
+        self.wakeup_granularity = int(_opt(cfg, "wakeup_granularity_ns",
+                                           SCHED_WAKEUP_GRANULARITY_NS * factor))
+        self.migration_cost = int(_opt(cfg, "migration_cost_ns", SCHED_MIGRATION_COST_NS))
+        # sched_nr_latency = DIV_ROUND_UP(latency, min_granularity)
+        self.sched_nr_latency = -(-self.sched_latency // self.min_granularity)
+        self.gentle_fair_sleepers = bool(_opt(cfg, "gentle_fair_sleepers", True))
+        self.start_debit = bool(_opt(cfg, "start_debit", True))
+        self.wakeup_preemption = bool(_opt(cfg, "wakeup_preemption", True))
+        self.hrtick = bool(_opt(cfg, "hrtick", False))
+        self.cache_nice_tries = 1
+        self._seq = count(1)
+        self.clock = machine.engine.env
+
+    # ------------------------------------------------------------------
+    # timeline (the rbtree)
+    def __enqueue_entity(self, cfs_rq, se):
+        seq = next(self._seq)
+        se.rb_seq = seq
+        heapq.heappush(cfs_rq.timeline, (se.vruntime, seq, se))
+
+    @staticmethod
+    def __dequeue_entity(cfs_rq, se):
+        se.rb_seq = 0
+
+    @staticmethod
+    def __pick_first_entity(cfs_rq):
+        timeline = cfs_rq.timeline
+        while timeline:
+            _, seq, se = timeline[0]
+            if se.rb_seq == seq:
+                return se
+            heapq.heappop(timeline)
+        return None
+
+    # ------------------------------------------------------------------
+    # time accounting
+    def calc_delta_fair(self, delta, se):
+        w = se.weight
+        return delta if w == NICE_0_LOAD else delta * NICE_0_LOAD // w
+
+    def __sched_period(self, nr_running):
+        if nr_running > self.sched_nr_latency:
+            return nr_running * self.min_granularity
+        return self.sched_latency
+
+    def sched_slice(self, cfs_rq, se):
+        # ALT_PERIOD: the period follows the number of tasks on the CPU
+        nr_running = cfs_rq.rq.cfs.h_nr_running
+        slice_ = self.__sched_period(nr_running + (not se.on_rq))
+        while se is not None:
+            load = se.cfs_rq.load_weight
+            if not se.on_rq:
+                load += se.weight
+            slice_ = slice_ * se.weight // load
+            se = se.parent
+        # BASE_SLICE
+        return max(slice_, self.min_granularity)
+
+    def sched_vslice(self, cfs_rq, se):
+        return self.calc_delta_fair(self.sched_slice(cfs_rq, se), se)
+
+    def update_min_vruntime(self, cfs_rq):
+        curr = cfs_rq.curr
+        vruntime = cfs_rq.min_vruntime
+        if curr is not None:
+            if curr.on_rq:
+                vruntime = curr.vruntime
+            else:
+                curr = None
+        leftmost = self.__pick_first_entity(cfs_rq)
+        if leftmost is not None:
+            vruntime = leftmost.vruntime if curr is None else min(vruntime, leftmost.vruntime)
+        if vruntime > cfs_rq.min_vruntime:
+            cfs_rq.min_vruntime = vruntime
+
+    def _update_curr(self, cfs_rq):
+        curr = cfs_rq.curr
+        if curr is None:
+            return
+        now = self.clock._now
+        delta_exec = now - curr.exec_start
+        if delta_exec <= 0:
+            return
+        curr.exec_start = now
+        curr.sum_exec_runtime += delta_exec
+        w = curr.weight
+        curr.vruntime += delta_exec if w == NICE_0_LOAD else delta_exec * NICE_0_LOAD // w
+        self.update_min_vruntime(cfs_rq)
+        task = curr.task
+        if task is not None:
+            task.tg.usage_ns += delta_exec     # cpuacct_charge()
+
+    def update_curr(self, rq):
+        curr = rq.curr
+        if curr is not None:
+            se = curr.se
+            while se is not None:
+                self._update_curr(se.cfs_rq)
+                se = se.parent
+
+    # ------------------------------------------------------------------
+    # PELT and group shares
+    def update_load_avg(self, cfs_rq, se):
+        now = self.clock._now
+        cfs_rq.update_load_avg(now)
+        se.update_avg(now)
+        cfs_rq.update_tg_load_avg()
+
+    def calc_group_shares(self, cfs_rq):
+        tg = cfs_rq.tg
+        tg_shares = tg.shares
+        load = max(cfs_rq.load_weight, cfs_rq.load_avg)
+        tg_weight = tg.load_avg - cfs_rq.tg_load_avg_contrib + load
+        shares = tg_shares * load / tg_weight if tg_weight > 0 else tg_shares
+        if shares < MIN_SHARES:
+            return MIN_SHARES
+        return tg_shares if shares > tg_shares else int(shares)
+
+    def reweight_entity(self, cfs_rq, se, weight):
+        now = self.clock._now
+        if se.on_rq:
+            if cfs_rq.curr is se:
+                self._update_curr(cfs_rq)
+            cfs_rq.update_load_avg(now)
+            cfs_rq.load_weight += weight - se.weight
+        else:
+            cfs_rq.update_load_avg(now)
+        se.update_avg(now)
+        # the entity's load_avg is weight x runnable_avg: move the cfs_rq sum with it
+        cfs_rq.load_avg = max(0.0, cfs_rq.load_avg + (weight - se.weight) * se.runnable_avg)
+        se.weight = weight
+
+    def update_cfs_group(self, se):
+        gcfs_rq = se.my_q
+        if gcfs_rq is None:
+            return
+        gcfs_rq.update_load_avg(self.clock._now)
+        shares = self.calc_group_shares(gcfs_rq)
+        if shares != se.weight:
+            self.reweight_entity(se.cfs_rq, se, shares)
+
+    # ------------------------------------------------------------------
+    # entity enqueue/dequeue
+    def place_entity(self, cfs_rq, se, initial):
+        vruntime = cfs_rq.min_vruntime
+        if initial and self.start_debit:
+            vruntime += self.sched_vslice(cfs_rq, se)
+        if not initial:
+            thresh = self.sched_latency
+            if self.gentle_fair_sleepers:
+                thresh >>= 1
+            vruntime -= thresh
+        if vruntime > se.vruntime:
+            se.vruntime = vruntime
+
+    def enqueue_entity(self, cfs_rq, se, flags):
+        renorm = not (flags & ENQUEUE_WAKEUP) or (flags & ENQUEUE_MIGRATED)
+        curr = cfs_rq.curr is se
+        if renorm and curr:
+            se.vruntime += cfs_rq.min_vruntime
+        self._update_curr(cfs_rq)
+        if renorm and not curr:
+            se.vruntime += cfs_rq.min_vruntime
+        self.update_load_avg(cfs_rq, se)
+        self.update_cfs_group(se)
+        cfs_rq.load_weight += se.weight
+        cfs_rq.nr_running += 1
+        se.on_rq = True
+        if flags & ENQUEUE_WAKEUP:
+            self.place_entity(cfs_rq, se, False)
+        if not curr:
+            self.__enqueue_entity(cfs_rq, se)
+
+    def dequeue_entity(self, cfs_rq, se, flags):
+        self._update_curr(cfs_rq)
+        self.update_load_avg(cfs_rq, se)
+        if se is not cfs_rq.curr:
+            self.__dequeue_entity(cfs_rq, se)
+        se.on_rq = False
+        cfs_rq.load_weight -= se.weight
+        cfs_rq.nr_running -= 1
+        if not (flags & DEQUEUE_SLEEP):
+            se.vruntime -= cfs_rq.min_vruntime
+        self.update_cfs_group(se)
+        self.update_min_vruntime(cfs_rq)
+
+    def set_next_entity(self, cfs_rq, se):
+        if se.on_rq:
+            self.__dequeue_entity(cfs_rq, se)
+            self.update_load_avg(cfs_rq, se)
+        cfs_rq.curr = se
+        se.exec_start = self.clock._now
+        se.prev_sum_exec_runtime = se.sum_exec_runtime
+
+    def put_prev_entity(self, cfs_rq, prev):
+        if prev.on_rq:
+            self._update_curr(cfs_rq)
+            self.__enqueue_entity(cfs_rq, prev)
+            self.update_load_avg(cfs_rq, prev)
+        cfs_rq.curr = None
+
+    def pick_next_entity(self, cfs_rq, curr):
+        left = self.__pick_first_entity(cfs_rq)
+        if left is None or (curr is not None and curr.vruntime < left.vruntime):
+            return curr
+        return left
+
+    # ------------------------------------------------------------------
+    # task-level interface
+    def set_task_rq(self, p, cpu):
+        tg = p.tg
+        se = p.se
+        se.cfs_rq = tg.cfs_rq[cpu]
+        se.parent = tg.se[cpu]
+        se.depth = tg.depth
+
+    def migrate_task_rq(self, p, new_cpu):
+        """migrate_task_rq_fair(): a waking task moves to another CPU.  Its
+        blocked load leaves the old cfs_rq; vruntime becomes relative."""
+        se = p.se
+        old = se.cfs_rq
+        now = self.clock._now
+        old.update_load_avg(now)
+        se.update_avg(now)
+        old.load_avg = max(0.0, old.load_avg - se.weight * se.runnable_avg)
+        if p.sleeping:
+            se.vruntime -= old.min_vruntime
+        self.set_task_rq(p, new_cpu)
+
+    def enqueue_task(self, rq, p, flags):
+        se = p.se
+        if flags & ENQUEUE_MIGRATED:
+            # attach_entity_load_avg(): bring the task's load to its new cfs_rq
+            cfs_rq = se.cfs_rq
+            now = self.clock._now
+            cfs_rq.update_load_avg(now)
+            se.update_avg(now)
+            cfs_rq.load_avg += se.weight * se.runnable_avg
+        initial = flags & ENQUEUE_INITIAL
+        while se is not None and not se.on_rq:
+            cfs_rq = se.cfs_rq
+            if initial:
+                # task_fork_fair(): a new task starts a vslice after min_vruntime
+                se.vruntime = 0
+                self.place_entity(cfs_rq, se, True)
+                se.vruntime -= cfs_rq.min_vruntime
+                initial = 0
+            self.enqueue_entity(cfs_rq, se, flags)
+            cfs_rq.h_nr_running += 1
+            flags = ENQUEUE_WAKEUP
+            se = se.parent
+        while se is not None:
+            cfs_rq = se.cfs_rq
+            self.update_load_avg(cfs_rq, se)
+            self.update_cfs_group(se)
+            cfs_rq.h_nr_running += 1
+            se = se.parent
+        rq.nr_running += 1
+
+    def dequeue_task(self, rq, p, flags):
+        se = p.se
+        while se is not None:
+            cfs_rq = se.cfs_rq
+            self.dequeue_entity(cfs_rq, se, flags)
+            cfs_rq.h_nr_running -= 1
+            se = se.parent
+            if cfs_rq.load_weight:
+                # don't dequeue the parent while it has other entities
+                break
+            flags |= DEQUEUE_SLEEP
+        while se is not None:
+            cfs_rq = se.cfs_rq
+            self.update_load_avg(cfs_rq, se)
+            self.update_cfs_group(se)
+            cfs_rq.h_nr_running -= 1
+            se = se.parent
+        rq.nr_running -= 1
+
+    def put_prev_task(self, rq, prev):
+        se = prev.se
+        while se is not None:
+            self.put_prev_entity(se.cfs_rq, se)
+            se = se.parent
+
+    def pick_next_task(self, rq, prev):
+        cfs_rq = rq.cfs
+        if not cfs_rq.nr_running:
+            if prev is not None:
+                self.put_prev_task(rq, prev)
+            return None
+        if prev is None:
+            se = None
+            while cfs_rq is not None:
+                se = self.pick_next_entity(cfs_rq, None)
+                self.set_next_entity(cfs_rq, se)
+                cfs_rq = se.my_q
+            return se.task
+        # walk down without touching prev's entities, then put/set only the
+        # levels that differ (the common ancestors keep running)
+        se = None
+        while cfs_rq is not None:
+            curr = cfs_rq.curr
+            if curr is not None:
+                if curr.on_rq:
+                    self._update_curr(cfs_rq)
+                else:
+                    curr = None
+            se = self.pick_next_entity(cfs_rq, curr)
+            cfs_rq = se.my_q
+        p = se.task
+        if p is not prev:
+            pse = prev.se
+            while se.cfs_rq is not pse.cfs_rq:
+                se_depth, pse_depth = se.depth, pse.depth
+                if se_depth <= pse_depth:
+                    self.put_prev_entity(pse.cfs_rq, pse)
+                    pse = pse.parent
+                if se_depth >= pse_depth:
+                    self.set_next_entity(se.cfs_rq, se)
+                    se = se.parent
+            self.put_prev_entity(se.cfs_rq, pse)
+            self.set_next_entity(se.cfs_rq, se)
+        return p
+
+    # ------------------------------------------------------------------
+    # preemption
+    def check_preempt_tick(self, cfs_rq, curr):
+        ideal_runtime = self.sched_slice(cfs_rq, curr)
+        delta_exec = curr.sum_exec_runtime - curr.prev_sum_exec_runtime
+        if delta_exec > ideal_runtime:
+            cfs_rq.rq.need_resched = True
+            return
+        if delta_exec < self.min_granularity:
+            return
+        se = self.__pick_first_entity(cfs_rq)
+        if se is None:
+            return
+        delta = curr.vruntime - se.vruntime
+        if delta > ideal_runtime:
+            cfs_rq.rq.need_resched = True
+
+    def task_tick(self, rq, curr):
+        se = curr.se
+        while se is not None:
+            cfs_rq = se.cfs_rq
+            self._update_curr(cfs_rq)
+            self.update_load_avg(cfs_rq, se)
+            self.update_cfs_group(se)
+            if cfs_rq.nr_running > 1:
+                self.check_preempt_tick(cfs_rq, se)
+            se = se.parent
+
+    def slice_end(self, rq):
+        """hrtick_start_fair(): fire exactly when curr's slice runs out."""
+        if not self.hrtick or rq.cfs.h_nr_running < 2 or rq.curr is None:
+            return None
+        se = rq.curr.se
+        slice_ = self.sched_slice(se.cfs_rq, se)
+        ran = se.sum_exec_runtime - se.prev_sum_exec_runtime
+        return se.exec_start + max(0, slice_ - ran)
+
+    def wakeup_preempt_entity(self, curr, se):
+        vdiff = curr.vruntime - se.vruntime
+        if vdiff <= 0:
+            return -1
+        return 1 if vdiff > self.calc_delta_fair(self.wakeup_granularity, se) else 0
+
+    @staticmethod
+    def find_matching_se(se, pse):
+        while se.depth > pse.depth:
+            se = se.parent
+        while pse.depth > se.depth:
+            pse = pse.parent
+        while se.cfs_rq is not pse.cfs_rq:
+            se = se.parent
+            pse = pse.parent
+        return se, pse
+
+    def check_preempt_wakeup(self, rq, p):
+        curr = rq.curr
+        if curr is None:
+            rq.need_resched = True
+            return
+        if curr is p or not self.wakeup_preemption:
+            return
+        se, pse = self.find_matching_se(curr.se, p.se)
+        self._update_curr(se.cfs_rq)
+        if self.wakeup_preempt_entity(se, pse) == 1:
+            rq.need_resched = True
+
+    # ------------------------------------------------------------------
+    # placement
+    def select_task_rq(self, p, prev_cpu, wake_flags):
+        allowed = p.cpus_allowed
+        if allowed is not None and prev_cpu not in allowed:
+            prev_cpu = min(allowed)
+        if wake_flags & WF_FORK:
+            return self.find_idlest_cpu(p, prev_cpu)
+        return self.select_idle_sibling(p, prev_cpu)
+
+    def select_idle_sibling(self, p, target):
+        """prev CPU if idle, else an idle CPU sharing its LLC, else prev."""
+        rqs = self.machine.rqs
+        if rqs[target].nr_running == 0:
+            return target
+        allowed = p.cpus_allowed
+        span = self.machine.topology.llc_span(target)
+        start = span.index(target)
+        for i in range(1, len(span)):
+            cpu = span[(start + i) % len(span)]
+            if rqs[cpu].nr_running == 0 and (allowed is None or cpu in allowed):
+                return cpu
+        return target
+
+    def find_idlest_cpu(self, p, prev_cpu):
+        """Fork balancing (SD_BALANCE_FORK): an idle CPU, nearest first,
+        else the least loaded allowed CPU."""
+        m = self.machine
+        allowed = p.cpus_allowed
+        best, best_key = prev_cpu, None
+        now = self.clock._now
+        for cpu in m.cpus_by_distance[prev_cpu]:
+            if allowed is not None and cpu not in allowed:
+                continue
+            rq = m.rqs[cpu]
+            if rq.nr_running == 0:
+                return cpu
+            rq.cfs.update_load_avg(now)
+            key = (rq.nr_running, rq.cfs.load_avg)
+            if best_key is None or key < best_key:
+                best, best_key = cpu, key
+        return best
+
+    # ------------------------------------------------------------------
+    # load balancing
+    def cfs_rq_h_load(self, cfs_rq):
+        """update_cfs_rq_h_load(): the share of the CPU's load this cfs_rq carries."""
+        now = self.clock._now
+        chain = []
+        while cfs_rq.se is not None:
+            chain.append(cfs_rq)
+            cfs_rq = cfs_rq.se.cfs_rq
+        cfs_rq.update_load_avg(now)
+        h_load = cfs_rq.load_avg
+        for q in reversed(chain):
+            parent = q.se.cfs_rq
+            parent.update_load_avg(now)
+            h_load = h_load * q.se.load_avg(now) / (parent.load_avg + 1)
+        return h_load
+
+    def task_h_load(self, p):
+        se = p.se
+        cfs_rq = se.cfs_rq
+        now = self.clock._now
+        cfs_rq.update_load_avg(now)
+        return self.cfs_rq_h_load(cfs_rq) * se.load_avg(now) / (cfs_rq.load_avg + 1)
+
+    def task_hot(self, p, now):
+        return now - p.se.exec_start < self.migration_cost
+
+    def can_migrate_task(self, p, dst_cpu, src_rq, now):
+        if p is src_rq.curr:
+            return False
+        if p.cpus_allowed is not None and dst_cpu not in p.cpus_allowed:
+            return False
+        if self.task_hot(p, now):
+            return src_rq.nr_balance_failed > self.cache_nice_tries
+        return True
+
+    def find_busiest_queue(self, span, dst_rq, idle):
+        rqs = self.machine.rqs
+        now = self.clock._now
+        busiest, busiest_key = None, None
+        for cpu in span:
+            rq = rqs[cpu]
+            if rq is dst_rq or rq.nr_running < 2:
+                continue
+            rq.cfs.update_load_avg(now)
+            key = (rq.nr_running, rq.cfs.load_avg) if idle != CPU_NOT_IDLE \
+                else (rq.cfs.load_avg, rq.nr_running)
+            if busiest_key is None or key > busiest_key:
+                busiest, busiest_key = rq, key
+        return busiest
+
+    def load_balance(self, dst_rq, span, idle):
+        src_rq = self.find_busiest_queue(span, dst_rq, idle)
+        if src_rq is None:
+            return 0
+        now = self.clock._now
+        if idle != CPU_NOT_IDLE:
+            # migrate_task: an idle CPU takes one waiting task
+            imbalance = None
+        else:
+            dst_rq.cfs.update_load_avg(now)
+            busiest_load, local_load = src_rq.cfs.load_avg, dst_rq.cfs.load_avg
+            if busiest_load * 100 <= local_load * IMBALANCE_PCT:
+                return 0
+            imbalance = (busiest_load - local_load) / 2
+        moved = 0
+        dst_cpu = dst_rq.cpu
+        for p in list(src_rq.cfs_tasks):
+            if not self.can_migrate_task(p, dst_cpu, src_rq, now):
+                continue
+            if imbalance is not None:
+                load = self.task_h_load(p)
+                if load < 16 and not src_rq.nr_balance_failed:     # LB_MIN
+                    continue
+                if load / 2 > imbalance:
+                    continue
+                imbalance -= load
+            self.machine.move_queued_task(p, src_rq, dst_rq)
+            moved += 1
+            if imbalance is None or imbalance <= 0:
+                break
+        if moved:
+            src_rq.nr_balance_failed = 0
+        else:
+            src_rq.nr_balance_failed += 1
+        return moved
+
+    def balance(self, rq, idle):
+        """rebalance_domains() / newidle_balance() over rq's sched domains,
+        innermost first; stops at the first level that moved work."""
+        for sd in self.machine.topology.domains[rq.cpu]:
+            moved = self.load_balance(rq, sd.span, idle)
+            if moved:
+                return moved
+        return 0
+
+    def balance_interval_ns(self, rq, idle):
+        """sd->balance_interval (ms = span weight), x busy_factor when busy,
+        capped at max_load_balance_interval; the innermost level decides."""
+        domains = self.machine.topology.domains[rq.cpu]
+        if not domains:
+            return None
+        interval = domains[0].interval_ms * (BUSY_FACTOR if idle == CPU_NOT_IDLE else 1)
+        return min(interval, MAX_LOAD_BALANCE_INTERVAL_MS) * 1_000_000
+
+    def newidle_allowed(self, rq):
+        return rq.avg_idle >= self.migration_cost
+
+
+POLICY = CFS

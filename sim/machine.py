@@ -1,0 +1,355 @@
+"""The simulated host: CPUs executing tasks, context switches and their
+cost, scheduler ticks, wake-ups and load-balancing triggers.
+
+The machine owns time and tasks; the kernel scheduling class (policies/
+kernel) owns run-queue order.  Every context switch charges its cost-model
+time to the core: during it the core runs no task, and that time is
+reported as scheduler overhead.  As in the kernel, the incoming task's
+exec_start is taken before the switch, so cgroup usage (cpuacct) includes
+switch time while useful work does not.
+"""
+from __future__ import annotations
+
+from itertools import count
+
+from sim.sched_class import (CPU_IDLE, CPU_NEWLY_IDLE, CPU_NOT_IDLE, DEQUEUE_SLEEP,
+                                  ENQUEUE_INITIAL, ENQUEUE_MIGRATED, ENQUEUE_WAKEUP, WF_FORK,
+                                  WF_TTWU)
+from sim.costmodel import CostModel
+from sim.engine import Engine
+from sim.rq import CfsRq, Rq, SchedEntity, TaskGroup
+from sim.task import BURST_BLOCK, BURST_EXIT, Task
+from sim.topology import Topology
+
+ROOT = "/"
+
+
+class Machine:
+    def __init__(self, engine: Engine, topology: Topology, policy_cls, sched_cfg,
+                 costmodel: CostModel):
+        self.engine = engine
+        self.topology = topology
+        self.cost = costmodel
+        n = topology.nr_cpus
+        self.rqs = [Rq(cpu) for cpu in range(n)]
+        self.cpus_by_distance = [self._by_distance(cpu) for cpu in range(n)]
+        self.tick_ns = topology.tick_ns
+        self.root_tg = TaskGroup(ROOT, None, 1024, n, None)
+        self.groups: dict[str, TaskGroup] = {ROOT: self.root_tg}
+        for rq in self.rqs:
+            rq.cfs = CfsRq(rq, self.root_tg)
+            self.root_tg.cfs_rq.append(rq.cfs)
+        self.policy = policy_cls(sched_cfg, self)
+        # avg_idle starts at 2 x migration cost, as in sched_init()
+        for rq in self.rqs:
+            rq.avg_idle = 2 * self.policy.migration_cost
+        self.idle_cpus = set(range(n))
+        self.nr_migrations = 0
+        # schedstat: time tasks waited runnable, and how many times they ran
+        self.run_delay_ns = 0
+        self.pcount = 0
+        self._pids = count(1)
+        self.tasks_alive = 0
+
+    def _by_distance(self, cpu: int) -> list[int]:
+        me = self.topology.cpus[cpu]
+        n = self.topology.nr_cpus
+
+        def key(c):
+            o = self.topology.cpus[c]
+            return (o.core != me.core, o.llc != me.llc, o.numa != me.numa,
+                    o.socket != me.socket, (c - cpu) % n)
+        return sorted(range(n), key=key)
+
+    # ------------------------------------------------------------------
+    # cgroups
+    def create_group(self, path: str, shares: int = 1024,
+                     cpuset: frozenset[int] | None = None) -> TaskGroup:
+        """mkdir a cpu cgroup (parents are created with default shares)."""
+        path = "/" + path.strip("/")
+        if path in self.groups:
+            raise ValueError(f"cgroup {path} already exists")
+        parent_path = path.rsplit("/", 1)[0] or ROOT
+        parent = self.groups.get(parent_path) or self.create_group(parent_path)
+        allowed = cpuset
+        if parent.cpus_allowed is not None:
+            allowed = parent.cpus_allowed if allowed is None else allowed & parent.cpus_allowed
+        if allowed is not None and not allowed:
+            raise ValueError(f"cgroup {path}: cpuset leaves no CPU to run on")
+        tg = TaskGroup(path, parent, shares, len(self.rqs), allowed)
+        for rq in self.rqs:
+            cfs_rq = CfsRq(rq, tg)
+            parent_cfs_rq = parent.cfs_rq[rq.cpu]
+            se = SchedEntity(shares, parent.se[rq.cpu], parent_cfs_rq, my_q=cfs_rq)
+            cfs_rq.se = se
+            tg.cfs_rq.append(cfs_rq)
+            tg.se[rq.cpu] = se
+        self.groups[path] = tg
+        self.policy.init_task_group(tg)
+        return tg
+
+    # ------------------------------------------------------------------
+    # task lifecycle
+    def new_task(self, name: str, tg: TaskGroup, nice: int, burst_ns: int, ws_bytes: int,
+                 owner, request=None) -> Task:
+        return Task(next(self._pids), name, tg, nice, burst_ns, ws_bytes, owner, request)
+
+    def wake_up_new_task(self, p: Task, hint_cpu: int) -> None:
+        cpu = self.policy.select_task_rq(p, hint_cpu, WF_FORK)
+        p.cpu = cpu
+        self.policy.set_task_rq(p, cpu)
+        self.tasks_alive += 1
+        self._activate(self.rqs[cpu], p, ENQUEUE_INITIAL)
+
+    def wake_up(self, p: Task) -> None:
+        """try_to_wake_up()"""
+        if not p.sleeping or p.dead:
+            return
+        cpu = self.policy.select_task_rq(p, p.cpu, WF_TTWU)
+        flags = ENQUEUE_WAKEUP
+        if cpu != p.cpu:
+            self.policy.migrate_task_rq(p, cpu)
+            p.cpu = cpu
+            self.nr_migrations += 1
+            flags |= ENQUEUE_MIGRATED
+        self._activate(self.rqs[cpu], p, flags)
+
+    def _activate(self, rq: Rq, p: Task, flags: int) -> None:
+        now = self.engine.env._now
+        was_idle = rq.nr_running == 0
+        p.sleeping = False
+        p.wait_start = now
+        self.policy.enqueue_task(rq, p, flags)
+        rq.cfs_tasks[p] = None
+        if was_idle:
+            self._leave_idle(rq, now)
+        self.policy.check_preempt_wakeup(rq, p)
+        self._ensure_tick(rq)
+        if rq.need_resched:
+            self.schedule(rq)
+
+    def _leave_idle(self, rq: Rq, now: int) -> None:
+        self.idle_cpus.discard(rq.cpu)
+        if rq.curr is None:
+            # update_avg(&rq->avg_idle, idle duration), capped at 2 x migration cost
+            sample = now - rq.idle_since
+            rq.avg_idle += (sample - rq.avg_idle) // 8
+            rq.avg_idle = min(rq.avg_idle, 2 * self.policy.migration_cost)
+
+    def move_queued_task(self, p: Task, src: Rq, dst: Rq) -> None:
+        """detach_task() + attach_task() for the load balancer."""
+        self.policy.dequeue_task(src, p, 0)
+        del src.cfs_tasks[p]
+        self.policy.migrate_task_rq(p, dst.cpu)
+        p.cpu = dst.cpu
+        self.nr_migrations += 1
+        was_idle = dst.nr_running == 0
+        self.policy.enqueue_task(dst, p, ENQUEUE_MIGRATED)
+        dst.cfs_tasks[p] = None
+        if was_idle:
+            self._leave_idle(dst, self.engine.env._now)
+        self.policy.check_preempt_wakeup(dst, p)
+        self._ensure_tick(dst)
+
+    # ------------------------------------------------------------------
+    # the CPU loop
+    def schedule(self, rq: Rq) -> None:
+        """__schedule(): pick the next task and switch to it."""
+        env = self.engine.env
+        now = env._now
+        if now < rq.switch_end:
+            # a switch is in progress on this core: reschedule when it ends
+            if not rq.resched_pending:
+                rq.resched_pending = True
+                self.engine.call_at(rq.switch_end, self._deferred_schedule, rq)
+            return
+        rq.need_resched = False
+        policy = self.policy
+        prev = rq.curr
+        if prev is not None:
+            ran = now - rq.run_start
+            if ran > 0:
+                prev.remaining -= ran
+                rq.busy_ns += ran
+            rq.run_start = now
+        nxt = policy.pick_next_task(rq, prev)
+        if nxt is None and policy.newidle_allowed(rq) and self._overloaded():
+            if policy.balance(rq, CPU_NEWLY_IDLE):
+                nxt = policy.pick_next_task(rq, None)
+        if nxt is prev:
+            self._arm_hrtick(rq)
+            return
+        rq.nr_switches += 1
+        rq.gen += 1
+        if prev is not None:
+            prev.on_cpu = False
+            prev.last_ran = now
+            prev.last_cpu = rq.cpu
+            if not prev.sleeping:
+                prev.wait_start = now
+        cost = self.cost
+        if nxt is None:
+            levels = prev.tg.depth if prev is not None else 0
+            c = cost.direct_ns + cost.per_level_ns * levels
+            rq.curr = None
+            rq.overhead_ns += c
+            rq.switch_end = now + c
+            rq.idle_since = now + c
+            if rq.nr_running == 0:
+                self.idle_cpus.add(rq.cpu)
+            return
+        if prev is None:
+            levels = nxt.tg.depth
+        else:
+            levels = self._levels_walked(prev.se, nxt.se)
+        migrated = nxt.last_cpu >= 0 and nxt.last_cpu != rq.cpu
+        away = None if nxt.last_ran is None else now - nxt.last_ran
+        c = cost.switch_cost_ns(levels, nxt.ws_bytes, away, migrated)
+        rq.overhead_ns += c
+        rq.curr = nxt
+        nxt.on_cpu = True
+        self.run_delay_ns += now - nxt.wait_start
+        self.pcount += 1
+        cfs_tasks = rq.cfs_tasks
+        del cfs_tasks[nxt]
+        cfs_tasks[nxt] = None          # most recently run goes last
+        start = now + c
+        rq.switch_end = start
+        rq.run_start = start
+        req = nxt.request
+        if req is not None and req.start < 0:
+            req.start = start
+        self.engine.call_at(start + nxt.remaining, self._on_burst_end, rq, rq.gen)
+        self._arm_hrtick(rq)
+
+    @staticmethod
+    def _levels_walked(pse: SchedEntity, se: SchedEntity) -> int:
+        """put_prev_entity/set_next_entity calls beyond the shared level."""
+        levels = 0
+        while pse.depth > se.depth:
+            pse = pse.parent
+            levels += 1
+        while se.depth > pse.depth:
+            se = se.parent
+            levels += 1
+        while pse.cfs_rq is not se.cfs_rq:
+            pse = pse.parent
+            se = se.parent
+            levels += 2
+        return levels
+
+    def _deferred_schedule(self, rq: Rq) -> None:
+        rq.resched_pending = False
+        if rq.need_resched:
+            self.schedule(rq)
+
+    def _overloaded(self) -> bool:
+        """rd->overload: some CPU has a task waiting."""
+        return any(r.nr_running > 1 for r in self.rqs)
+
+    def _on_burst_end(self, rq: Rq, gen: int) -> None:
+        if gen != rq.gen:
+            return
+        p = rq.curr
+        now = self.engine.env._now
+        rq.busy_ns += now - rq.run_start
+        rq.run_start = now
+        p.remaining = 0
+        self.policy.update_curr(rq)
+        action = p.owner.burst_done(p)
+        if action == 0:
+            if p.remaining <= 0:
+                raise RuntimeError(f"{p.owner!r} continued {p.name} with no work")
+            self.engine.call_at(now + p.remaining, self._on_burst_end, rq, gen)
+            return
+        self.policy.dequeue_task(rq, p, DEQUEUE_SLEEP)
+        del rq.cfs_tasks[p]
+        p.sleeping = True
+        if action is BURST_EXIT:
+            p.dead = True
+            self.tasks_alive -= 1
+        elif action != BURST_BLOCK:
+            self.engine.call_later(action, self.wake_up, p)
+        self.schedule(rq)
+
+    # ------------------------------------------------------------------
+    # ticks and balancing
+    def _next_tick_time(self, rq: Rq, now: int) -> int | None:
+        tick = self.tick_ns
+        boundary = (now // tick + 1) * tick
+        if rq.nr_running >= 2:
+            return boundary
+        if rq.nr_running == 1:
+            # a lone task needs no preemption check; only periodic balancing
+            return max(boundary, -(-rq.next_balance // tick) * tick)
+        return None
+
+    def _ensure_tick(self, rq: Rq) -> None:
+        now = self.engine.env._now
+        at = self._next_tick_time(rq, now)
+        if at is None or (rq.ticking and rq.tick_at <= at):
+            return
+        rq.tick_gen += 1
+        rq.tick_at = at
+        rq.ticking = True
+        self.engine.call_at(at, self._on_tick, rq, rq.tick_gen)
+
+    def _arm_hrtick(self, rq: Rq) -> None:
+        at = self.policy.slice_end(rq)
+        if at is not None:
+            self.engine.call_at(max(at, self.engine.env._now), self._on_hrtick, rq, rq.gen)
+
+    def _on_hrtick(self, rq: Rq, gen: int) -> None:
+        if gen == rq.gen and rq.curr is not None:
+            self.policy.task_tick(rq, rq.curr)
+            if rq.need_resched:
+                self.schedule(rq)
+
+    def _on_tick(self, rq: Rq, tick_gen: int) -> None:
+        if tick_gen != rq.tick_gen:
+            return
+        rq.ticking = False
+        now = self.engine.env._now
+        policy = self.policy
+        curr = rq.curr
+        if curr is not None:
+            policy.task_tick(rq, curr)
+        if rq.nr_running >= 2 and self.idle_cpus:
+            self._nohz_idle_balance(rq, now)
+        if now >= rq.next_balance:
+            idle = CPU_NOT_IDLE if curr is not None else CPU_IDLE
+            policy.balance(rq, idle)
+            interval = policy.balance_interval_ns(rq, idle)
+            rq.next_balance = now + (interval or self.tick_ns)
+        if rq.need_resched:
+            self.schedule(rq)
+        self._ensure_tick(rq)
+
+    def _nohz_idle_balance(self, busy: Rq, now: int) -> None:
+        """nohz_balancer_kick(): an idle CPU balances on behalf of the idle
+        ones whose balance interval has expired."""
+        span = self.topology.domains[busy.cpu][-1].span if self.topology.domains[busy.cpu] \
+            else (busy.cpu,)
+        for cpu in span:
+            if busy.nr_running < 2:
+                break
+            if cpu not in self.idle_cpus:
+                continue
+            rq = self.rqs[cpu]
+            if now < rq.next_balance:
+                continue
+            self.policy.balance(rq, CPU_IDLE)
+            rq.next_balance = now + self.policy.balance_interval_ns(rq, CPU_IDLE)
+            if rq.need_resched:
+                self.schedule(rq)
+
+    # ------------------------------------------------------------------
+    def sync(self) -> None:
+        """Bring every CPU's accounting up to now (for sampling)."""
+        now = self.engine.env._now
+        for rq in self.rqs:
+            if rq.curr is not None and now > rq.run_start:
+                rq.curr.remaining -= now - rq.run_start
+                rq.busy_ns += now - rq.run_start
+                rq.run_start = now
+            self.policy.update_curr(rq)

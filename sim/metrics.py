@@ -1,0 +1,142 @@
+"""What a run measures: per-request rows, per-interval cgroup usage, and the
+host counters the one-row summary is built from.  Times leave here in
+seconds (float64); inside the simulator they are integer nanoseconds."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from sim.engine import NSEC_PER_SEC
+
+
+class Recorder:
+    """Collects requests; those arriving before warmup are excluded."""
+
+    def __init__(self, warmup_ns: int):
+        self.warmup_ns = warmup_ns
+        self.rows: list[tuple] = []
+        self.arrived = 0
+
+    def request_arrived(self, req) -> None:
+        if req.arrival >= self.warmup_ns:
+            self.arrived += 1
+
+    def request_done(self, req) -> None:
+        if req.arrival >= self.warmup_ns:
+            self.rows.append((req.function, req.cgroup, req.arrival, req.start, req.end,
+                              req.demand, req.dropped))
+
+    def table(self) -> pa.Table:
+        cols = list(zip(*self.rows)) if self.rows else [[]] * 7
+        arrival = np.asarray(cols[2], dtype=np.float64) / NSEC_PER_SEC
+        start = np.asarray(cols[3], dtype=np.float64) / NSEC_PER_SEC
+        end = np.asarray(cols[4], dtype=np.float64) / NSEC_PER_SEC
+        dropped = np.asarray(cols[6], dtype=bool)
+        start[dropped] = np.nan
+        end[dropped] = np.nan
+        return pa.table({
+            "function": pa.array(cols[0], pa.string()),
+            "cgroup": pa.array(cols[1], pa.string()),
+            "arrival_s": arrival,
+            "start_s": start,
+            "end_s": end,
+            "latency_s": end - arrival,
+            "cpu_demand_s": np.asarray(cols[5], dtype=np.float64) / NSEC_PER_SEC,
+            "dropped": pa.array(dropped, pa.bool_()),
+        })
+
+
+@dataclass
+class HostCounters:
+    busy_ns: int = 0
+    overhead_ns: int = 0
+    switches: int = 0
+    migrations: int = 0
+    run_delay_ns: int = 0
+    pcount: int = 0
+
+    @classmethod
+    def read(cls, machine) -> HostCounters:
+        rqs = machine.rqs
+        return cls(busy_ns=sum(r.busy_ns for r in rqs),
+                   overhead_ns=sum(r.overhead_ns for r in rqs),
+                   switches=sum(r.nr_switches for r in rqs),
+                   migrations=machine.nr_migrations,
+                   run_delay_ns=machine.run_delay_ns, pcount=machine.pcount)
+
+    def __sub__(self, other: HostCounters) -> HostCounters:
+        return HostCounters(*(getattr(self, f) - getattr(other, f)
+                              for f in self.__dataclass_fields__))
+
+
+class IntervalSampler:
+    """cpuacct.usage per cgroup (hierarchical) every ``interval_ns``, plus
+    host-wide switch counters on the root row."""
+
+    def __init__(self, machine, interval_ns: int):
+        self.machine = machine
+        self.interval_ns = interval_ns
+        self.rows: list[tuple] = []
+        self._last_usage: dict[str, int] = {}
+        self._last_host = HostCounters()
+        self._last_t = 0
+
+    def start(self):
+        self.machine.engine.call_later(self.interval_ns, self.sample)
+
+    def _hier_usage(self) -> dict[str, int]:
+        usage: dict[str, int] = {}
+
+        def walk(tg):
+            total = tg.usage_ns + sum(walk(c) for c in tg.children)
+            usage[tg.name] = total
+            return total
+        walk(self.machine.root_tg)
+        return usage
+
+    def sample(self, reschedule: bool = True):
+        m = self.machine
+        now = m.engine.now
+        if now > self._last_t:
+            m.sync()
+            usage = self._hier_usage()
+            host = HostCounters.read(m)
+            d = host - self._last_host
+            span_ns = now - self._last_t
+            capacity = span_ns * m.topology.nr_cpus
+            t0, t1 = self._last_t / NSEC_PER_SEC, now / NSEC_PER_SEC
+            for name, ns in usage.items():
+                used = ns - self._last_usage.get(name, 0)
+                root = name == "/"
+                self.rows.append((t0, t1, name, used / NSEC_PER_SEC, used / capacity,
+                                  d.switches if root else None,
+                                  d.overhead_ns / NSEC_PER_SEC if root else None,
+                                  d.migrations if root else None))
+            self._last_usage, self._last_host, self._last_t = usage, host, now
+        if reschedule:
+            m.engine.call_later(self.interval_ns, self.sample)
+
+    def table(self) -> pa.Table:
+        cols = list(zip(*self.rows)) if self.rows else [[]] * 8
+        return pa.table({
+            "interval_start_s": pa.array(cols[0], pa.float64()),
+            "interval_end_s": pa.array(cols[1], pa.float64()),
+            "cgroup": pa.array(cols[2], pa.string()),
+            "usage_s": pa.array(cols[3], pa.float64()),
+            "usage_frac": pa.array(cols[4], pa.float64()),
+            "ctx_switches": pa.array(cols[5], pa.int64()),
+            "sched_overhead_s": pa.array(cols[6], pa.float64()),
+            "migrations": pa.array(cols[7], pa.int64()),
+        })
+
+
+def latency_stats(requests: pa.Table) -> dict[str, float]:
+    lat = requests.column("latency_s").to_numpy(zero_copy_only=False)
+    dropped = requests.column("dropped").to_numpy(zero_copy_only=False)
+    lat = lat[~dropped]
+    if lat.size == 0:
+        return {k: float("nan") for k in ("mean", "p50", "p95", "p99")}
+    p50, p95, p99 = np.percentile(lat, [50, 95, 99])
+    return {"mean": float(lat.mean()), "p50": float(p50), "p95": float(p95), "p99": float(p99)}

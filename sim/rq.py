@@ -1,0 +1,186 @@
+"""Per-CPU hierarchical run queues: ``rq``, ``cfs_rq``, ``sched_entity``,
+``task_group`` — the data the kernel's fair class works on.
+
+The ordering logic (which entity runs next) belongs to the scheduling policy
+in ``policies/kernel``; this module holds the state every fair-class policy
+shares and the PELT load tracking that group shares and load balancing read.
+
+PELT is kept in continuous time: an entity's ``runnable_avg`` is an
+exponential average of its on-rq indicator with the kernel's 32-period half
+life (32 x 1024 us), updated lazily whenever its state changes or is read.
+The kernel sums the same geometric series in 1024 us segments; the
+continuous form differs from it only by that quantisation.
+"""
+from __future__ import annotations
+
+import math
+
+NICE_0_LOAD = 1024
+MIN_SHARES = 2
+MAX_SHARES = 1 << 18
+
+# kernel/sched/core.c: sched_prio_to_weight[], nice -20 .. 19
+SCHED_PRIO_TO_WEIGHT = (
+    88761, 71755, 56483, 46273, 36291,
+    29154, 23254, 18705, 14949, 11916,
+    9548, 7620, 6100, 4904, 3906,
+    3121, 2501, 1991, 1586, 1277,
+    1024, 820, 655, 526, 423,
+    335, 272, 215, 172, 137,
+    110, 87, 70, 56, 45,
+    36, 29, 23, 18, 15,
+)
+
+PELT_PERIOD_NS = 1024 * 1000
+PELT_HALFLIFE_NS = 32 * PELT_PERIOD_NS
+_DECAY_PER_NS = math.log(2) / PELT_HALFLIFE_NS
+
+
+def nice_to_weight(nice: int) -> int:
+    return SCHED_PRIO_TO_WEIGHT[nice + 20]
+
+
+def pelt_decay(delta_ns: int) -> float:
+    """Fraction of an average that survives ``delta_ns`` (y^(delta/1024us))."""
+    return math.exp(-delta_ns * _DECAY_PER_NS)
+
+
+class TaskGroup:
+    """kernel ``struct task_group``: one per cgroup with the cpu controller."""
+
+    __slots__ = ("name", "parent", "shares", "cfs_rq", "se", "load_avg", "depth",
+                 "cpus_allowed", "usage_ns", "children")
+
+    def __init__(self, name: str, parent: TaskGroup | None, shares: int, ncpus: int,
+                 cpus_allowed: frozenset[int] | None):
+        self.name = name
+        self.parent = parent
+        self.shares = shares
+        self.depth = 0 if parent is None else parent.depth + 1
+        self.cfs_rq: list[CfsRq] = []
+        self.se: list[SchedEntity | None] = [None] * ncpus
+        # tg->load_avg: sum of the per-CPU tg_load_avg_contrib
+        self.load_avg = 0.0
+        self.cpus_allowed = cpus_allowed
+        # cpuacct.usage of tasks directly in this group (children add their own)
+        self.usage_ns = 0
+        self.children: list[TaskGroup] = []
+        if parent is not None:
+            parent.children.append(self)
+
+
+class SchedEntity:
+    """kernel ``struct sched_entity`` for a task or for a group on one CPU."""
+
+    __slots__ = ("weight", "vruntime", "exec_start", "sum_exec_runtime",
+                 "prev_sum_exec_runtime", "on_rq", "parent", "cfs_rq", "my_q",
+                 "depth", "task", "runnable_avg", "avg_last_update", "rb_seq",
+                 "vlag", "deadline", "slice")
+
+    def __init__(self, weight: int, parent: SchedEntity | None, cfs_rq: CfsRq,
+                 my_q: CfsRq | None = None, task=None):
+        self.weight = weight
+        self.vruntime = 0
+        self.exec_start = 0
+        self.sum_exec_runtime = 0
+        self.prev_sum_exec_runtime = 0
+        self.on_rq = False
+        self.parent = parent
+        self.cfs_rq = cfs_rq          # the cfs_rq this entity is queued on
+        self.my_q = my_q              # the cfs_rq a group entity owns
+        self.depth = 0 if parent is None else parent.depth + 1
+        self.task = task
+        self.runnable_avg = 0.0
+        self.avg_last_update = 0
+        self.rb_seq = 0               # tree membership token (0: not in tree)
+        self.vlag = 0
+        self.deadline = 0
+        self.slice = 0
+
+    def update_avg(self, now: int) -> None:
+        delta = now - self.avg_last_update
+        if delta > 0:
+            y = math.exp(-delta * _DECAY_PER_NS)
+            self.runnable_avg = self.runnable_avg * y + (1.0 - y) if self.on_rq \
+                else self.runnable_avg * y
+            self.avg_last_update = now
+
+    def load_avg(self, now: int) -> float:
+        self.update_avg(now)
+        return self.weight * self.runnable_avg
+
+
+class CfsRq:
+    """kernel ``struct cfs_rq``: one per task group per CPU."""
+
+    __slots__ = ("rq", "tg", "cpu", "load_weight", "nr_running", "h_nr_running",
+                 "min_vruntime", "curr", "timeline", "load_avg", "avg_last_update",
+                 "tg_load_avg_contrib", "se", "policy_data")
+
+    def __init__(self, rq: Rq, tg: TaskGroup):
+        self.rq = rq
+        self.tg = tg
+        self.cpu = rq.cpu
+        self.load_weight = 0          # cfs_rq->load.weight, curr included
+        self.nr_running = 0           # entities queued here, curr included
+        self.h_nr_running = 0         # tasks queued in this subtree
+        self.min_vruntime = 0
+        self.curr: SchedEntity | None = None
+        self.timeline: list = []      # the policy's ordered queue (curr not in it)
+        self.load_avg = 0.0
+        self.avg_last_update = 0
+        self.tg_load_avg_contrib = 0.0
+        self.se: SchedEntity | None = None   # the group entity owning us (None: root)
+        self.policy_data = None
+
+    def update_load_avg(self, now: int) -> None:
+        """Decay cfs_rq->avg.load_avg toward the current queued weight.
+
+        Valid because every change of ``load_weight`` is preceded by a call:
+        the average of a sum of runnable weights is the sum of their averages.
+        """
+        delta = now - self.avg_last_update
+        if delta > 0:
+            y = math.exp(-delta * _DECAY_PER_NS)
+            self.load_avg = self.load_avg * y + (1.0 - y) * self.load_weight
+            self.avg_last_update = now
+
+    def update_tg_load_avg(self) -> None:
+        """update_tg_load_avg(): publish our load to tg->load_avg when it has
+        moved by more than 1/64 of the last published value."""
+        delta = self.load_avg - self.tg_load_avg_contrib
+        if abs(delta) > self.tg_load_avg_contrib / 64:
+            self.tg.load_avg += delta
+            self.tg_load_avg_contrib = self.load_avg
+
+
+class Rq:
+    """kernel ``struct rq``: per-CPU run queue state the simulator needs."""
+
+    __slots__ = ("cpu", "cfs", "curr", "nr_running", "cfs_tasks", "need_resched",
+                 "gen", "run_start", "switch_end", "idle_since", "avg_idle",
+                 "next_balance", "nr_balance_failed", "ticking",
+                 "tick_gen", "tick_at", "resched_pending",
+                 "nr_switches", "busy_ns", "overhead_ns")
+
+    def __init__(self, cpu: int):
+        self.cpu = cpu
+        self.cfs: CfsRq | None = None
+        self.curr = None              # running task (None: idle)
+        self.nr_running = 0           # runnable tasks, curr included
+        self.cfs_tasks: dict = {}     # queued tasks, least recently run first
+        self.need_resched = False
+        self.gen = 0                  # invalidates the pending completion event
+        self.run_start = 0            # when curr's useful work (re)started
+        self.switch_end = 0           # the context switch in progress ends here
+        self.idle_since = 0
+        self.avg_idle = 0
+        self.next_balance = 0
+        self.nr_balance_failed = 0
+        self.ticking = False
+        self.tick_gen = 0
+        self.tick_at = 0
+        self.resched_pending = False
+        self.nr_switches = 0
+        self.busy_ns = 0              # useful task work executed
+        self.overhead_ns = 0          # context-switch cost executed

@@ -1,0 +1,95 @@
+"""Host topology: sockets -> cores -> hardware threads, LLC and NUMA domains,
+and the scheduling-domain hierarchy the load balancer walks.
+
+CPU numbering follows Linux on Intel: all first hardware threads of every
+core come first, SMT siblings follow (cpu i and i + ncores share a core).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CpuInfo:
+    cpu: int
+    core: int        # global physical core id
+    socket: int
+    llc: int         # global LLC domain id
+    numa: int
+    thread: int      # 0 for the first hardware thread of the core
+
+
+@dataclass(frozen=True)
+class SchedDomain:
+    """One level of a CPU's sched_domain hierarchy (groups are single CPUs)."""
+    name: str
+    span: tuple[int, ...]
+    # sd_init(): balance interval in ms equals the span weight
+    interval_ms: int
+
+
+class Topology:
+    def __init__(self, sockets: int, cores: int, threads_per_core: int = 1,
+                 numa_nodes: int = 1, cores_per_llc: int = 0, llc_mb: float = 0.0,
+                 llc_ways: int = 0, hz: int = 250, name: str = "generic"):
+        if min(sockets, cores, threads_per_core, numa_nodes) < 1:
+            raise ValueError("sockets, cores, threads_per_core and numa_nodes must be >= 1")
+        ncores = sockets * cores
+        if ncores % numa_nodes:
+            raise ValueError(f"numa_nodes={numa_nodes} must divide the {ncores} cores")
+        cores_per_llc = cores_per_llc or cores
+        if cores % cores_per_llc:
+            raise ValueError(f"cores_per_llc={cores_per_llc} must divide cores={cores}")
+        self.name = name
+        self.sockets = sockets
+        self.cores_per_socket = cores
+        self.threads_per_core = threads_per_core
+        self.numa_nodes = numa_nodes
+        self.llc_bytes = int(llc_mb * 1024 * 1024)
+        self.llc_ways = llc_ways
+        self.hz = hz
+        self.tick_ns = 1_000_000_000 // hz
+        cores_per_numa = ncores // numa_nodes
+        self.cpus: list[CpuInfo] = []
+        for thread in range(threads_per_core):
+            for core in range(ncores):
+                self.cpus.append(CpuInfo(
+                    cpu=thread * ncores + core, core=core, socket=core // cores,
+                    llc=core // cores_per_llc, numa=core // cores_per_numa, thread=thread))
+        self.nr_cpus = len(self.cpus)
+        self.domains = [self._build_domains(c) for c in self.cpus]
+
+    @classmethod
+    def from_config(cls, host) -> Topology:
+        return cls(sockets=int(host["sockets"]), cores=int(host["cores"]),
+                   threads_per_core=int(host["threads_per_core"]),
+                   numa_nodes=int(host.get("numa_nodes", 1)),
+                   cores_per_llc=int(host.get("cores_per_llc", 0) or 0),
+                   llc_mb=float(host.get("llc_mb", 0.0)), llc_ways=int(host.get("llc_ways", 0)),
+                   hz=int(host["hz"]), name=str(host.get("name", "generic")))
+
+    def _build_domains(self, me: CpuInfo) -> list[SchedDomain]:
+        levels = [
+            ("SMT", lambda c: c.core == me.core),
+            ("MC", lambda c: c.llc == me.llc),
+            ("NODE", lambda c: c.numa == me.numa),
+            ("PKG", lambda c: c.socket == me.socket),
+            ("SYS", lambda c: True),
+        ]
+        domains: list[SchedDomain] = []
+        prev: tuple[int, ...] = (me.cpu,)
+        for name, member in levels:
+            span = tuple(c.cpu for c in self.cpus if member(c))
+            # like the kernel's degenerate-domain removal: keep a level only
+            # when it widens the span of the one below
+            if len(span) > len(prev) and set(prev) <= set(span):
+                domains.append(SchedDomain(name, span, len(span)))
+                prev = span
+        return domains
+
+    def llc_span(self, cpu: int) -> tuple[int, ...]:
+        llc = self.cpus[cpu].llc
+        return tuple(c.cpu for c in self.cpus if c.llc == llc)
+
+    def same_llc(self, a: int, b: int) -> bool:
+        return self.cpus[a].llc == self.cpus[b].llc

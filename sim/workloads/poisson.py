@@ -1,0 +1,66 @@
+"""``workload=poisson``: open-loop Poisson arrivals per function cgroup, a
+new thread per request (fork-join over ``threads_per_request`` threads,
+the demand split evenly; the request ends when its last thread exits)."""
+from __future__ import annotations
+
+from sim.engine import NSEC_PER_SEC
+from sim.task import BURST_EXIT, Request
+from sim.workloads.common import ServiceTime, cgroup_shares
+
+
+class PoissonWorkload:
+    def __init__(self, cfg, machine, recorder):
+        self.machine = machine
+        self.engine = machine.engine
+        self.recorder = recorder
+        self.k = int(cfg.get("threads_per_request", 1))
+        self.nice = int(cfg.get("nice", 0))
+        self.ws_bytes = int(cfg.get("working_set_kb", 0)) * 1024
+        rate = float(cfg["rate_rps"])
+        self.mean_gap_ns = NSEC_PER_SEC / rate
+        parent = str(cfg.get("parent_cgroup") or "").strip("/")
+        shares = cgroup_shares(cfg)
+        ncpus = machine.topology.nr_cpus
+        self.functions = []
+        for i in range(int(cfg["functions"])):
+            name = f"func-{i}"
+            tg = machine.create_group(f"{parent}/{name}" if parent else name, shares)
+            service = ServiceTime(cfg.get("service", "exp"), float(cfg["mean_service_s"]),
+                                  float(cfg.get("service_sigma", 1.0)),
+                                  self.engine.rng(f"workload/{name}/service"))
+            # the CPU the function's dispatcher last forked from
+            self.functions.append([name, tg, self.engine.rng(f"workload/{name}/arrivals"),
+                                   service, i % ncpus])
+
+    def start(self):
+        for i, fn in enumerate(self.functions):
+            self.engine.call_later(int(fn[2].exponential(self.mean_gap_ns)), self._arrive, i)
+
+    def _arrive(self, i):
+        name, tg, arrivals, service, hint = self.functions[i]
+        now = self.engine.now
+        demand = service.sample_ns()
+        req = Request(name, tg.name, now, demand)
+        self.recorder.request_arrived(req)
+        k = self.k
+        req.pending = k
+        share, extra = divmod(demand, k)
+        m = self.machine
+        for j in range(k):
+            t = m.new_task(name, tg, self.nice, max(1, share + (extra if j == 0 else 0)),
+                           self.ws_bytes, self, req)
+            m.wake_up_new_task(t, hint)
+            hint = t.cpu
+        self.functions[i][4] = hint
+        self.engine.call_later(int(arrivals.exponential(self.mean_gap_ns)), self._arrive, i)
+
+    def burst_done(self, task):
+        req = task.request
+        req.pending -= 1
+        if req.pending == 0:
+            req.end = self.engine.now
+            self.recorder.request_done(req)
+        return BURST_EXIT
+
+
+WORKLOAD = PoissonWorkload
