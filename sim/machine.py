@@ -297,13 +297,16 @@ class Machine:
     def _arm_hrtick(self, rq: Rq) -> None:
         at = self.policy.slice_end(rq)
         if at is not None:
-            self.engine.call_at(max(at, self.engine.env._now), self._on_hrtick, rq, rq.gen)
+            rq.hrtick_gen += 1
+            self.engine.call_at(max(at, self.engine.env._now), self._on_hrtick, rq,
+                                rq.hrtick_gen)
 
-    def _on_hrtick(self, rq: Rq, gen: int) -> None:
-        if gen == rq.gen and rq.curr is not None:
-            self.policy.task_tick(rq, rq.curr)
-            if rq.need_resched:
-                self.schedule(rq)
+    def _on_hrtick(self, rq: Rq, hrtick_gen: int) -> None:
+        """hrtick(): a queued tick always reschedules (entity_tick, queued=1)."""
+        if hrtick_gen == rq.hrtick_gen and rq.curr is not None:
+            self.policy.update_curr(rq)
+            rq.need_resched = True
+            self.schedule(rq)
 
     def _on_tick(self, rq: Rq, tick_gen: int) -> None:
         if tick_gen != rq.tick_gen:

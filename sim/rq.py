@@ -160,7 +160,7 @@ class Rq:
     __slots__ = ("cpu", "cfs", "curr", "nr_running", "cfs_tasks", "need_resched",
                  "gen", "run_start", "switch_end", "idle_since", "avg_idle",
                  "next_balance", "nr_balance_failed", "ticking",
-                 "tick_gen", "tick_at", "resched_pending",
+                 "tick_gen", "tick_at", "hrtick_gen", "resched_pending",
                  "nr_switches", "busy_ns", "overhead_ns")
 
     def __init__(self, cpu: int):
@@ -180,6 +180,7 @@ class Rq:
         self.ticking = False
         self.tick_gen = 0
         self.tick_at = 0
+        self.hrtick_gen = 0
         self.resched_pending = False
         self.nr_switches = 0
         self.busy_ns = 0              # useful task work executed

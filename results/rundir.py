@@ -1,0 +1,102 @@
+"""Write and read run directories.
+
+A run directory appears complete or not at all: everything is written into a
+hidden temp directory next to the target and renamed into place, so a run
+that fails or is interrupted half-way never leaves a partial directory that
+a later `compare` or `report` would mistake for a result.
+"""
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import yaml
+from omegaconf import DictConfig, OmegaConf
+
+from results.schema import TABLES, check_table
+
+CONFIG_FILE = "config.yaml"
+
+
+class RunDirExistsError(FileExistsError):
+    """The target run directory already exists and is not empty."""
+
+
+@dataclass(frozen=True)
+class RunDir:
+    path: Path
+    summary: pa.Table
+    requests: pa.Table
+    intervals: pa.Table
+    config: dict
+
+
+def write_run_dir(result: Any, out_dir: str | Path, config: Mapping | DictConfig) -> Path:
+    """Write result.summary/.requests/.intervals and the config into out_dir.
+
+    Refuses to replace a non-empty directory. Returns the run directory path.
+    """
+    target = Path(out_dir).absolute()
+    ensure_writable(target)
+    tables = {name: getattr(result, name) for name in TABLES}
+    for name, table in tables.items():
+        check_table(name, table)
+    if tables["summary"].num_rows != 1:
+        raise ValueError(f"summary table must have one row, got {tables['summary'].num_rows}")
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{target.name}-{os.getpid()}-", dir=target.parent))
+    try:
+        for name, table in tables.items():
+            pq.write_table(table, tmp / f"{name}.parquet")
+        (tmp / CONFIG_FILE).write_text(_to_yaml(config))
+        _fsync_dir_tree(tmp)
+        # rename(2) replaces an empty directory atomically; a non-empty one
+        # that appeared since the check above makes it fail, never merge.
+        os.rename(tmp, target)
+        _fsync(target.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def ensure_writable(target: str | Path) -> None:
+    """Raise unless a run directory can be created at target."""
+    target = Path(target)
+    if target.exists() and not (target.is_dir() and not any(target.iterdir())):
+        raise RunDirExistsError(f"{target} already exists and is not an empty directory")
+
+
+def read_run_dir(path: str | Path) -> RunDir:
+    path = Path(path)
+    tables = {name: pq.read_table(path / f"{name}.parquet") for name in TABLES}
+    config = yaml.safe_load((path / CONFIG_FILE).read_text())
+    return RunDir(path=path, config=config, **tables)
+
+
+def _to_yaml(config: Mapping | DictConfig) -> str:
+    if isinstance(config, DictConfig):
+        config = OmegaConf.to_container(config, resolve=True)
+    return yaml.safe_dump(dict(config), sort_keys=False)
+
+
+def _fsync_dir_tree(directory: Path) -> None:
+    # Without this a crash soon after the rename could expose the directory
+    # with empty files, which is the partial state the rename is meant to avoid.
+    for entry in directory.iterdir():
+        _fsync(entry)
+    _fsync(directory)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,56 @@
+"""One-screen human summary of a run's summary table."""
+
+import math
+
+import pyarrow as pa
+
+MISSING = "-"
+
+
+def format_summary(summary: pa.Table) -> str:
+    """Describe the first row of a summary table in about fifteen lines."""
+    row = {name: values[0] for name, values in summary.slice(0, 1).to_pydict().items()}
+    get = row.get
+
+    def num(key: str, fmt: str, scale: float = 1.0) -> str:
+        value = get(key)
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return MISSING
+        return format(value * scale if scale != 1.0 else value, fmt)
+
+    wall, simulated = get("wall_time_s"), get("duration_s")
+    speed = (
+        f"{simulated / wall:,.1f} simulated s per wall s" if wall and simulated else MISSING
+    )
+    latency = " / ".join(
+        num(f"latency_{q}_s", ",.2f", 1e3) for q in ("mean", "p50", "p95", "p99")
+    )
+    lines = [
+        ("run", f"{get('run_id') or MISSING}  (experiment {get('experiment') or MISSING})"),
+        (
+            "scenario",
+            f"{get('scenario')} on {get('host')}, scheduler {get('scheduler')}, "
+            f"seed {get('seed')}",
+        ),
+        ("duration", f"{num('duration_s', ',.1f')} s simulated"),
+        ("requests", f"{num('n_requests', ',d')}, {num('n_dropped', ',d')} dropped"),
+        (
+            "throughput",
+            f"{num('throughput_rps', ',.1f')} req/s, goodput {num('goodput_rps', ',.1f')} req/s "
+            f"(SLO {num('slo_s', ',.3g')} s)",
+        ),
+        ("latency ms", f"{latency}  (mean / p50 / p95 / p99)"),
+        ("CPU util", f"{num('cpu_util', '.1f', 100)} %"),
+        ("sched overhead", f"{num('sched_overhead_frac', '.2f', 100)} % of CPU time"),
+        (
+            "ctx switches",
+            f"{num('ctx_switches', ',d')} ({num('ctx_switch_rate_per_s', ',.0f')}/s), "
+            f"mean cost {num('ctx_switch_cost_mean_us', ',.2f')} µs",
+        ),
+        ("migrations", num("migrations", ",d")),
+        ("runqueue wait", f"{num('runqueue_wait_mean_s', ',.3f', 1e3)} ms mean"),
+        ("wall time", f"{num('wall_time_s', ',.2f')} s ({speed})"),
+        ("events", num("sim_events", ",d")),
+    ]
+    width = max(len(label) for label, _ in lines)
+    return "\n".join(f"{label:<{width}}  {text}" for label, text in lines)

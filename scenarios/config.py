@@ -1,0 +1,118 @@
+"""Compose a run's config from scenarios/conf with Hydra overrides."""
+
+import dataclasses
+import re
+from pathlib import Path
+from typing import Iterable
+
+import yaml
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import (
+    ConfigAttributeError,
+    ConfigKeyError,
+    OmegaConfBaseException,
+    ValidationError,
+)
+
+from scenarios import schema
+from scenarios.validate import ConfigError, not_available_message, unknown_key_message, validate
+
+CONF_DIR = Path(__file__).resolve().parent / "conf"
+
+
+def list_options() -> dict[str, list[str]]:
+    """Config groups and their options, as found in the conf directory."""
+    return {
+        group.name: sorted(p.stem for p in group.glob("*.yaml"))
+        for group in sorted(CONF_DIR.iterdir())
+        if group.is_dir()
+    }
+
+
+def default_options() -> dict[str, str]:
+    """The option config.yaml selects for each group."""
+    defaults = yaml.safe_load((CONF_DIR / "config.yaml").read_text())["defaults"]
+    return {k: v for entry in defaults if isinstance(entry, dict) for k, v in entry.items()}
+
+
+def compose(overrides: Iterable[str] = ()) -> DictConfig:
+    """The resolved, validated config for these Hydra overrides.
+
+    Raises ConfigError, with a message naming the offending key, for unknown
+    options or keys, wrong types and out-of-range values.
+    """
+    overrides = list(overrides)
+    _check_group_choices(overrides)
+    schema.register()
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = hydra_compose(config_name="config", overrides=overrides)
+        OmegaConf.resolve(cfg)
+    except (HydraException, OmegaConfBaseException) as err:
+        raise ConfigError(_explain(err)) from err
+    validate(cfg)
+    return cfg
+
+
+def _check_group_choices(overrides: list[str]) -> None:
+    """Reject `group=option` for options that do not exist, before Hydra does.
+
+    Hydra's own message lists the schema entries of the ConfigStore as
+    options and the whole search path; this one lists what a user can pick.
+    """
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except HydraException as err:
+        raise ConfigError(str(err).split("\nSee ")[0]) from err
+    options = list_options()
+    for override in parsed:
+        group = override.key_or_group
+        if group not in options or override.is_delete() or override.package:
+            continue
+        choice = override.value()
+        if not isinstance(choice, str) or choice in options[group]:
+            continue
+        if choice in schema.PLANNED_OPTIONS.get(group, ()):
+            raise ConfigError(not_available_message(group, choice))
+        raise ConfigError(
+            f"{group}={choice} is not a known option; choose from: {', '.join(options[group])}"
+        )
+
+
+def _explain(err: Exception) -> str:
+    """Turn a Hydra/OmegaConf failure into one line that names the key."""
+    cause = err.__cause__ if err.__cause__ is not None else err
+    if isinstance(cause, (ConfigAttributeError, ConfigKeyError)) and dataclasses.is_dataclass(
+        cause.object_type
+    ):
+        valid = [f.name for f in dataclasses.fields(cause.object_type)]
+        override = re.search(r"override '([^']+)'", str(err))
+        key = cause.full_key
+        # Inside a list of structured items OmegaConf loses the path prefix.
+        if override and not override.group(1).startswith(key.split(".")[0]):
+            key = f"{override.group(1)}[].{key}"
+        return unknown_key_message(key, valid)
+    if isinstance(cause, ValidationError) and cause.full_key:
+        return _explain_type_error(cause.full_key, cause.msg.strip().splitlines()[0])
+    ambiguous = re.match(r"Ambiguous value for argument '([^']+)'", str(err))
+    if ambiguous:
+        return (
+            f"{ambiguous.group(1)}: a run takes one value per key; "
+            "write key=[a,b] for a list or key='a,b' for a string"
+        )
+    return str(err).split("\nConfig search path")[0]
+
+
+def _explain_type_error(key: str, message: str) -> str:
+    wrong_type = re.match(r"Value '(.*)' of type '\w+' could not be converted to (\w+)", message)
+    if wrong_type:
+        value, expected = wrong_type.groups()
+        article = "an" if expected[0] in "AEIOU" else "a"
+        return f"{key} = {value} is invalid: must be {article} {expected.lower()}"
+    if "is not Optional" in message:
+        return f"{key} = null is invalid: must have a value"
+    return f"{key}: {message}"

@@ -1,0 +1,197 @@
+import pytest
+from omegaconf import DictConfig, OmegaConf
+
+from scenarios.config import compose, default_options, list_options
+from scenarios.schema import HostConfig, PeriodicWorkload, PoissonWorkload
+from scenarios.validate import ConfigError, validate
+
+
+def test_groups_and_options_match_the_documented_names():
+    assert list_options() == {
+        "calibration": ["default", "ideal"],
+        "host": ["e5-2430l", "epyc-7453", "generic", "silver-4314-2s", "this-vm"],
+        "scheduler": ["cfs"],
+        "workload": ["periodic", "poisson", "worker_pool"],
+    }
+    assert default_options() == {
+        "host": "e5-2430l",
+        "workload": "poisson",
+        "scheduler": "cfs",
+        "calibration": "default",
+    }
+
+
+def test_default_config_is_typed_and_complete():
+    cfg = compose()
+    assert isinstance(cfg, DictConfig)
+    assert OmegaConf.get_type(cfg.host) is HostConfig
+    assert OmegaConf.get_type(cfg.workload) is PoissonWorkload
+    assert (cfg.experiment, cfg.seed, cfg.duration_s, cfg.warmup_s) == ("default", 0, 10.0, 1.0)
+    assert (cfg.slo_s, cfg.interval_s, cfg.output_dir) == (1.0, 1.0, None)
+    assert cfg.host.name == "e5-2430l" and cfg.host.cores == 6 and cfg.host.threads_per_core == 2
+    assert cfg.scheduler.tunable_scaling == "log" and cfg.scheduler.sched_latency_ns is None
+    assert cfg.calibration.direct_ns == 3800 and cfg.calibration.cache_decay_ns == 20_000_000
+    assert cfg.workload.cgroup_shares is None and cfg.workload.parent_cgroup == "faas.slice"
+    assert not OmegaConf.missing_keys(cfg)
+
+
+@pytest.mark.parametrize(
+    "group, option", [(g, o) for g, options in list_options().items() for o in options]
+)
+def test_every_option_composes_and_validates(group, option):
+    cfg = compose([f"{group}={option}"])
+    assert cfg[group].name == option
+
+
+def test_topology_of_the_named_hosts():
+    epyc = compose(["host=epyc-7453"]).host
+    assert (epyc.sockets, epyc.cores, epyc.threads_per_core) == (2, 28, 2)
+    assert (epyc.numa_nodes, epyc.cores_per_llc, epyc.llc_mb) == (8, 7, 16)
+    silver = compose(["host=silver-4314-2s"]).host
+    assert (silver.sockets, silver.cores, silver.llc_mb, silver.llc_ways) == (2, 16, 24, 12)
+
+
+def test_ideal_calibration_makes_switches_free():
+    cal = compose(["calibration=ideal"]).calibration
+    costs = [cal.direct_ns, cal.per_level_ns, cal.migration_ns, cal.refill_ns_per_line]
+    assert costs == [0, 0, 0, 0] and cal.max_refill_bytes == 0 and cal.cache_decay_ns > 0
+
+
+def test_overrides_apply_with_their_types():
+    cfg = compose(["host=this-vm", "workload.functions=8", "seed=3", "workload.rate_rps=5"])
+    assert (cfg.host.cores, cfg.workload.functions, cfg.seed) == (2, 8, 3)
+    assert isinstance(cfg.workload.rate_rps, float)
+
+
+def test_periodic_accepts_per_thread_nice_and_groups():
+    cfg = compose(
+        [
+            "host=this-vm",
+            "workload=periodic",
+            "workload.nice=[0,5]",
+            "workload.groups=[{name:a,threads:2,nice:[1,2],cpuset:'0-1'},{name:b,cgroup_shares:512}]",
+        ]
+    )
+    assert OmegaConf.get_type(cfg.workload) is PeriodicWorkload
+    assert list(cfg.workload.nice) == [0, 5]
+    assert cfg.workload.groups[1].threads == 1 and cfg.workload.groups[1].cgroup_shares == 512
+
+
+def _error(overrides):
+    with pytest.raises(ConfigError) as info:
+        compose(overrides)
+    return str(info.value)
+
+
+@pytest.mark.parametrize(
+    "overrides, expected",
+    [
+        (["workload.rate_rps=-1"], "workload.rate_rps = -1.0 is invalid: must be > 0"),
+        (["duration_s=0"], "duration_s = 0.0 is invalid: must be > 0"),
+        (["duration_s=inf"], "duration_s = inf is invalid: must be finite"),
+        (["warmup_s=10"], "warmup_s = 10.0 is invalid: must be < duration_s = 10.0"),
+        (["seed=-1"], "seed = -1 is invalid: must be >= 0"),
+        (["workload.nice=20"], "workload.nice = 20 is invalid: must be in [-20, 19]"),
+        (["workload.cgroup_weight=0"], "workload.cgroup_weight = 0 is invalid: must be in [1, 10000]"),
+        (["workload.cgroup_shares=1"], "workload.cgroup_shares = 1 is invalid: must be in [2, 262144]"),
+        (["workload.service=gamma"], "workload.service = gamma is invalid: must be one of exp, det, lognormal"),
+        (["workload.threads_per_request=0"], "workload.threads_per_request = 0 is invalid: must be >= 1"),
+        (["workload.functions=0"], "workload.functions = 0 is invalid: must be >= 1"),
+        (["host.cores=0"], "host.cores = 0 is invalid: must be >= 1"),
+        (["host.numa_nodes=4"], "host.numa_nodes = 4 is invalid: must divide sockets x cores = 6"),
+        (["host.cores_per_llc=4"], "host.cores_per_llc = 4 is invalid: must divide cores = 6"),
+        (["host.hz=123"], "host.hz = 123 is invalid: must be one of 100, 250, 300, 1000"),
+        (["scheduler.tunable_scaling=cubic"], "scheduler.tunable_scaling = cubic is invalid: must be one of none, log, linear"),
+        (["scheduler.sched_latency_ns=10"], "scheduler.sched_latency_ns = 10 is invalid: must be in [100000, 1000000000]"),
+        (["calibration.cache_line_bytes=48"], "calibration.cache_line_bytes = 48 is invalid: must be a power of two"),
+        (["workload=worker_pool", "workload.workers=0"], "workload.workers = 0 is invalid: must be >= 1"),
+        (["workload=worker_pool", "workload.capacity=-1"], "workload.capacity = -1 is invalid: must be >= 0"),
+        (["workload=periodic", "workload.nice=[0,1,2]"], "workload.nice = [0, 1, 2] is invalid: must have one value per thread (2 threads)"),
+        (["workload=periodic", "workload.nice=[0,-21]"], "workload.nice[1] = -21 is invalid: must be in [-20, 19]"),
+        (["workload=periodic", "workload.groups=[{name:a},{name:a}]"], "workload.groups[1].name = a is invalid: must be unique"),
+        (["workload=periodic", "workload.groups=[{name:a,cpuset:'0-12'}]"], "workload.groups[0].cpuset = 0-12 is invalid: CPUs must be in 0..11"),
+        (["workload=periodic", "workload.groups=[{threads:2}]"], "workload.groups[0].name is required"),
+        (["workload.parent_cgroup=/faas"], "workload.parent_cgroup = /faas is invalid"),
+        (["workload.name=periodic"], "select it with workload=periodic"),
+        (["~seed"], "seed is required"),
+    ],
+)
+def test_out_of_range_values_name_the_key_value_and_rule(overrides, expected):
+    assert expected in _error(overrides)
+
+
+@pytest.mark.parametrize("key", ["quota_us", "period_us", "burst_us"])
+def test_bandwidth_control_is_rejected_until_implemented(key):
+    message = _error(["workload=periodic", f"workload.{key}=100000"])
+    assert f"workload.{key} = 100000 is invalid" in message
+    assert "CFS bandwidth control is not implemented yet (planned: bandwidth issue)" in message
+
+
+@pytest.mark.parametrize(
+    "override, expected",
+    [
+        ("workload.rate_rps=abc", "workload.rate_rps = abc is invalid: must be a float"),
+        ("host.cores=1.5", "host.cores = 1.5 is invalid: must be an integer"),
+        ("workload.service_sigma=null", "workload.service_sigma = null is invalid: must have a value"),
+    ],
+)
+def test_type_errors_name_the_key(override, expected):
+    assert _error([override]) == expected
+
+
+def test_unknown_option_lists_the_valid_ones():
+    assert _error(["scheduler=foo"]) == "scheduler=foo is not a known option; choose from: cfs"
+    assert "choose from: e5-2430l, epyc-7453, generic, silver-4314-2s, this-vm" in _error(
+        ["host=nope"]
+    )
+
+
+def test_schema_entries_are_not_selectable_options():
+    assert "is not a known option" in _error(["workload=base_poisson"])
+
+
+@pytest.mark.parametrize("name", ["eevdf", "lags", "rr", "cfs_tuned", "eevdf_tuned"])
+def test_planned_schedulers_say_they_are_not_available_yet(name):
+    assert _error([f"scheduler={name}"]) == f"scheduler {name} is not available yet"
+
+
+def test_planned_scheduler_name_inside_cfs_option_is_caught_too():
+    assert "scheduler eevdf is not available yet" in _error(["scheduler.name=eevdf"])
+
+
+@pytest.mark.parametrize("override", ["workload.bogus=1", "+workload.bogus=1"])
+def test_unknown_key_is_named_with_the_valid_keys_of_its_node(override):
+    message = _error([override])
+    assert message.startswith("workload.bogus is not a valid key; valid keys of workload: ")
+    assert "rate_rps" in message and "parent_cgroup" in message
+
+
+def test_unknown_top_level_key():
+    message = _error(["bogus=1"])
+    assert message.startswith("bogus is not a valid key; valid keys at the top level: ")
+    assert "duration_s" in message
+
+
+def test_unknown_key_inside_a_list_item():
+    message = _error(["workload=periodic", "workload.groups=[{name:a,bogus:2}]"])
+    assert "bogus is not a valid key" in message and "cpuset" in message
+
+
+def test_all_problems_are_reported_together():
+    message = _error(["workload.rate_rps=0", "workload.nice=99", "slo_s=-1"])
+    assert len(message.splitlines()) == 3
+
+
+def test_sweep_syntax_is_rejected_with_a_hint():
+    assert "one value per key" in _error(["seed=1,2"])
+
+
+def test_config_error_is_a_value_error():
+    assert issubclass(ConfigError, ValueError)
+
+
+def test_validate_rejects_a_config_edited_after_composition():
+    cfg = compose()
+    cfg.workload.rate_rps = -5.0
+    with pytest.raises(ConfigError, match=r"workload\.rate_rps = -5\.0"):
+        validate(cfg)
