@@ -36,6 +36,7 @@ class CfsConfig:
     gentle_fair_sleepers: bool = MISSING
     start_debit: bool = MISSING
     wakeup_preemption: bool = MISSING
+    hrtick: bool = MISSING
 
 
 @dataclass

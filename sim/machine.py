@@ -176,6 +176,8 @@ class Machine:
         if nxt is None and policy.newidle_allowed(rq) and self._overloaded():
             if policy.balance(rq, CPU_NEWLY_IDLE):
                 nxt = policy.pick_next_task(rq, None)
+                # the pull's preemption check ran against the departing task
+                rq.need_resched = False
         if nxt is prev:
             self._arm_hrtick(rq)
             return
