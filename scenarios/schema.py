@@ -92,6 +92,8 @@ class PeriodicGroup:
     cgroup_weight: int = 100
     cgroup_shares: Optional[int] = None
     cpuset: Optional[str] = None  # e.g. "0-3,6"
+    run_ms: Optional[float] = None    # null: the workload's run_ms
+    sleep_ms: Optional[float] = None  # null: the workload's sleep_ms
 
 
 @dataclass

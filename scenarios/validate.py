@@ -311,6 +311,10 @@ def _check_periodic(c: _Checks) -> None:
         c.optional_within(f"{key}.cgroup_shares", CPU_SHARES_RANGE)
         if group.cpuset is not None:
             c.cpuset(f"{key}.cpuset", ncpus)
+        if group.run_ms is not None:
+            c.positive(f"{key}.run_ms")
+        if group.sleep_ms is not None:
+            c.at_least(f"{key}.sleep_ms", 0)
 
 
 def _check_schema_matches(c: _Checks, group: str, schema: type) -> bool:

@@ -115,7 +115,7 @@ class CfsRq:
 
     __slots__ = ("rq", "tg", "cpu", "load_weight", "nr_running", "h_nr_running",
                  "min_vruntime", "curr", "timeline", "load_avg", "avg_last_update",
-                 "tg_load_avg_contrib", "se", "policy_data")
+                 "tg_load_avg_contrib", "se", "next", "last")
 
     def __init__(self, rq: Rq, tg: TaskGroup):
         self.rq = rq
@@ -131,7 +131,8 @@ class CfsRq:
         self.avg_last_update = 0
         self.tg_load_avg_contrib = 0.0
         self.se: SchedEntity | None = None   # the group entity owning us (None: root)
-        self.policy_data = None
+        self.next: SchedEntity | None = None  # buddies: the wakee that preempted,
+        self.last: SchedEntity | None = None  # and the task it preempted
 
     def update_load_avg(self, now: int) -> None:
         """Decay cfs_rq->avg.load_avg toward the current queued weight.

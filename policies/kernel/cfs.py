@@ -2,11 +2,12 @@
 
 Hold this file next to fair.c: functions carry the kernel's names and follow
 its order of operations.  Features on by default in 5.18 and modelled here:
-GENTLE_FAIR_SLEEPERS, START_DEBIT, WAKEUP_PREEMPTION, ALT_PERIOD, BASE_SLICE,
-LB_MIN.  HRTICK (off by default in the kernel) is an option.  Not modelled:
-NEXT_BUDDY/LAST_BUDDY/skip buddies, SIS_PROP scan limits, wake_affine
-(no waker is modelled), active balancing of running tasks, misfit and
-asym-packing balancing, and util-based balancing (load and task counts only).
+GENTLE_FAIR_SLEEPERS, START_DEBIT, WAKEUP_PREEMPTION, LAST_BUDDY (and the
+next buddy a preempting wakee always gets), ALT_PERIOD, BASE_SLICE, LB_MIN.
+HRTICK (off by default in the kernel) is an option.  Not modelled: the skip
+buddy (no sched_yield), SIS_PROP scan limits, wake_affine (no waker is
+modelled), active balancing of running tasks, misfit and asym-packing
+balancing, and util-based balancing (load and task counts only).
 
 The timeline is a binary heap keyed by vruntime with lazy deletion: an entry
 is live while its sequence number equals the entity's ``rb_seq``.
@@ -233,6 +234,7 @@ class CFS(KernelScheduler):
     def dequeue_entity(self, cfs_rq, se, flags):
         self._update_curr(cfs_rq)
         self.update_load_avg(cfs_rq, se)
+        self.clear_buddies(cfs_rq, se)
         if se is not cfs_rq.curr:
             self.__dequeue_entity(cfs_rq, se)
         se.on_rq = False
@@ -258,11 +260,47 @@ class CFS(KernelScheduler):
             self.update_load_avg(cfs_rq, prev)
         cfs_rq.curr = None
 
+    @staticmethod
+    def set_next_buddy(se):
+        while se is not None:
+            se.cfs_rq.next = se
+            se = se.parent
+
+    @staticmethod
+    def set_last_buddy(se):
+        while se is not None:
+            se.cfs_rq.last = se
+            se = se.parent
+
+    @staticmethod
+    def clear_buddies(cfs_rq, se):
+        if cfs_rq.last is se:
+            s = se
+            while s is not None and s.cfs_rq.last is s:
+                s.cfs_rq.last = None
+                s = s.parent
+        if cfs_rq.next is se:
+            s = se
+            while s is not None and s.cfs_rq.next is s:
+                s.cfs_rq.next = None
+                s = s.parent
+
     def pick_next_entity(self, cfs_rq, curr):
         left = self.__pick_first_entity(cfs_rq)
         if left is None or (curr is not None and curr.vruntime < left.vruntime):
-            return curr
-        return left
+            left = curr
+        se = left
+        # prefer the last buddy: give the CPU back to a preempted task
+        last = cfs_rq.last
+        if last is not None and self.wakeup_preempt_entity(last, left) < 1:
+            se = last
+        # someone really wants this to run: if it is not unfair, run it
+        nxt = cfs_rq.next
+        if nxt is not None and self.wakeup_preempt_entity(nxt, left) < 1:
+            se = nxt
+        if last is not None or nxt is not None:
+            self.clear_buddies(cfs_rq, se)
+        return se
 
     # ------------------------------------------------------------------
     # task-level interface
@@ -388,6 +426,7 @@ class CFS(KernelScheduler):
         delta_exec = curr.sum_exec_runtime - curr.prev_sum_exec_runtime
         if delta_exec > ideal_runtime:
             cfs_rq.rq.need_resched = True
+            self.clear_buddies(cfs_rq, curr)
             return
         if delta_exec < self.min_granularity:
             return
@@ -440,12 +479,16 @@ class CFS(KernelScheduler):
         if curr is None:
             rq.need_resched = True
             return
-        if curr is p or not self.wakeup_preemption:
+        if curr is p or rq.need_resched or not self.wakeup_preemption:
             return
+        scale = curr.se.cfs_rq.nr_running >= self.sched_nr_latency
         se, pse = self.find_matching_se(curr.se, p.se)
         self._update_curr(se.cfs_rq)
         if self.wakeup_preempt_entity(se, pse) == 1:
+            self.set_next_buddy(pse)
             rq.need_resched = True
+            if scale and se.task is not None:      # LAST_BUDDY
+                self.set_last_buddy(se)
 
     # ------------------------------------------------------------------
     # placement
@@ -476,16 +519,21 @@ class CFS(KernelScheduler):
         else the least loaded allowed CPU."""
         m = self.machine
         allowed = p.cpus_allowed
+        order = m.cpus_by_distance[prev_cpu]
+        idle = m.idle_cpus
+        if idle:
+            for cpu in order:
+                if cpu in idle and (allowed is None or cpu in allowed):
+                    return cpu
         best, best_key = prev_cpu, None
         now = self.clock._now
-        for cpu in m.cpus_by_distance[prev_cpu]:
+        rqs = m.rqs
+        for cpu in order:
             if allowed is not None and cpu not in allowed:
                 continue
-            rq = m.rqs[cpu]
-            if rq.nr_running == 0:
-                return cpu
-            rq.cfs.update_load_avg(now)
-            key = (rq.nr_running, rq.cfs.load_avg)
+            cfs = rqs[cpu].cfs
+            cfs.update_load_avg(now)
+            key = (cfs.h_nr_running, cfs.load_avg)
             if best_key is None or key < best_key:
                 best, best_key = cpu, key
         return best

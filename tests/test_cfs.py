@@ -1,0 +1,129 @@
+"""CFS mechanics: tunable scaling, wakeup preemption, buddies, cpusets,
+group shares and the context-switch cost model."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from policies.kernel.cfs import sysctl_factor
+from sim import simulate
+from sim.api import build
+from sim.engine import s_to_ns
+from simcfg import DEFAULT_COSTS, make_cfg, periodic
+
+
+def _run(cfg, seconds):
+    engine, machine, recorder, workload = build(cfg)
+    workload.start()
+    engine.run(s_to_ns(seconds))
+    machine.sync()
+    return machine, workload, recorder
+
+
+@pytest.mark.parametrize("ncpus,scaling,factor", [
+    (1, "log", 1), (2, "log", 2), (4, "log", 3), (8, "log", 4), (12, "log", 4),
+    (64, "log", 4), (12, "none", 1), (3, "linear", 3), (12, "linear", 8)])
+def test_sysctl_factor(ncpus, scaling, factor):
+    assert sysctl_factor(ncpus, scaling) == factor
+
+
+def test_tunables_scale_with_cpus():
+    _, machine, _, _ = build(make_cfg(periodic(threads=1), host="e5-2430l"))
+    cfs = machine.policy
+    assert (cfs.sched_latency, cfs.min_granularity, cfs.wakeup_granularity) == \
+        (24_000_000, 3_000_000, 4_000_000)
+    assert cfs.sched_nr_latency == 8
+    assert cfs.migration_cost == 500_000
+
+
+def test_tunables_override():
+    sched = {"name": "cfs", "sched_latency_ns": 10_000_000, "min_granularity_ns": 2_000_000}
+    _, machine, _, _ = build(make_cfg(periodic(threads=1), scheduler=sched))
+    assert machine.policy.sched_latency == 10_000_000
+    assert machine.policy.sched_nr_latency == 5
+
+
+def _sleeper_and_hog(wakeup_preemption: bool):
+    groups = [{"name": "hog", "threads": 1, "run_ms": 1e6, "sleep_ms": 0.0},
+              {"name": "sleeper", "threads": 1}]
+    wl = periodic(groups=groups, run_ms=1.0, sleep_ms=10.0)
+    cfg = make_cfg(wl, scheduler={"name": "cfs", "wakeup_preemption": wakeup_preemption},
+                   duration_s=5.0, warmup_s=0.5)
+    res = simulate(cfg)
+    t = res.requests.to_pydict()
+    lat = np.array([lat for fn, lat in zip(t["function"], t["latency_s"]) if fn == "/sleeper"])
+    return lat
+
+
+def test_wakeup_preemption_runs_sleeper_at_once():
+    """A sleeper waking with its sleep credit (latency/2) is far enough left
+    of a hog to preempt it: each of its bursts finishes in about run_ms."""
+    lat = _sleeper_and_hog(True)
+    assert lat.size > 100
+    assert np.median(lat) == pytest.approx(0.001, rel=0.01)
+
+
+def test_without_wakeup_preemption_sleeper_waits_for_tick():
+    lat = _sleeper_and_hog(False)
+    # it now waits for the hog's next tick (HZ=250: up to 4 ms)
+    assert np.median(lat) > 0.0015
+    assert lat.max() <= 0.001 + 0.004 + 1e-6
+
+
+def test_cpuset_confines_tasks():
+    groups = [{"name": "pinned", "threads": 4, "cpuset": "1"},
+              {"name": "free", "threads": 2}]
+    machine, wl, _ = _run(make_cfg(periodic(groups=groups, run_ms=3.0, sleep_ms=2.0),
+                                   cores=4), 2.0)
+    for t in wl.threads:
+        if t.tg.name == "/pinned":
+            assert t.cpu == 1 and t.last_cpu in (-1, 1)
+    pinned_usage = machine.groups["/pinned"].usage_ns
+    assert pinned_usage <= 2e9 + 1     # one CPU's worth at most
+
+
+def test_group_shares_sum_to_tg_shares_when_busy():
+    """calc_group_shares spreads tg->shares over the CPUs by load."""
+    cfg = make_cfg(periodic(groups=[{"name": "g", "threads": 8}], run_ms=1e6), cores=4)
+    machine, _, _ = _run(cfg, 3.0)
+    tg = machine.groups["/g"]
+    weights = [se.weight for se in tg.se]
+    assert sum(weights) == pytest.approx(tg.shares, rel=0.05)
+    assert min(weights) > 0.15 * tg.shares
+
+
+def test_cgroup_weight_ratio():
+    groups = [{"name": "a", "threads": 2, "cgroup_weight": 300},
+              {"name": "b", "threads": 2, "cgroup_weight": 100}]
+    machine, _, _ = _run(make_cfg(periodic(groups=groups, run_ms=1e6)), 10.0)
+    a, b = machine.groups["/a"].usage_ns, machine.groups["/b"].usage_ns
+    assert a / b == pytest.approx(3.0, rel=0.01)
+
+
+def test_switch_cost_composition():
+    """Two hogs in one cgroup on one core: each switch costs the direct cost
+    plus the refill of the 256 KB working set evicted during the other's
+    slice (one 4 ms tick), and no level cost (siblings)."""
+    cfg = make_cfg(periodic(threads=2, run_ms=1e6), calibration=DEFAULT_COSTS,
+                   duration_s=4.0, warmup_s=0.5)
+    s = simulate(cfg).summary.to_pylist()[0]
+    lines = 256 * 1024 / 64
+    # the other task was away for one tick less the switch it paid itself
+    evicted = -math.expm1(-4e6 / 20e6)
+    expected_us = (3800 + lines * 8 * evicted) / 1000
+    assert s["ctx_switch_cost_mean_us"] == pytest.approx(expected_us, rel=0.01)
+    assert s["sched_overhead_frac"] == pytest.approx(
+        s["ctx_switch_rate_per_s"] * expected_us * 1e-6, rel=0.01)
+
+
+def test_levels_walked_adds_per_level_cost():
+    """Hogs in two sibling cgroups under a common parent: every switch walks
+    one level up and one down (2 levels)."""
+    costs = dict(DEFAULT_COSTS, refill_ns_per_line=0, migration_ns=0)
+    groups = [{"name": "p/a", "threads": 1}, {"name": "p/b", "threads": 1}]
+    cfg = make_cfg(periodic(groups=groups, run_ms=1e6), calibration=costs,
+                   duration_s=4.0, warmup_s=0.5)
+    s = simulate(cfg).summary.to_pylist()[0]
+    assert s["ctx_switch_cost_mean_us"] == pytest.approx((3800 + 2 * 1500) / 1000, rel=1e-6)
