@@ -1,0 +1,60 @@
+"""Simulator throughput: how fast the simulated host runs on one core.
+
+Each round is one ``sim.simulate`` call: one round for the 30 s dense run
+(it takes seconds), a few for the quick ones (less noise).  ``extra_info``
+carries the figures the core-simulator issue asks for: simulated context
+switches and events, simulated seconds per wall second, context switches per
+wall second and events per wall second, all from the fastest round's wall
+time as ``simulate`` measured it (setup + run, not the result tables'
+conversion).
+"""
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.configs import dense, small, tiny
+from sim import simulate
+
+
+def _run(benchmark, cfg: dict, rounds: int = 1) -> dict:
+    walls: list[float] = []
+
+    def once():
+        result = simulate(cfg)
+        walls.append(result.summary.column("wall_time_s")[0].as_py())
+        return result
+    result = benchmark.pedantic(once, rounds=rounds, iterations=1, warmup_rounds=0)
+    s = result.summary.to_pylist()[0]
+    wall = min(walls)
+    info = {
+        "ctx_switches": s["ctx_switches"],
+        "sim_events": s["sim_events"],
+        "simulated_s": cfg["duration_s"],
+        "wall_time_s": wall,
+        "rounds": rounds,
+        "sim_s_per_wall_s": cfg["duration_s"] / wall,
+        "ctx_switches_per_wall_s": s["ctx_switches"] / wall,
+        "events_per_wall_s": s["sim_events"] / wall,
+        "n_requests": s["n_requests"],
+        "n_unfinished": s["n_unfinished"],
+        "cpu_util": s["cpu_util"],
+    }
+    benchmark.extra_info.update(info)
+    assert s["ctx_switches"] > 0 and s["sim_events"] > 0
+    return info
+
+
+@pytest.mark.slow
+def test_dense(benchmark):
+    """e5-2430l, 228 functions at 1.2 x capacity, 30 s (``make bench`` only)."""
+    _run(benchmark, dense())
+
+
+def test_small(benchmark):
+    """e5-2430l, 36 functions at 60 % load, 10 s."""
+    _run(benchmark, small(), rounds=3)
+
+
+def test_tiny(benchmark):
+    """this-vm (2 CPUs), 4 functions at 60 % load, 5 s."""
+    _run(benchmark, tiny(), rounds=5)
