@@ -22,6 +22,8 @@ from sim.task import BURST_BLOCK, BURST_EXIT, Task
 from sim.topology import Topology
 
 ROOT = "/"
+# hrtick_start(): the kernel never arms the slice timer closer than 10 us
+HRTICK_MIN_DELAY_NS = 10_000
 
 
 class Machine:
@@ -92,7 +94,14 @@ class Machine:
     # task lifecycle
     def new_task(self, name: str, tg: TaskGroup, nice: int, burst_ns: int, ws_bytes: int,
                  owner, request=None) -> Task:
-        return Task(next(self._pids), name, tg, nice, burst_ns, ws_bytes, owner, request)
+        p = Task(next(self._pids), name, tg, nice, burst_ns, ws_bytes, owner, request)
+        p.se.avg_last_update = self.engine.env._now
+        return p
+
+    def idle_core(self, cpu: int) -> bool:
+        """All SMT siblings of ``cpu`` (itself included) are idle."""
+        idle = self.idle_cpus
+        return all(c in idle for c in self.topology.siblings[cpu])
 
     def wake_up_new_task(self, p: Task, hint_cpu: int) -> None:
         cpu = self.policy.select_task_rq(p, hint_cpu, WF_FORK)
@@ -127,12 +136,14 @@ class Machine:
         self._ensure_tick(rq)
         if rq.need_resched:
             self.schedule(rq)
+        elif rq.curr is not None:
+            self._arm_hrtick(rq)      # hrtick_update(): the slice just shrank
 
     def _leave_idle(self, rq: Rq, now: int) -> None:
         self.idle_cpus.discard(rq.cpu)
         if rq.curr is None:
             # update_avg(&rq->avg_idle, idle duration), capped at 2 x migration cost
-            sample = now - rq.idle_since
+            sample = max(0, now - rq.idle_since)
             rq.avg_idle += (sample - rq.avg_idle) // 8
             rq.avg_idle = min(rq.avg_idle, 2 * self.policy.migration_cost)
 
@@ -270,6 +281,7 @@ class Machine:
         if action is BURST_EXIT:
             p.dead = True
             self.tasks_alive -= 1
+            self.policy.task_dead(p)
         elif action != BURST_BLOCK:
             self.engine.call_later(action, self.wake_up, p)
         self.schedule(rq)
@@ -297,11 +309,12 @@ class Machine:
         self.engine.call_at(at, self._on_tick, rq, rq.tick_gen)
 
     def _arm_hrtick(self, rq: Rq) -> None:
-        at = self.policy.slice_end(rq)
-        if at is not None:
-            rq.hrtick_gen += 1
-            self.engine.call_at(max(at, self.engine.env._now), self._on_hrtick, rq,
-                                rq.hrtick_gen)
+        """hrtick_start(): (re)arm the slice timer; any older one is void."""
+        rq.hrtick_gen += 1
+        delay = self.policy.hrtick_delay(rq)
+        if delay is not None:
+            self.engine.call_later(max(delay, HRTICK_MIN_DELAY_NS), self._on_hrtick, rq,
+                                   rq.hrtick_gen)
 
     def _on_hrtick(self, rq: Rq, hrtick_gen: int) -> None:
         """hrtick(): a queued tick always reschedules (entity_tick, queued=1)."""

@@ -26,6 +26,8 @@ CPU_NEWLY_IDLE = 2
 
 class KernelScheduler(ABC):
     name = "abstract"
+    # sysctl_sched_migration_cost: the machine seeds rq->avg_idle with it
+    migration_cost = 500_000
 
     def __init__(self, cfg, machine):
         self.cfg = cfg
@@ -60,14 +62,33 @@ class KernelScheduler(ABC):
     def select_task_rq(self, p, prev_cpu: int, wake_flags: int) -> int: ...
 
     @abstractmethod
+    def set_task_rq(self, p, cpu: int) -> None:
+        """Point the task's entity at its task group's run queue on ``cpu``."""
+
+    @abstractmethod
+    def migrate_task_rq(self, p, new_cpu: int) -> None:
+        """The task leaves its CPU (waking elsewhere, or moved by balancing)."""
+
+    def task_dead(self, p) -> None:
+        """The task exited: drop what the policy tracks for it."""
+
+    @abstractmethod
     def balance(self, rq, idle: int) -> int:
         """Pull work to ``rq`` from its sched domains; returns tasks moved."""
+
+    @abstractmethod
+    def balance_interval_ns(self, rq, idle: int) -> int:
+        """How long until ``rq`` balances again."""
+
+    def newidle_allowed(self, rq) -> bool:
+        """Whether a CPU about to go idle should try to pull work first."""
+        return True
 
     @abstractmethod
     def update_curr(self, rq) -> None:
         """Bring the accounting of the running task up to now."""
 
-    def slice_end(self, rq):
-        """Absolute time at which curr's slice expires if a high-resolution
-        tick is wanted (HRTICK), else None."""
+    def hrtick_delay(self, rq):
+        """Nanoseconds until curr's slice expires if a high-resolution tick
+        is wanted (HRTICK), else None."""
         return None

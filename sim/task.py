@@ -44,6 +44,9 @@ class Task:
         self.tg = tg
         self.nice = nice
         self.se = SchedEntity(nice_to_weight(nice), None, None, task=self)
+        # init_entity_runnable_average(): a new task counts at full load
+        # until PELT learns otherwise
+        self.se.runnable_avg = 1.0
         self.remaining = burst_ns
         self.cpu = -1
         self.cpus_allowed = tg.cpus_allowed

@@ -57,6 +57,7 @@ class Topology:
                     cpu=thread * ncores + core, core=core, socket=core // cores,
                     llc=core // cores_per_llc, numa=core // cores_per_numa, thread=thread))
         self.nr_cpus = len(self.cpus)
+        self.siblings = [tuple(o.cpu for o in self.cpus if o.core == c.core) for c in self.cpus]
         self.domains = [self._build_domains(c) for c in self.cpus]
 
     @classmethod

@@ -127,3 +127,49 @@ def test_levels_walked_adds_per_level_cost():
                    duration_s=4.0, warmup_s=0.5)
     s = simulate(cfg).summary.to_pylist()[0]
     assert s["ctx_switch_cost_mean_us"] == pytest.approx((3800 + 2 * 1500) / 1000, rel=1e-6)
+
+
+def test_hrtick_makes_progress_when_curr_stays_leftmost():
+    """A task whose slice is used up but which is still leftmost is picked
+    again; the slice timer must then fire no sooner than the kernel's 10 us
+    minimum, so simulated time advances (regression: it re-armed at now)."""
+    from policies.kernel.cfs import CFS
+    from sim.costmodel import CostModel
+    from sim.engine import Engine
+    from sim.machine import Machine
+    from sim.task import BURST_EXIT
+    from sim.topology import Topology
+
+    class Exit:
+        def burst_done(self, task):
+            return BURST_EXIT
+
+    engine = Engine(1)
+    m = Machine(engine, Topology(1, 1), CFS, {"name": "cfs", "hrtick": True}, CostModel())
+    tg = m.create_group("g")
+    a, b, c = (m.new_task(n, tg, 0, d, 0, Exit()) for n, d in
+               (("a", 100_000_000), ("b", 1_000_000), ("c", 100_000_000)))
+    engine.call_at(0, m.wake_up_new_task, b, 0)
+    engine.call_at(0, m.wake_up_new_task, a, 0)
+    engine.call_at(5_000_000, m.wake_up_new_task, c, 0)
+    events = engine.run(20_000_000)
+    assert engine.now == 20_000_000
+    assert events < 10_000
+    m.sync()
+    assert b.dead
+    # work conserving: the core ran one of the tasks the whole time
+    assert sum(t.se.sum_exec_runtime for t in (a, b, c)) == 20_000_000
+
+
+def test_new_task_starts_with_full_load():
+    """init_entity_runnable_average(): a forked task counts at its weight,
+    and exiting takes its load back out (task_dead_fair)."""
+    cfg = make_cfg(periodic(threads=1, run_ms=5.0, sleep_ms=5.0))
+    engine, machine, _, workload = build(cfg)
+    workload.start()
+    (t,) = workload.threads
+    cfs_rq = t.se.cfs_rq
+    assert t.se.load_avg(0) == pytest.approx(1024)
+    assert cfs_rq.load_avg == pytest.approx(1024)
+    machine.policy.task_dead(t)
+    assert cfs_rq.load_avg == pytest.approx(0, abs=1e-9)

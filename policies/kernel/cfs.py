@@ -28,7 +28,7 @@ SCHED_WAKEUP_GRANULARITY_NS = 1_000_000
 SCHED_MIGRATION_COST_NS = 500_000
 BUSY_FACTOR = 16                 # sd_init() since v5.10
 IMBALANCE_PCT = 117
-MAX_LOAD_BALANCE_INTERVAL_MS = 100   # HZ/10 jiffies
+MAX_LOAD_BALANCE_INTERVAL_MS_PER_CPU = 100   # update_max_interval(): HZ*ncpus/10 jiffies
 
 
 def sysctl_factor(ncpus: int, scaling: str) -> int:
@@ -311,22 +311,30 @@ class CFS(KernelScheduler):
         se.parent = tg.se[cpu]
         se.depth = tg.depth
 
-    def migrate_task_rq(self, p, new_cpu):
-        """migrate_task_rq_fair(): a waking task moves to another CPU.  Its
-        blocked load leaves the old cfs_rq; vruntime becomes relative."""
-        se = p.se
-        old = se.cfs_rq
+    def remove_entity_load_avg(self, se):
+        """Take a departing task's (blocked) load out of its cfs_rq."""
+        cfs_rq = se.cfs_rq
         now = self.clock._now
-        old.update_load_avg(now)
+        cfs_rq.update_load_avg(now)
         se.update_avg(now)
-        old.load_avg = max(0.0, old.load_avg - se.weight * se.runnable_avg)
+        cfs_rq.load_avg = max(0.0, cfs_rq.load_avg - se.weight * se.runnable_avg)
+
+    def migrate_task_rq(self, p, new_cpu):
+        """migrate_task_rq_fair(): the task moves to another CPU.  Its load
+        leaves the old cfs_rq; a waking task's vruntime becomes relative."""
+        se = p.se
+        self.remove_entity_load_avg(se)
         if p.sleeping:
-            se.vruntime -= old.min_vruntime
+            se.vruntime -= se.cfs_rq.min_vruntime
         self.set_task_rq(p, new_cpu)
+
+    def task_dead(self, p):
+        """task_dead_fair()"""
+        self.remove_entity_load_avg(p.se)
 
     def enqueue_task(self, rq, p, flags):
         se = p.se
-        if flags & ENQUEUE_MIGRATED:
+        if flags & (ENQUEUE_MIGRATED | ENQUEUE_INITIAL):
             # attach_entity_load_avg(): bring the task's load to its new cfs_rq
             cfs_rq = se.cfs_rq
             now = self.clock._now
@@ -338,6 +346,7 @@ class CFS(KernelScheduler):
             cfs_rq = se.cfs_rq
             if initial:
                 # task_fork_fair(): a new task starts a vslice after min_vruntime
+                # (init_entity_runnable_average() already gave it full load)
                 se.vruntime = 0
                 self.place_entity(cfs_rq, se, True)
                 se.vruntime -= cfs_rq.min_vruntime
@@ -448,14 +457,16 @@ class CFS(KernelScheduler):
                 self.check_preempt_tick(cfs_rq, se)
             se = se.parent
 
-    def slice_end(self, rq):
-        """hrtick_start_fair(): fire exactly when curr's slice runs out."""
-        if not self.hrtick or rq.cfs.h_nr_running < 2 or rq.curr is None:
+    def hrtick_delay(self, rq):
+        """hrtick_start_fair(): time left in curr's slice.  A slice already
+        used up asks for a reschedule now (the caller clamps the timer to the
+        kernel's 10 us minimum)."""
+        curr = rq.curr
+        if not self.hrtick or curr is None or rq.cfs.h_nr_running < 2:
             return None
-        se = rq.curr.se
-        slice_ = self.sched_slice(se.cfs_rq, se)
-        ran = se.sum_exec_runtime - se.prev_sum_exec_runtime
-        return se.exec_start + max(0, slice_ - ran)
+        se = curr.se
+        return self.sched_slice(se.cfs_rq, se) - (se.sum_exec_runtime -
+                                                 se.prev_sum_exec_runtime)
 
     def wakeup_preempt_entity(self, curr, se):
         vdiff = curr.vruntime - se.vruntime
@@ -501,30 +512,41 @@ class CFS(KernelScheduler):
         return self.select_idle_sibling(p, prev_cpu)
 
     def select_idle_sibling(self, p, target):
-        """prev CPU if idle, else an idle CPU sharing its LLC, else prev."""
-        rqs = self.machine.rqs
-        if rqs[target].nr_running == 0:
+        """The target CPU if idle, else an idle core sharing its LLC, else
+        an idle CPU there (select_idle_core/select_idle_cpu), else target."""
+        m = self.machine
+        if target in m.idle_cpus:
             return target
-        allowed = p.cpus_allowed
-        span = self.machine.topology.llc_span(target)
+        span = m.topology.llc_span(target)
         start = span.index(target)
-        for i in range(1, len(span)):
-            cpu = span[(start + i) % len(span)]
-            if rqs[cpu].nr_running == 0 and (allowed is None or cpu in allowed):
-                return cpu
-        return target
+        return self._first_idle(p, [span[(start + i) % len(span)]
+                                    for i in range(1, len(span))], target)
+
+    def _first_idle(self, p, cpus, fallback):
+        """The first allowed CPU of ``cpus`` on a fully idle core, else the
+        first idle one, else ``fallback``."""
+        m = self.machine
+        idle = m.idle_cpus
+        allowed = p.cpus_allowed
+        first_idle = None
+        for cpu in cpus:
+            if cpu in idle and (allowed is None or cpu in allowed):
+                if m.idle_core(cpu):
+                    return cpu
+                if first_idle is None:
+                    first_idle = cpu
+        return fallback if first_idle is None else first_idle
 
     def find_idlest_cpu(self, p, prev_cpu):
-        """Fork balancing (SD_BALANCE_FORK): an idle CPU, nearest first,
-        else the least loaded allowed CPU."""
+        """Fork balancing (SD_BALANCE_FORK): an idle core, nearest first, else
+        an idle CPU, else the least loaded allowed CPU."""
         m = self.machine
-        allowed = p.cpus_allowed
         order = m.cpus_by_distance[prev_cpu]
-        idle = m.idle_cpus
-        if idle:
-            for cpu in order:
-                if cpu in idle and (allowed is None or cpu in allowed):
-                    return cpu
+        if m.idle_cpus:
+            cpu = self._first_idle(p, order, None)
+            if cpu is not None:
+                return cpu
+        allowed = p.cpus_allowed
         best, best_key = prev_cpu, None
         now = self.clock._now
         rqs = m.rqs
@@ -637,11 +659,13 @@ class CFS(KernelScheduler):
     def balance_interval_ns(self, rq, idle):
         """sd->balance_interval (ms = span weight), x busy_factor when busy,
         capped at max_load_balance_interval; the innermost level decides."""
-        domains = self.machine.topology.domains[rq.cpu]
+        topology = self.machine.topology
+        domains = topology.domains[rq.cpu]
         if not domains:
-            return None
+            return self.machine.tick_ns
         interval = domains[0].interval_ms * (BUSY_FACTOR if idle == CPU_NOT_IDLE else 1)
-        return min(interval, MAX_LOAD_BALANCE_INTERVAL_MS) * 1_000_000
+        cap = MAX_LOAD_BALANCE_INTERVAL_MS_PER_CPU * topology.nr_cpus
+        return min(interval, cap) * 1_000_000
 
     def newidle_allowed(self, rq):
         return rq.avg_idle >= self.migration_cost
