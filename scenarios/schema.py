@@ -23,6 +23,7 @@ class HostConfig:
     llc_mb: float = MISSING  # per LLC
     llc_ways: int = MISSING
     hz: int = MISSING
+    smt_throughput: float = MISSING  # core throughput with all threads busy, vs one alone
 
 
 @dataclass

@@ -220,6 +220,9 @@ def _check_host(c: _Checks) -> None:
         numa % sockets == 0,
         f"must be a multiple of sockets = {sockets} (a NUMA node does not span sockets)",
     )
+    tpc = c.get("host.threads_per_core")
+    c.require("host.smt_throughput", 1.0 <= c.get("host.smt_throughput") <= tpc,
+              f"must be in [1, threads_per_core = {tpc}]")
     if c.at_least("host.cores_per_llc", 0) and c.get("host.cores_per_llc") > 0:
         c.require(
             "host.cores_per_llc",

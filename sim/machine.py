@@ -36,6 +36,7 @@ class Machine:
         self.rqs = [Rq(cpu) for cpu in range(n)]
         self.cpus_by_distance = [self._by_distance(cpu) for cpu in range(n)]
         self.tick_ns = topology.tick_ns
+        self.smt = topology.threads_per_core > 1
         self.root_tg = TaskGroup(ROOT, None, 1024, n, None)
         self.groups: dict[str, TaskGroup] = {ROOT: self.root_tg}
         for rq in self.rqs:
@@ -178,11 +179,7 @@ class Machine:
         policy = self.policy
         prev = rq.curr
         if prev is not None:
-            ran = now - rq.run_start
-            if ran > 0:
-                prev.remaining -= ran
-                rq.busy_ns += ran
-            rq.run_start = now
+            self._charge(rq, now)
         nxt = policy.pick_next_task(rq, prev)
         if nxt is None and policy.newidle_allowed(rq) and self._overloaded():
             if policy.balance(rq, CPU_NEWLY_IDLE):
@@ -210,6 +207,8 @@ class Machine:
             rq.idle_since = now + c
             if rq.nr_running == 0:
                 self.idle_cpus.add(rq.cpu)
+            if self.smt:
+                self._smt_update(rq, now)
             return
         if prev is None:
             levels = nxt.tg.depth
@@ -232,8 +231,45 @@ class Machine:
         req = nxt.request
         if req is not None and req.start < 0:
             req.start = start
-        self.engine.call_at(start + nxt.remaining, self._on_burst_end, rq, rq.gen)
+        if self.smt and prev is None:
+            self._smt_update(rq, now)
+        self._arm_completion(rq)
         self._arm_hrtick(rq)
+
+    # ------------------------------------------------------------------
+    # work progress: a task's remaining demand shrinks at the core's speed
+    def _charge(self, rq: Rq, now: int) -> None:
+        ran = now - rq.run_start
+        if ran > 0:
+            rq.curr.remaining -= ran if rq.speed == 1.0 else int(ran * rq.speed)
+            rq.busy_ns += ran
+            rq.run_start = now
+
+    def _arm_completion(self, rq: Rq) -> None:
+        remaining = rq.curr.remaining
+        if rq.speed != 1.0:
+            remaining = -int(-remaining // rq.speed)
+        self.engine.call_at(rq.run_start + remaining, self._on_burst_end, rq, rq.gen)
+
+    def _smt_update(self, rq: Rq, now: int) -> None:
+        """SMT siblings share their core: with n hardware threads busy each
+        runs at smt_throughput / n of a lone thread's speed.  Called when
+        ``rq`` turns busy or idle; re-times the siblings' running work."""
+        siblings = self.topology.siblings[rq.cpu]
+        rqs = self.rqs
+        busy = sum(1 for c in siblings if rqs[c].curr is not None)
+        speed = 1.0 if busy <= 1 else self.topology.smt_throughput / busy
+        for c in siblings:
+            other = rqs[c]
+            if other.speed == speed:
+                continue
+            if other.curr is not None and other is not rq:
+                self._charge(other, now)
+                other.speed = speed
+                other.gen += 1
+                self._arm_completion(other)
+            else:
+                other.speed = speed
 
     @staticmethod
     def _levels_walked(pse: SchedEntity, se: SchedEntity) -> int:
@@ -273,7 +309,7 @@ class Machine:
         if action == 0:
             if p.remaining <= 0:
                 raise RuntimeError(f"{p.owner!r} continued {p.name} with no work")
-            self.engine.call_at(now + p.remaining, self._on_burst_end, rq, gen)
+            self._arm_completion(rq)
             return
         self.policy.dequeue_task(rq, p, DEQUEUE_SLEEP)
         del rq.cfs_tasks[p]
@@ -366,8 +402,6 @@ class Machine:
         """Bring every CPU's accounting up to now (for sampling)."""
         now = self.engine.env._now
         for rq in self.rqs:
-            if rq.curr is not None and now > rq.run_start:
-                rq.curr.remaining -= now - rq.run_start
-                rq.busy_ns += now - rq.run_start
-                rq.run_start = now
+            if rq.curr is not None:
+                self._charge(rq, now)
             self.policy.update_curr(rq)

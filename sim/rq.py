@@ -162,7 +162,7 @@ class Rq:
                  "gen", "run_start", "switch_end", "idle_since", "avg_idle",
                  "next_balance", "nr_balance_failed", "ticking",
                  "tick_gen", "tick_at", "hrtick_gen", "resched_pending",
-                 "nr_switches", "busy_ns", "overhead_ns")
+                 "speed", "nr_switches", "busy_ns", "overhead_ns")
 
     def __init__(self, cpu: int):
         self.cpu = cpu
@@ -183,6 +183,7 @@ class Rq:
         self.tick_at = 0
         self.hrtick_gen = 0
         self.resched_pending = False
+        self.speed = 1.0              # work done per ns of CPU time (SMT sharing)
         self.nr_switches = 0
         self.busy_ns = 0              # useful task work executed
         self.overhead_ns = 0          # context-switch cost executed

@@ -31,7 +31,8 @@ class SchedDomain:
 class Topology:
     def __init__(self, sockets: int, cores: int, threads_per_core: int = 1,
                  numa_nodes: int = 1, cores_per_llc: int = 0, llc_mb: float = 0.0,
-                 llc_ways: int = 0, hz: int = 250, name: str = "generic"):
+                 llc_ways: int = 0, hz: int = 250, name: str = "generic",
+                 smt_throughput: float = 1.0):
         if min(sockets, cores, threads_per_core, numa_nodes) < 1:
             raise ValueError("sockets, cores, threads_per_core and numa_nodes must be >= 1")
         ncores = sockets * cores
@@ -48,6 +49,13 @@ class Topology:
         self.llc_bytes = int(llc_mb * 1024 * 1024)
         self.llc_ways = llc_ways
         self.hz = hz
+        # a core's throughput with all its hardware threads busy, relative
+        # to one thread running alone (1: no SMT gain; threads_per_core:
+        # siblings never slow each other)
+        if not 1.0 <= smt_throughput <= threads_per_core:
+            raise ValueError(f"smt_throughput={smt_throughput} must be within "
+                             f"[1, threads_per_core={threads_per_core}]")
+        self.smt_throughput = float(smt_throughput) if threads_per_core > 1 else 1.0
         self.tick_ns = 1_000_000_000 // hz
         cores_per_numa = ncores // numa_nodes
         self.cpus: list[CpuInfo] = []
@@ -67,7 +75,8 @@ class Topology:
                    numa_nodes=int(host.get("numa_nodes", 1)),
                    cores_per_llc=int(host.get("cores_per_llc", 0) or 0),
                    llc_mb=float(host.get("llc_mb", 0.0)), llc_ways=int(host.get("llc_ways", 0)),
-                   hz=int(host["hz"]), name=str(host.get("name", "generic")))
+                   hz=int(host["hz"]), name=str(host.get("name", "generic")),
+                   smt_throughput=float(host.get("smt_throughput", 1.0) or 1.0))
 
     def _build_domains(self, me: CpuInfo) -> list[SchedDomain]:
         levels = [

@@ -173,3 +173,37 @@ def test_new_task_starts_with_full_load():
     assert cfs_rq.load_avg == pytest.approx(1024)
     machine.policy.task_dead(t)
     assert cfs_rq.load_avg == pytest.approx(0, abs=1e-9)
+
+
+@pytest.mark.parametrize("smt_throughput", [1.0, 1.25, 2.0])
+def test_smt_siblings_share_their_core(smt_throughput):
+    """Two hogs on the two hardware threads of one core each progress at
+    smt_throughput / 2; a lone thread runs at full speed."""
+    cfg = make_cfg(periodic(threads=2, run_ms=100.0), cores=1, threads_per_core=2,
+                   smt_throughput=smt_throughput, duration_s=5.0, warmup_s=0.0)
+    engine, machine, recorder, workload = build(cfg)
+    workload.start()
+    engine.run(s_to_ns(5.0))
+    assert {t.cpu for t in workload.threads} == {0, 1}
+    done = [r for r in recorder.rows if not r[6]]
+    # every 100 ms burst of work took 100 ms / speed of CPU time
+    for _, _, _, start, end, demand, _ in done:
+        assert (end - start) == pytest.approx(demand / (smt_throughput / 2), abs=2)
+    # a lone thread on a core is not slowed
+    cfg1 = make_cfg(periodic(threads=1, run_ms=100.0), cores=1, threads_per_core=2,
+                    smt_throughput=smt_throughput, duration_s=1.0, warmup_s=0.0)
+    rows = simulate(cfg1).requests.to_pydict()
+    assert rows["latency_s"][0] == pytest.approx(0.1, abs=1e-9)
+
+
+def test_smt_sibling_going_idle_speeds_up_the_other():
+    groups = [{"name": "long", "threads": 1, "run_ms": 200.0, "sleep_ms": 1000.0},
+              {"name": "short", "threads": 1, "run_ms": 50.0, "sleep_ms": 1000.0}]
+    cfg = make_cfg(periodic(groups=groups, run_ms=1.0), cores=1, threads_per_core=2,
+                   smt_throughput=1.0, duration_s=0.9, warmup_s=0.0)
+    t = simulate(cfg).requests.to_pydict()
+    lat = dict(zip(t["function"], t["latency_s"]))
+    # both at half speed until short finishes its 50 ms at t = 100 ms; long
+    # then has 150 ms left at full speed: done at 250 ms
+    assert lat["/short"] == pytest.approx(0.100, abs=1e-6)
+    assert lat["/long"] == pytest.approx(0.250, abs=1e-6)
