@@ -231,14 +231,21 @@ def _check_host(c: _Checks) -> None:
         )
 
 
+def _check_option(c: _Checks, group: str, schemas: dict) -> bool:
+    """The selected option of ``group`` exists (planned ones say so) and its
+    name matches the schema that was composed."""
+    name = c.get(f"{group}.name")
+    if name in PLANNED_OPTIONS[group]:
+        c.problems.append(not_available_message(group, name))
+        return False
+    if not c.one_of(f"{group}.name", schemas):
+        return False
+    return _check_schema_matches(c, group, schemas[name])
+
+
 def _check_scheduler(c: _Checks) -> None:
-    name = c.get("scheduler.name")
-    if name in PLANNED_OPTIONS["scheduler"]:
-        c.problems.append(not_available_message("scheduler", name))
+    if not _check_option(c, "scheduler", SCHEDULER_SCHEMAS):
         return
-    if not c.one_of("scheduler.name", SCHEDULER_SCHEMAS):
-        return
-    _check_schema_matches(c, "scheduler", SCHEDULER_SCHEMAS[name])
     c.one_of("scheduler.tunable_scaling", TUNABLE_SCALING)
     c.optional_within("scheduler.sched_latency_ns", GRANULARITY_RANGE_NS)
     c.optional_within("scheduler.min_granularity_ns", GRANULARITY_RANGE_NS)
@@ -260,14 +267,9 @@ def _check_calibration(c: _Checks) -> None:
 
 
 def _check_workload(c: _Checks) -> None:
+    if not _check_option(c, "workload", WORKLOAD_SCHEMAS):
+        return
     name = c.get("workload.name")
-    if name in PLANNED_OPTIONS["workload"]:
-        c.problems.append(not_available_message("workload", name))
-        return
-    if not c.one_of("workload.name", WORKLOAD_SCHEMAS):
-        return
-    if not _check_schema_matches(c, "workload", WORKLOAD_SCHEMAS[name]):
-        return
     if name == "periodic":
         _check_periodic(c)
         return

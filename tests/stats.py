@@ -13,3 +13,17 @@ def batch_means_ci(samples, batches: int = 20, confidence: float = 0.99):
     means = np.array([b.mean() for b in np.array_split(x, batches)])
     half = stats.t.ppf(0.5 + confidence / 2, batches - 1) * means.std(ddof=1) / np.sqrt(batches)
     return float(x.mean()), float(half)
+
+
+def assert_matches_theory(label: str, samples, theory: float, tolerance: float,
+                          long_run: bool) -> None:
+    """Theory must lie in the 99% batch-means CI.  A long run must also be
+    long enough for the CI to be narrower than ``tolerance`` (relative), and
+    then the relative error must be within it."""
+    mean, half = batch_means_ci(samples)
+    print(f"{label}: {mean:.6g} +- {half:.3g} (99% CI), theory {theory:.6g}, "
+          f"error {mean / theory - 1:+.2%}")
+    assert abs(mean - theory) <= half
+    if long_run:
+        assert half / theory < tolerance
+        assert abs(mean / theory - 1) < tolerance

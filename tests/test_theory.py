@@ -1,8 +1,8 @@
 """The simulator against queueing and scheduling theory (issue: core
-simulator, validations 1-4).  Each statistical check states its confidence
+simulator, validations 1-4).  Each statistical check prints its confidence
 interval; the default-suite runs check that theory lies inside the 99%
 batch-means CI, the slow runs are long enough for the CI to be narrower than
-the tolerance and then assert the tolerance itself."""
+the tolerance and then assert the tolerance itself (tests/stats.py)."""
 from __future__ import annotations
 
 from math import factorial
@@ -14,7 +14,7 @@ from sim import simulate
 from sim.api import build
 from sim.engine import s_to_ns
 from simcfg import make_cfg, periodic, poisson, worker_pool
-from stats import batch_means_ci
+from stats import assert_matches_theory
 
 
 def _latencies(result):
@@ -37,15 +37,8 @@ def test_processor_sharing_mean_latency(rho, duration_s):
     cfg = make_cfg(poisson(functions=1, rate_rps=rho / es, mean_service_s=es),
                    duration_s=duration_s, warmup_s=2.0)
     lat = _latencies(simulate(cfg))
-    theory = es / (1 - rho)
-    mean, half = batch_means_ci(lat)
-    print(f"rho={rho}: mean {mean*1e3:.4f} ms +- {half*1e3:.4f} (99% CI), "
-          f"theory {theory*1e3:.4f} ms, error {mean/theory-1:+.2%}")
-    assert abs(mean - theory) <= half
-    if duration_s >= 600:
-        # long enough for the CI to be narrower than the 3% tolerance
-        assert half / theory < 0.03
-        assert abs(mean / theory - 1) < 0.03
+    assert_matches_theory(f"rho={rho} mean latency (s)", lat, es / (1 - rho), 0.03,
+                          long_run=duration_s >= 600)
 
 
 # --- 2. M/M/c/K queueing delay (seed 000's numbers) ------------------------
@@ -75,15 +68,8 @@ def test_mmck_queueing_delay(c, duration_s):
     t = simulate(cfg).requests.to_pydict()
     assert not any(t["dropped"])
     wq = np.asarray(t["start_s"]) - np.asarray(t["arrival_s"])
-    theory = erlang_c_wq(10.0, 2.5, c)
-    mean, half = batch_means_ci(wq)
-    print(f"c={c}: Wq {mean*1e3:.3f} ms +- {half*1e3:.3f} (99% CI), theory "
-          f"{theory*1e3:.3f} ms, error {mean/theory-1:+.2%}")
-    assert abs(mean - theory) <= half
-    if duration_s >= 100000:
-        # long enough for the CI to be narrower than the 5% tolerance
-        assert half / theory < 0.05
-        assert abs(mean / theory - 1) < 0.05
+    assert_matches_theory(f"c={c} Wq (s)", wq, erlang_c_wq(10.0, 2.5, c), 0.05,
+                          long_run=duration_s >= 100000)
 
 
 # --- 3. weights -----------------------------------------------------------
