@@ -118,23 +118,30 @@ class Machine:
         cpu = self.policy.select_task_rq(p, p.cpu, WF_TTWU)
         flags = ENQUEUE_WAKEUP
         if cpu != p.cpu:
-            self.policy.migrate_task_rq(p, cpu)
-            p.cpu = cpu
-            self.nr_migrations += 1
+            self._set_task_cpu(p, cpu)
             flags |= ENQUEUE_MIGRATED
         self._activate(self.rqs[cpu], p, flags)
 
-    def _activate(self, rq: Rq, p: Task, flags: int) -> None:
-        now = self.engine.env._now
+    def _set_task_cpu(self, p: Task, cpu: int) -> None:
+        """set_task_cpu(): the task moves CPUs; every move is a migration."""
+        self.policy.migrate_task_rq(p, cpu)
+        p.cpu = cpu
+        self.nr_migrations += 1
+
+    def _enqueue(self, rq: Rq, p: Task, flags: int) -> None:
+        """Queue ``p`` on ``rq`` and let it preempt; the caller reschedules."""
         was_idle = rq.nr_running == 0
-        p.sleeping = False
-        p.wait_start = now
         self.policy.enqueue_task(rq, p, flags)
         rq.cfs_tasks[p] = None
         if was_idle:
-            self._leave_idle(rq, now)
+            self._leave_idle(rq, self.engine.env._now)
         self.policy.check_preempt_wakeup(rq, p)
         self._ensure_tick(rq)
+
+    def _activate(self, rq: Rq, p: Task, flags: int) -> None:
+        p.sleeping = False
+        p.wait_start = self.engine.env._now
+        self._enqueue(rq, p, flags)
         if rq.need_resched:
             self.schedule(rq)
         elif rq.curr is not None:
@@ -152,16 +159,8 @@ class Machine:
         """detach_task() + attach_task() for the load balancer."""
         self.policy.dequeue_task(src, p, 0)
         del src.cfs_tasks[p]
-        self.policy.migrate_task_rq(p, dst.cpu)
-        p.cpu = dst.cpu
-        self.nr_migrations += 1
-        was_idle = dst.nr_running == 0
-        self.policy.enqueue_task(dst, p, ENQUEUE_MIGRATED)
-        dst.cfs_tasks[p] = None
-        if was_idle:
-            self._leave_idle(dst, self.engine.env._now)
-        self.policy.check_preempt_wakeup(dst, p)
-        self._ensure_tick(dst)
+        self._set_task_cpu(p, dst.cpu)
+        self._enqueue(dst, p, ENQUEUE_MIGRATED)
 
     # ------------------------------------------------------------------
     # the CPU loop
@@ -301,9 +300,8 @@ class Machine:
             return
         p = rq.curr
         now = self.engine.env._now
-        rq.busy_ns += now - rq.run_start
-        rq.run_start = now
-        p.remaining = 0
+        self._charge(rq, now)
+        p.remaining = 0               # the event was timed to the burst's end
         self.policy.update_curr(rq)
         action = p.owner.burst_done(p)
         if action == 0:

@@ -49,10 +49,14 @@ def worker_pool(workers=5, rate_rps=10.0, mean_service_s=0.4, capacity=100000, *
             "capacity": capacity, "working_set_kb": 256, "nice": 0, **kw}
 
 
-def usage_by_cgroup(result) -> dict[str, float]:
-    """Total CPU seconds per cgroup over the whole run (all intervals)."""
-    t = result.intervals.to_pydict()
-    out: dict[str, float] = {}
-    for name, used in zip(t["cgroup"], t["usage_s"]):
-        out[name] = out.get(name, 0.0) + used
-    return out
+def run_for(cfg: dict, seconds: float):
+    """Build and run a scenario by hand, for tests that inspect the machine:
+    returns (machine, workload, recorder) with accounting brought to the end."""
+    from sim.api import build
+    from sim.engine import s_to_ns
+    engine, machine, recorder, workload = build(cfg)
+    workload.start()
+    engine.run(s_to_ns(seconds))
+    machine.sync()
+    return machine, workload, recorder
+

@@ -10,16 +10,7 @@ import pytest
 from policies.kernel.cfs import sysctl_factor
 from sim import simulate
 from sim.api import build
-from sim.engine import s_to_ns
-from simcfg import DEFAULT_COSTS, make_cfg, periodic
-
-
-def _run(cfg, seconds):
-    engine, machine, recorder, workload = build(cfg)
-    workload.start()
-    engine.run(s_to_ns(seconds))
-    machine.sync()
-    return machine, workload, recorder
+from simcfg import DEFAULT_COSTS, make_cfg, periodic, run_for
 
 
 @pytest.mark.parametrize("ncpus,scaling,factor", [
@@ -75,7 +66,7 @@ def test_without_wakeup_preemption_sleeper_waits_for_tick():
 def test_cpuset_confines_tasks():
     groups = [{"name": "pinned", "threads": 4, "cpuset": "1"},
               {"name": "free", "threads": 2}]
-    machine, wl, _ = _run(make_cfg(periodic(groups=groups, run_ms=3.0, sleep_ms=2.0),
+    machine, wl, _ = run_for(make_cfg(periodic(groups=groups, run_ms=3.0, sleep_ms=2.0),
                                    cores=4), 2.0)
     for t in wl.threads:
         if t.tg.name == "/pinned":
@@ -87,7 +78,7 @@ def test_cpuset_confines_tasks():
 def test_group_shares_sum_to_tg_shares_when_busy():
     """calc_group_shares spreads tg->shares over the CPUs by load."""
     cfg = make_cfg(periodic(groups=[{"name": "g", "threads": 8}], run_ms=1e6), cores=4)
-    machine, _, _ = _run(cfg, 3.0)
+    machine, _, _ = run_for(cfg, 3.0)
     tg = machine.groups["/g"]
     weights = [se.weight for se in tg.se]
     assert sum(weights) == pytest.approx(tg.shares, rel=0.05)
@@ -97,7 +88,7 @@ def test_group_shares_sum_to_tg_shares_when_busy():
 def test_cgroup_weight_ratio():
     groups = [{"name": "a", "threads": 2, "cgroup_weight": 300},
               {"name": "b", "threads": 2, "cgroup_weight": 100}]
-    machine, _, _ = _run(make_cfg(periodic(groups=groups, run_ms=1e6)), 10.0)
+    machine, _, _ = run_for(make_cfg(periodic(groups=groups, run_ms=1e6)), 10.0)
     a, b = machine.groups["/a"].usage_ns, machine.groups["/b"].usage_ns
     assert a / b == pytest.approx(3.0, rel=0.01)
 
@@ -181,9 +172,7 @@ def test_smt_siblings_share_their_core(smt_throughput):
     smt_throughput / 2; a lone thread runs at full speed."""
     cfg = make_cfg(periodic(threads=2, run_ms=100.0), cores=1, threads_per_core=2,
                    smt_throughput=smt_throughput, duration_s=5.0, warmup_s=0.0)
-    engine, machine, recorder, workload = build(cfg)
-    workload.start()
-    engine.run(s_to_ns(5.0))
+    machine, workload, recorder = run_for(cfg, 5.0)
     assert {t.cpu for t in workload.threads} == {0, 1}
     done = [r for r in recorder.rows if not r[6]]
     # every 100 ms burst of work took 100 ms / speed of CPU time

@@ -11,9 +11,7 @@ import numpy as np
 import pytest
 
 from sim import simulate
-from sim.api import build
-from sim.engine import s_to_ns
-from simcfg import make_cfg, periodic, poisson, worker_pool
+from simcfg import make_cfg, periodic, poisson, run_for, worker_pool
 from stats import assert_matches_theory
 
 
@@ -73,16 +71,8 @@ def test_mmck_queueing_delay(c, duration_s):
 
 
 # --- 3. weights -----------------------------------------------------------
-def _run(cfg, seconds):
-    engine, machine, _, workload = build(cfg)
-    workload.start()
-    engine.run(s_to_ns(seconds))
-    machine.sync()
-    return machine, workload
-
-
 def test_nice_weights_share_one_core():
-    machine, wl = _run(make_cfg(periodic(threads=2, run_ms=1000.0, nice=[0, 5])), 20.0)
+    machine, wl, _ = run_for(make_cfg(periodic(threads=2, run_ms=1000.0, nice=[0, 5])), 20.0)
     a, b = (t.se.sum_exec_runtime for t in wl.threads)
     expected = 1024 / (1024 + 335)
     assert a / (a + b) == pytest.approx(expected, rel=0.01)
@@ -93,7 +83,7 @@ def test_nice_weights_share_one_core():
 def test_cgroups_share_equally_regardless_of_thread_count(cores):
     groups = [{"name": "A", "threads": 1}, {"name": "B", "threads": 10}]
     cfg = make_cfg(periodic(groups=groups, run_ms=1000.0), cores=cores)
-    machine, _ = _run(cfg, 20.0)
+    machine, _, _ = run_for(cfg, 20.0)
     a, b = machine.groups["/A"].usage_ns, machine.groups["/B"].usage_ns
     assert a / (a + b) == pytest.approx(0.5, rel=0.01)
     assert a + b == pytest.approx(cores * 20e9, rel=1e-6)
@@ -104,7 +94,7 @@ def test_cgroups_share_equally_regardless_of_thread_count(cores):
 def test_slice_length_with_hrtick(n):
     """With HRTICK the slice ends exactly: 1/max(latency/n, min_gran) per s."""
     cfg = make_cfg(periodic(threads=n, run_ms=1e6), scheduler={"name": "cfs", "hrtick": True})
-    machine, _ = _run(cfg, 10.0)
+    machine, _, _ = run_for(cfg, 10.0)
     expected = 1 / max(0.006 / n, 0.00075)     # one CPU: tunables scale by 1
     assert machine.rqs[0].nr_switches / 10.0 == pytest.approx(expected, rel=0.02)
 
@@ -114,7 +104,7 @@ def test_slice_length_at_hz(n):
     """Without HRTICK (the kernel default) preemption waits for the tick:
     each slice is rounded up to a whole number of ticks."""
     cfg = make_cfg(periodic(threads=n, run_ms=1e6))
-    machine, _ = _run(cfg, 10.0)
+    machine, _, _ = run_for(cfg, 10.0)
     tick = 1 / 250
     slice_s = max(0.006 / n, 0.00075)
     expected = 1 / (np.ceil(slice_s / tick - 1e-9) * tick)
