@@ -311,13 +311,20 @@ class CFS(KernelScheduler):
         se.parent = tg.se[cpu]
         se.depth = tg.depth
 
-    def remove_entity_load_avg(self, se):
-        """Take a departing task's (blocked) load out of its cfs_rq."""
+    def _move_entity_load_avg(self, se, sign):
         cfs_rq = se.cfs_rq
         now = self.clock._now
         cfs_rq.update_load_avg(now)
         se.update_avg(now)
-        cfs_rq.load_avg = max(0.0, cfs_rq.load_avg - se.weight * se.runnable_avg)
+        cfs_rq.load_avg = max(0.0, cfs_rq.load_avg + sign * se.weight * se.runnable_avg)
+
+    def attach_entity_load_avg(self, se):
+        """Bring an arriving (new or migrated) task's load to its cfs_rq."""
+        self._move_entity_load_avg(se, 1)
+
+    def remove_entity_load_avg(self, se):
+        """Take a departing task's (blocked) load out of its cfs_rq."""
+        self._move_entity_load_avg(se, -1)
 
     def migrate_task_rq(self, p, new_cpu):
         """migrate_task_rq_fair(): the task moves to another CPU.  Its load
@@ -335,12 +342,7 @@ class CFS(KernelScheduler):
     def enqueue_task(self, rq, p, flags):
         se = p.se
         if flags & (ENQUEUE_MIGRATED | ENQUEUE_INITIAL):
-            # attach_entity_load_avg(): bring the task's load to its new cfs_rq
-            cfs_rq = se.cfs_rq
-            now = self.clock._now
-            cfs_rq.update_load_avg(now)
-            se.update_avg(now)
-            cfs_rq.load_avg += se.weight * se.runnable_avg
+            self.attach_entity_load_avg(se)
         initial = flags & ENQUEUE_INITIAL
         while se is not None and not se.on_rq:
             cfs_rq = se.cfs_rq
