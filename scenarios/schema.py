@@ -27,20 +27,6 @@ class HostConfig:
 
 
 @dataclass
-class CfsConfig:
-    name: str = MISSING
-    tunable_scaling: str = MISSING
-    sched_latency_ns: Optional[int] = None
-    min_granularity_ns: Optional[int] = None
-    wakeup_granularity_ns: Optional[int] = None
-    migration_cost_ns: int = MISSING
-    gentle_fair_sleepers: bool = MISSING
-    start_debit: bool = MISSING
-    wakeup_preemption: bool = MISSING
-    hrtick: bool = MISSING
-
-
-@dataclass
 class CalibrationConfig:
     name: str = MISSING
     # Costs are floats because fitted profiles need not land on whole ns.
@@ -137,14 +123,20 @@ WORKLOAD_SCHEMAS = {
     "worker_pool": WorkerPoolWorkload,
     "periodic": PeriodicWorkload,
 }
-SCHEDULER_SCHEMAS = {"cfs": CfsConfig}
+
+
+def scheduler_schemas() -> dict[str, type]:
+    """Each kernel policy module brings its own config dataclass (CONFIG)."""
+    from policies import kernel
+    return {name: kernel.module(name).CONFIG for name in kernel.available()}
+
 
 # Names DESIGN.md reserves for options that do not exist yet; selecting one
 # says so instead of "unknown option".
 PLANNED_OPTIONS = {
     "host": (),
     "calibration": ("e5-2430l",),
-    "scheduler": ("eevdf", "lags", "rr", "cfs_tuned", "eevdf_tuned"),
+    "scheduler": ("eevdf", "lags", "eevdf_tuned"),
     "workload": (
         "azure2021",
         "resctl",
@@ -164,5 +156,5 @@ def register() -> None:
     cs.store(name=f"{SCHEMA_PREFIX}config", node=Config)
     for name, node in WORKLOAD_SCHEMAS.items():
         cs.store(group="workload", name=f"{SCHEMA_PREFIX}{name}", node=node)
-    for name, node in SCHEDULER_SCHEMAS.items():
+    for name, node in scheduler_schemas().items():
         cs.store(group="scheduler", name=f"{SCHEMA_PREFIX}{name}", node=node)

@@ -13,17 +13,14 @@ from typing import Any, Iterable
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from scenarios.schema import PLANNED_OPTIONS, SCHEDULER_SCHEMAS, WORKLOAD_SCHEMAS
+from policies.kernel import PLANNED as PLANNED_POLICIES
+from scenarios.schema import PLANNED_OPTIONS, WORKLOAD_SCHEMAS, scheduler_schemas
 
 SERVICE_DISTRIBUTIONS = ("exp", "det", "lognormal")
-TUNABLE_SCALING = ("none", "log", "linear")
 KERNEL_HZ = (100, 250, 300, 1000)  # the CONFIG_HZ choices
 NICE_RANGE = (-20, 19)
 CPU_WEIGHT_RANGE = (1, 10000)  # cgroup v2 cpu.weight
 CPU_SHARES_RANGE = (2, 262144)  # cgroup v1 cpu.shares
-# kernel/sysctl.c bounds of the CFS granularity sysctls
-GRANULARITY_RANGE_NS = (100_000, 1_000_000_000)
-WAKEUP_GRANULARITY_RANGE_NS = (0, 1_000_000_000)
 BANDWIDTH_NOT_IMPLEMENTED = (
     "CFS bandwidth control is not implemented yet (planned: bandwidth issue)"
 )
@@ -231,26 +228,45 @@ def _check_host(c: _Checks) -> None:
         )
 
 
-def _check_option(c: _Checks, group: str, schemas: dict) -> bool:
+def _check_option(c: _Checks, group: str, schemas: dict, key: str = "name") -> bool:
     """The selected option of ``group`` exists (planned ones say so) and its
-    name matches the schema that was composed."""
-    name = c.get(f"{group}.name")
-    if name in PLANNED_OPTIONS[group]:
+    ``key`` (which names the schema) matches the schema that was composed."""
+    name = c.get(f"{group}.{key}")
+    if name in PLANNED_OPTIONS[group] or (group == "scheduler" and name in PLANNED_POLICIES):
         c.problems.append(not_available_message(group, name))
         return False
-    if not c.one_of(f"{group}.name", schemas):
+    if not c.one_of(f"{group}.{key}", schemas):
         return False
-    return _check_schema_matches(c, group, schemas[name])
+    return _check_schema_matches(c, group, schemas[name], key)
 
 
 def _check_scheduler(c: _Checks) -> None:
-    if not _check_option(c, "scheduler", SCHEDULER_SCHEMAS):
+    """Scheduler options are plugins: their fields declare the allowed values
+    (sim.sched_class.tunable), so a new policy needs no check here."""
+    if c.get("scheduler.name") in PLANNED_OPTIONS["scheduler"]:
+        c.problems.append(not_available_message("scheduler", c.get("scheduler.name")))
         return
-    c.one_of("scheduler.tunable_scaling", TUNABLE_SCALING)
-    c.optional_within("scheduler.sched_latency_ns", GRANULARITY_RANGE_NS)
-    c.optional_within("scheduler.min_granularity_ns", GRANULARITY_RANGE_NS)
-    c.optional_within("scheduler.wakeup_granularity_ns", WAKEUP_GRANULARITY_RANGE_NS)
-    c.at_least("scheduler.migration_cost_ns", 0)
+    schemas = scheduler_schemas()
+    if not _check_option(c, "scheduler", schemas, key="policy"):
+        return
+    name, policy = c.get("scheduler.name"), c.get("scheduler.policy")
+    c.require("scheduler.name", bool(name), "must not be empty")
+    # a label must not pass one policy's results off as another's
+    c.require("scheduler.name", name not in schemas or name == policy,
+              f"names the {name} policy but scheduler.policy = {policy}")
+    for f in dataclasses.fields(schemas[c.get("scheduler.policy")]):
+        key, value = f"scheduler.{f.name}", c.get(f"scheduler.{f.name}")
+        choices, bounds = f.metadata.get("choices"), f.metadata.get("range")
+        if value is None:
+            continue
+        if choices is not None:
+            c.one_of(key, choices)
+        if bounds is not None:
+            low, high = bounds
+            if high is None:
+                c.at_least(key, low)
+            else:
+                c.within(key, bounds)
 
 
 def _check_calibration(c: _Checks) -> None:
@@ -322,12 +338,13 @@ def _check_periodic(c: _Checks) -> None:
             c.at_least(f"{key}.sleep_ms", 0)
 
 
-def _check_schema_matches(c: _Checks, group: str, schema: type) -> bool:
+def _check_schema_matches(c: _Checks, group: str, schema: type, key: str = "name") -> bool:
     """`workload.name=periodic` on top of `workload=poisson` would mix two shapes."""
     selected = OmegaConf.get_type(c.get(group))
-    name = c.get(f"{group}.name")
+    name = c.get(f"{group}.{key}")
+    hint = f"select it with {group}={name}" if key == "name" else f"select a {group} option that uses it"
     return c.require(
-        f"{group}.name",
+        f"{group}.{key}",
         selected is schema,
-        f"does not match the selected {group} option; select it with {group}={name}",
+        f"does not match the selected {group} option; {hint}",
     )

@@ -44,7 +44,8 @@ def build(cfg: dict):
     engine = Engine(int(cfg.get("seed", 0)))
     topology = Topology.from_config(cfg["host"])
     sched = cfg["scheduler"]
-    machine = Machine(engine, topology, load_policy(sched["name"]), sched,
+    # plain-dict configs may leave out `policy` when the option is named after it
+    machine = Machine(engine, topology, load_policy(sched.get("policy", sched["name"])), sched,
                       CostModel.from_config(cfg["calibration"]))
     recorder = Recorder(s_to_ns(float(cfg.get("warmup_s", 0.0))))
     workload = workloads.build(cfg["workload"], machine, recorder)

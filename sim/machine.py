@@ -43,6 +43,9 @@ class Machine:
             rq.cfs = CfsRq(rq, self.root_tg)
             self.root_tg.cfs_rq.append(rq.cfs)
         self.policy = policy_cls(sched_cfg, self)
+        if (sched_cfg or {}).get("task_policy", "normal") != "normal":
+            raise ValueError("scheduler rr is not available yet (the real-time class is "
+                             "being built)")
         # avg_idle starts at 2 x migration cost, as in sched_init()
         for rq in self.rqs:
             rq.avg_idle = 2 * self.policy.migration_cost

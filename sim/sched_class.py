@@ -1,12 +1,49 @@
 """The interface between the simulated CPUs (sim/machine.py) and a kernel
 scheduling class.  The machine owns time, tasks and context switches; the
 policy owns the run-queue order.  A new policy is one file in
-policies/kernel/ exposing ``POLICY`` (a subclass of KernelScheduler) plus its
-config file in scenarios/conf/scheduler/.
+policies/kernel/ exposing ``POLICY`` (a subclass of KernelScheduler) and
+``CONFIG`` (a dataclass deriving from SchedConfig: its keys, types, defaults
+and allowed values), plus its option file(s) in scenarios/conf/scheduler/.
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+# a required key (omegaconf.MISSING, spelled out so sim/ does not import omegaconf)
+MISSING: Any = "???"
+
+
+def tunable(default: Any = MISSING, *, choices: tuple | None = None,
+            range: tuple | None = None) -> Any:
+    """A scheduler config field with its allowed values, checked by
+    scenarios.validate before a run: ``choices`` (a tuple of values) or an
+    inclusive numeric ``range`` (low, high); high may be None (no upper
+    bound).  ``None`` is always allowed for Optional fields (kernel default)."""
+    return field(default=default, metadata={"choices": choices, "range": range})
+
+
+# task scheduling policies (include/uapi/linux/sched.h)
+SCHED_NORMAL = "normal"
+SCHED_RR = "rr"
+TASK_POLICIES = (SCHED_NORMAL, SCHED_RR)
+
+
+@dataclass
+class SchedConfig:
+    """Keys every scheduler option has: its label, the fair-class module in
+    policies/kernel that implements it, and the real-time class (always
+    present, as rt_sched_class is in the kernel) with its sysctls."""
+    name: str = MISSING            # the option's label in results
+    policy: str = MISSING          # module name in policies/kernel
+    # scheduling policy of workload threads: normal (the fair class) or rr
+    task_policy: str = tunable(SCHED_NORMAL, choices=TASK_POLICIES)
+    rt_priority: int = tunable(50, range=(1, 99))            # of rr threads
+    sched_rr_timeslice_ms: int = tunable(100, range=(1, None))
+    sched_rt_period_us: int = tunable(1_000_000, range=(1, 2**31 - 1))
+    # -1: RT threads may take the whole period (no throttling)
+    sched_rt_runtime_us: int = tunable(950_000, range=(-1, 2**31 - 1))
 
 # enqueue/dequeue flags, as in kernel/sched/sched.h
 ENQUEUE_WAKEUP = 0x01

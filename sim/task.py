@@ -35,7 +35,7 @@ class Task:
 
     __slots__ = ("pid", "name", "tg", "se", "nice", "remaining", "cpu", "cpus_allowed",
                  "last_ran", "last_cpu", "ws_bytes", "owner", "request", "sleeping",
-                 "on_cpu", "wait_start", "dead")
+                 "on_cpu", "wait_start", "dead", "custom_slice")
 
     def __init__(self, pid: int, name: str, tg, nice: int, burst_ns: int, ws_bytes: int,
                  owner, request: Request | None = None):
@@ -59,3 +59,6 @@ class Task:
         self.on_cpu = False
         self.wait_start = 0           # when it last became runnable-but-waiting
         self.dead = False
+        # sched_setattr(sched_runtime) on SCHED_NORMAL: a requested slice in
+        # ns, honoured by EEVDF (None: the scheduler's base slice)
+        self.custom_slice: int | None = None

@@ -10,7 +10,7 @@ def test_groups_and_options_match_the_documented_names():
     assert list_options() == {
         "calibration": ["default", "ideal"],
         "host": ["e5-2430l", "epyc-7453", "generic", "silver-4314-2s", "this-vm"],
-        "scheduler": ["cfs"],
+        "scheduler": ["cfs", "cfs_tuned", "rr"],
         "workload": ["periodic", "poisson", "worker_pool"],
     }
     assert default_options() == {
@@ -140,7 +140,8 @@ def test_type_errors_name_the_key(override, expected):
 
 
 def test_unknown_option_lists_the_valid_ones():
-    assert _error(["scheduler=foo"]) == "scheduler=foo is not a known option; choose from: cfs"
+    assert _error(["scheduler=foo"]) == (
+        "scheduler=foo is not a known option; choose from: cfs, cfs_tuned, rr")
     assert "choose from: e5-2430l, epyc-7453, generic, silver-4314-2s, this-vm" in _error(
         ["host=nope"]
     )
@@ -150,9 +151,23 @@ def test_schema_entries_are_not_selectable_options():
     assert "is not a known option" in _error(["workload=base_poisson"])
 
 
-@pytest.mark.parametrize("name", ["eevdf", "lags", "rr", "cfs_tuned", "eevdf_tuned"])
-def test_planned_schedulers_say_they_are_not_available_yet(name):
-    assert _error([f"scheduler={name}"]) == f"scheduler {name} is not available yet"
+def test_planned_schedulers_say_they_are_not_available_yet():
+    from scenarios.schema import PLANNED_OPTIONS
+    for name in PLANNED_OPTIONS["scheduler"]:
+        assert _error([f"scheduler={name}"]) == f"scheduler {name} is not available yet"
+
+
+def test_scheduler_policy_must_be_a_policy_module():
+    assert _error(["scheduler.policy=foo"]) == (
+        "scheduler.policy = foo is invalid: must be one of cfs")
+
+
+def test_scheduler_fields_are_checked_from_their_declared_ranges():
+    err = _error(["scheduler.sched_rt_runtime_us=-2", "scheduler.task_policy=fifo",
+                  "scheduler.min_granularity_ns=5"])
+    assert "scheduler.sched_rt_runtime_us = -2 is invalid: must be in [-1, 2147483647]" in err
+    assert "scheduler.task_policy = fifo is invalid: must be one of normal, rr" in err
+    assert "scheduler.min_granularity_ns = 5 is invalid: must be in [100000, 1000000000]" in err
 
 
 def test_planned_scheduler_name_inside_cfs_option_is_caught_too():

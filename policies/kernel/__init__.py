@@ -1,10 +1,17 @@
-"""Kernel scheduling classes, one module per scheduler name."""
+"""Kernel scheduling classes, one module per fair-class policy.
+
+Each module exposes ``POLICY`` (a sim.sched_class.KernelScheduler) and
+``CONFIG`` (its sim.sched_class.SchedConfig dataclass).  Scheduler options in
+scenarios/conf/scheduler/ name their module with ``policy:``; several options
+may share one module (``cfs`` and ``cfs_tuned``).
+"""
 from __future__ import annotations
 
 import importlib
 import pkgutil
 
-PLANNED = ("eevdf", "lags", "rr", "cfs_tuned", "eevdf_tuned")
+# Modules DESIGN.md reserves that have not landed yet.
+PLANNED = ("eevdf", "lags")
 
 
 def available() -> list[str]:
@@ -12,10 +19,16 @@ def available() -> list[str]:
                   if not m.name.startswith("_"))
 
 
-def load(name: str):
-    """Return the KernelScheduler class for ``name``."""
+def module(name: str):
+    """The policy module ``name``, with a clear error if it does not exist."""
     if name not in available():
         if name in PLANNED:
             raise ValueError(f"scheduler {name} is not available yet")
-        raise ValueError(f"unknown scheduler {name!r}; choose from: {', '.join(available())}")
-    return importlib.import_module(f"{__name__}.{name}").POLICY
+        raise ValueError(f"unknown scheduler policy {name!r}; choose from: "
+                         f"{', '.join(available())}")
+    return importlib.import_module(f"{__name__}.{name}")
+
+
+def load(name: str):
+    """Return the KernelScheduler class for ``name``."""
+    return module(name).POLICY

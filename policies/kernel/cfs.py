@@ -15,11 +15,13 @@ is live while its sequence number equals the entity's ``rb_seq``.
 from __future__ import annotations
 
 import heapq
+from dataclasses import dataclass
 from itertools import count
+from typing import Optional
 
 from sim.sched_class import (CPU_IDLE, CPU_NEWLY_IDLE, CPU_NOT_IDLE, DEQUEUE_SLEEP,
-                                  ENQUEUE_INITIAL, ENQUEUE_MIGRATED, ENQUEUE_WAKEUP, WF_FORK,
-                                  KernelScheduler)
+                             ENQUEUE_INITIAL, ENQUEUE_MIGRATED, ENQUEUE_WAKEUP, WF_FORK,
+                             KernelScheduler, SchedConfig, tunable)
 from sim.rq import MIN_SHARES, NICE_0_LOAD
 
 SCHED_LATENCY_NS = 6_000_000
@@ -29,6 +31,27 @@ SCHED_MIGRATION_COST_NS = 500_000
 BUSY_FACTOR = 16                 # sd_init() since v5.10
 IMBALANCE_PCT = 117
 MAX_LOAD_BALANCE_INTERVAL_MS_PER_CPU = 100   # update_max_interval(): HZ*ncpus/10 jiffies
+
+
+# kernel/sysctl.c bounds of the granularity sysctls
+GRANULARITY_RANGE_NS = (100_000, 1_000_000_000)
+WAKEUP_GRANULARITY_RANGE_NS = (0, 1_000_000_000)
+TUNABLE_SCALING = ("none", "log", "linear")
+
+
+@dataclass
+class CfsConfig(SchedConfig):
+    """The sysctls and sched_features of CFS.  ``None`` granularities are the
+    kernel defaults times the tunable_scaling factor."""
+    tunable_scaling: str = tunable("log", choices=TUNABLE_SCALING)
+    sched_latency_ns: Optional[int] = tunable(None, range=GRANULARITY_RANGE_NS)
+    min_granularity_ns: Optional[int] = tunable(None, range=GRANULARITY_RANGE_NS)
+    wakeup_granularity_ns: Optional[int] = tunable(None, range=WAKEUP_GRANULARITY_RANGE_NS)
+    migration_cost_ns: int = tunable(SCHED_MIGRATION_COST_NS, range=(0, None))
+    gentle_fair_sleepers: bool = True
+    start_debit: bool = True
+    wakeup_preemption: bool = True
+    hrtick: bool = False
 
 
 def sysctl_factor(ncpus: int, scaling: str) -> int:
@@ -674,3 +697,4 @@ class CFS(KernelScheduler):
 
 
 POLICY = CFS
+CONFIG = CfsConfig
