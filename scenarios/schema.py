@@ -81,6 +81,8 @@ class PeriodicGroup:
     cpuset: Optional[str] = None  # e.g. "0-3,6"
     run_ms: Optional[float] = None    # null: the workload's run_ms
     sleep_ms: Optional[float] = None  # null: the workload's sleep_ms
+    task_policy: Optional[str] = None  # normal | rr; null: scheduler.task_policy
+    rt_priority: Optional[int] = None  # 1..99 for rr; null: scheduler.rt_priority
 
 
 @dataclass

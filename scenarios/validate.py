@@ -14,6 +14,7 @@ from typing import Any, Iterable
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from policies.kernel import PLANNED as PLANNED_POLICIES
+from sim.sched_class import RT_PRIORITY_RANGE, TASK_POLICIES
 from scenarios.schema import PLANNED_OPTIONS, WORKLOAD_SCHEMAS, scheduler_schemas
 
 SERVICE_DISTRIBUTIONS = ("exp", "det", "lognormal")
@@ -336,6 +337,10 @@ def _check_periodic(c: _Checks) -> None:
             c.positive(f"{key}.run_ms")
         if group.sleep_ms is not None:
             c.at_least(f"{key}.sleep_ms", 0)
+        if group.task_policy is not None:
+            c.one_of(f"{key}.task_policy", TASK_POLICIES)
+        if group.rt_priority is not None:
+            c.within(f"{key}.rt_priority", RT_PRIORITY_RANGE)
 
 
 def _check_schema_matches(c: _Checks, group: str, schema: type, key: str = "name") -> bool:

@@ -12,24 +12,30 @@ def check_rq_invariants(machine, tasks=()) -> None:
     """Every runnable task is on exactly one run queue, the counters agree
     with the queues, and the running task belongs to its CPU."""
     seen: dict[int, int] = {}
-    for rq in machine.rqs:
-        if rq.nr_running != len(rq.cfs_tasks):
-            raise InvariantError(f"cpu{rq.cpu}: nr_running {rq.nr_running} but "
-                                 f"{len(rq.cfs_tasks)} queued tasks")
-        if rq.cfs.h_nr_running != rq.nr_running:
+    for rq, rt_rq in zip(machine.rqs, machine.rt.rt_rqs):
+        rt_tasks = [p for q in rt_rq.queue.values() for p in q]
+        queued = list(rq.cfs_tasks) + rt_tasks
+        if rq.nr_running != len(queued) or rt_rq.rt_nr_running != len(rt_tasks):
+            raise InvariantError(f"cpu{rq.cpu}: nr_running {rq.nr_running} "
+                                 f"(rt {rt_rq.rt_nr_running}) but {len(rq.cfs_tasks)} "
+                                 f"fair and {len(rt_tasks)} RT tasks queued")
+        if rq.cfs.h_nr_running != len(rq.cfs_tasks):
             raise InvariantError(f"cpu{rq.cpu}: h_nr_running {rq.cfs.h_nr_running} "
-                                 f"!= nr_running {rq.nr_running}")
-        for p in rq.cfs_tasks:
+                                 f"!= {len(rq.cfs_tasks)} fair tasks queued")
+        for p in queued:
             if p.pid in seen:
                 raise InvariantError(f"task {p.name} queued on cpu{seen[p.pid]} and cpu{rq.cpu}")
             seen[p.pid] = rq.cpu
-            if p.sleeping or p.dead or p.cpu != rq.cpu or not p.se.on_rq:
+            rt = p in rt_tasks
+            if p.sleeping or p.dead or p.cpu != rq.cpu or p.se.on_rq == rt \
+                    or rt != (machine.sched_class(p) is machine.rt):
                 raise InvariantError(f"task {p.name} on cpu{rq.cpu} has inconsistent state")
-        if rq.curr is not None and (rq.curr not in rq.cfs_tasks or rq.curr.cpu != rq.cpu):
+        if rq.curr is not None and (rq.curr.pid not in seen or rq.curr.cpu != rq.cpu):
             raise InvariantError(f"cpu{rq.cpu} runs {rq.curr.name} which is not queued there")
-        if rq.curr is None and rq.nr_running and rq.switch_end <= machine.engine.now \
+        runnable = len(rq.cfs_tasks) + (0 if rt_rq.rt_throttled else len(rt_tasks))
+        if rq.curr is None and runnable and rq.switch_end <= machine.engine.now \
                 and not rq.resched_pending:
-            raise InvariantError(f"cpu{rq.cpu} idles with {rq.nr_running} runnable tasks")
+            raise InvariantError(f"cpu{rq.cpu} idles with {runnable} runnable tasks")
     for p in tasks:
         if not p.sleeping and not p.dead and p.pid not in seen:
             raise InvariantError(f"runnable task {p.name} is on no run queue")

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from itertools import count
 
-from sim.sched_class import (CPU_IDLE, CPU_NEWLY_IDLE, CPU_NOT_IDLE, DEQUEUE_SLEEP,
-                                  ENQUEUE_INITIAL, ENQUEUE_MIGRATED, ENQUEUE_WAKEUP, WF_FORK,
-                                  WF_TTWU)
 from sim.costmodel import CostModel
 from sim.engine import Engine
 from sim.rq import CfsRq, Rq, SchedEntity, TaskGroup
+from sim.rt import MAX_RT_PRIO, RtClass, rt_prio
+from sim.sched_class import (CPU_IDLE, CPU_NEWLY_IDLE, CPU_NOT_IDLE, DEQUEUE_SLEEP,
+                             ENQUEUE_INITIAL, ENQUEUE_MIGRATED, ENQUEUE_WAKEUP, SCHED_NORMAL,
+                             SCHED_RR, TASK_POLICIES, WF_FORK, WF_TTWU)
 from sim.task import BURST_BLOCK, BURST_EXIT, Task
 from sim.topology import Topology
 
@@ -42,10 +43,13 @@ class Machine:
         for rq in self.rqs:
             rq.cfs = CfsRq(rq, self.root_tg)
             self.root_tg.cfs_rq.append(rq.cfs)
+        sched_cfg = sched_cfg or {}
+        # the fair class is the pluggable policy; the RT class ranks above it
         self.policy = policy_cls(sched_cfg, self)
-        if (sched_cfg or {}).get("task_policy", "normal") != "normal":
-            raise ValueError("scheduler rr is not available yet (the real-time class is "
-                             "being built)")
+        self.rt = RtClass(sched_cfg, self)
+        self.default_task_policy = (sched_cfg.get("task_policy", SCHED_NORMAL),
+                                    int(sched_cfg.get("rt_priority", 50)))
+        self.group_task_policy: dict[TaskGroup, tuple[str, int]] = {}
         # avg_idle starts at 2 x migration cost, as in sched_init()
         for rq in self.rqs:
             rq.avg_idle = 2 * self.policy.migration_cost
@@ -94,13 +98,32 @@ class Machine:
         self.policy.init_task_group(tg)
         return tg
 
+    def set_group_task_policy(self, tg: TaskGroup, policy: str, rt_priority: int = 50) -> None:
+        """Threads created in ``tg`` from now on get this scheduling policy
+        (as if the function's process had been started under chrt)."""
+        if policy not in TASK_POLICIES:
+            raise ValueError(f"task policy {policy!r}: choose from {', '.join(TASK_POLICIES)}")
+        self.group_task_policy[tg] = (policy, rt_priority)
+
     # ------------------------------------------------------------------
     # task lifecycle
     def new_task(self, name: str, tg: TaskGroup, nice: int, burst_ns: int, ws_bytes: int,
                  owner, request=None) -> Task:
         p = Task(next(self._pids), name, tg, nice, burst_ns, ws_bytes, owner, request)
         p.se.avg_last_update = self.engine.env._now
+        policy, rt_priority = self.group_task_policy.get(tg, self.default_task_policy)
+        if policy == SCHED_RR:
+            p.sched_policy = SCHED_RR
+            p.prio = rt_prio(rt_priority)
         return p
+
+    def sched_class(self, p: Task):
+        """The class a task is scheduled by (rt_sched_class above fair)."""
+        return self.rt if p.prio < MAX_RT_PRIO else self.policy
+
+    def resched_curr(self, rq: Rq) -> None:
+        rq.need_resched = True
+        self.schedule(rq)
 
     def idle_core(self, cpu: int) -> bool:
         """All SMT siblings of ``cpu`` (itself included) are idle."""
@@ -108,8 +131,9 @@ class Machine:
         return all(c in idle for c in self.topology.siblings[cpu])
 
     def wake_up_new_task(self, p: Task, hint_cpu: int) -> None:
-        cpu = self.policy.select_task_rq(p, hint_cpu, WF_FORK)
+        cpu = self.sched_class(p).select_task_rq(p, hint_cpu, WF_FORK)
         p.cpu = cpu
+        # the fair entity's pointers are kept for RT tasks too (set_task_rq)
         self.policy.set_task_rq(p, cpu)
         self.tasks_alive += 1
         self._activate(self.rqs[cpu], p, ENQUEUE_INITIAL)
@@ -118,7 +142,7 @@ class Machine:
         """try_to_wake_up()"""
         if not p.sleeping or p.dead:
             return
-        cpu = self.policy.select_task_rq(p, p.cpu, WF_TTWU)
+        cpu = self.sched_class(p).select_task_rq(p, p.cpu, WF_TTWU)
         flags = ENQUEUE_WAKEUP
         if cpu != p.cpu:
             self._set_task_cpu(p, cpu)
@@ -127,24 +151,37 @@ class Machine:
 
     def _set_task_cpu(self, p: Task, cpu: int) -> None:
         """set_task_cpu(): the task moves CPUs; every move is a migration."""
-        self.policy.migrate_task_rq(p, cpu)
+        if p.prio < MAX_RT_PRIO:
+            self.policy.set_task_rq(p, cpu)
+        else:
+            self.policy.migrate_task_rq(p, cpu)
         p.cpu = cpu
         self.nr_migrations += 1
 
     def _enqueue(self, rq: Rq, p: Task, flags: int) -> None:
         """Queue ``p`` on ``rq`` and let it preempt; the caller reschedules."""
         was_idle = rq.nr_running == 0
-        self.policy.enqueue_task(rq, p, flags)
-        rq.cfs_tasks[p] = None
+        if p.prio < MAX_RT_PRIO:
+            self.rt.enqueue_task(rq, p, flags)
+        else:
+            self.policy.enqueue_task(rq, p, flags)
+            rq.cfs_tasks[p] = None
         if was_idle:
             self._leave_idle(rq, self.engine.env._now)
-        self.policy.check_preempt_wakeup(rq, p)
+        # check_preempt_curr(): a higher class always preempts a lower one
+        curr = rq.curr
+        if p.prio < MAX_RT_PRIO:
+            self.rt.check_preempt_curr(rq, p)
+        elif curr is None or curr.prio >= MAX_RT_PRIO:
+            self.policy.check_preempt_wakeup(rq, p)
         self._ensure_tick(rq)
 
     def _activate(self, rq: Rq, p: Task, flags: int) -> None:
         p.sleeping = False
         p.wait_start = self.engine.env._now
         self._enqueue(rq, p, flags)
+        if p.prio < MAX_RT_PRIO:
+            self.rt.task_woken(rq, p)
         if rq.need_resched:
             self.schedule(rq)
         elif rq.curr is not None:
@@ -159,9 +196,8 @@ class Machine:
             rq.avg_idle = min(rq.avg_idle, 2 * self.policy.migration_cost)
 
     def move_queued_task(self, p: Task, src: Rq, dst: Rq) -> None:
-        """detach_task() + attach_task() for the load balancer."""
-        self.policy.dequeue_task(src, p, 0)
-        del src.cfs_tasks[p]
+        """detach_task() + attach_task() for the load balancers."""
+        self._dequeue(src, p, 0)
         self._set_task_cpu(p, dst.cpu)
         self._enqueue(dst, p, ENQUEUE_MIGRATED)
 
@@ -182,7 +218,7 @@ class Machine:
         prev = rq.curr
         if prev is not None:
             self._charge(rq, now)
-        nxt = policy.pick_next_task(rq, prev)
+        nxt = self._pick_next_task(rq, prev)
         if nxt is None and policy.newidle_allowed(rq) and self._overloaded():
             if policy.balance(rq, CPU_NEWLY_IDLE):
                 nxt = policy.pick_next_task(rq, None)
@@ -201,7 +237,7 @@ class Machine:
                 prev.wait_start = now
         cost = self.cost
         if nxt is None:
-            levels = prev.tg.depth if prev is not None else 0
+            levels = self._fair_depth(prev)
             c = cost.direct_ns + cost.per_level_ns * levels
             rq.curr = None
             rq.overhead_ns += c
@@ -212,8 +248,9 @@ class Machine:
             if self.smt:
                 self._smt_update(rq, now)
             return
-        if prev is None:
-            levels = nxt.tg.depth
+        if prev is None or prev.prio < MAX_RT_PRIO or nxt.prio < MAX_RT_PRIO:
+            # across classes the fair side walks its whole hierarchy
+            levels = self._fair_depth(prev) + self._fair_depth(nxt)
         else:
             levels = self._levels_walked(prev.se, nxt.se)
         migrated = nxt.last_cpu >= 0 and nxt.last_cpu != rq.cpu
@@ -224,9 +261,10 @@ class Machine:
         nxt.on_cpu = True
         self.run_delay_ns += now - nxt.wait_start
         self.pcount += 1
-        cfs_tasks = rq.cfs_tasks
-        del cfs_tasks[nxt]
-        cfs_tasks[nxt] = None          # most recently run goes last
+        if nxt.prio >= MAX_RT_PRIO:
+            cfs_tasks = rq.cfs_tasks
+            del cfs_tasks[nxt]
+            cfs_tasks[nxt] = None      # most recently run goes last
         start = now + c
         rq.switch_end = start
         rq.run_start = start
@@ -237,6 +275,38 @@ class Machine:
             self._smt_update(rq, now)
         self._arm_completion(rq)
         self._arm_hrtick(rq)
+        if nxt.prio < MAX_RT_PRIO:
+            # set_next_task_rt() queues a push of the RT tasks left waiting
+            self.rt.push_rt_tasks(rq)
+
+    def _pick_next_task(self, rq: Rq, prev: Task | None) -> Task | None:
+        """Class by class, highest first: RT, then the fair policy.  The
+        class of ``prev`` puts it back; an RT CPU whose last RT task left
+        pulls queued RT work first (balance_rt)."""
+        rt, fair = self.rt, self.policy
+        fair_prev = prev
+        if prev is not None and prev.prio < MAX_RT_PRIO:
+            rt.put_prev_task(rq, prev)
+            fair_prev = None
+            if prev.sleeping and rt.need_pull(rq, prev):
+                rt.pull_rt_task(rq)
+        if rt.has_runnable(rq):
+            if fair_prev is not None:
+                fair.put_prev_task(rq, fair_prev)
+            return rt.pick_next_task(rq)
+        return fair.pick_next_task(rq, fair_prev)
+
+    @staticmethod
+    def _fair_depth(p: Task | None) -> int:
+        """Hierarchy levels a fair task's switch walks (none for RT or idle)."""
+        return p.tg.depth if p is not None and p.prio >= MAX_RT_PRIO else 0
+
+    def _dequeue(self, rq: Rq, p: Task, flags: int) -> None:
+        if p.prio < MAX_RT_PRIO:
+            self.rt.dequeue_task(rq, p, flags)
+        else:
+            self.policy.dequeue_task(rq, p, flags)
+            del rq.cfs_tasks[p]
 
     # ------------------------------------------------------------------
     # work progress: a task's remaining demand shrinks at the core's speed
@@ -305,20 +375,20 @@ class Machine:
         now = self.engine.env._now
         self._charge(rq, now)
         p.remaining = 0               # the event was timed to the burst's end
-        self.policy.update_curr(rq)
+        self.sched_class(p).update_curr(rq)
         action = p.owner.burst_done(p)
         if action == 0:
             if p.remaining <= 0:
                 raise RuntimeError(f"{p.owner!r} continued {p.name} with no work")
             self._arm_completion(rq)
             return
-        self.policy.dequeue_task(rq, p, DEQUEUE_SLEEP)
-        del rq.cfs_tasks[p]
+        self._dequeue(rq, p, DEQUEUE_SLEEP)
         p.sleeping = True
         if action is BURST_EXIT:
             p.dead = True
             self.tasks_alive -= 1
-            self.policy.task_dead(p)
+            if p.prio >= MAX_RT_PRIO:
+                self.policy.task_dead(p)
         elif action != BURST_BLOCK:
             self.engine.call_later(action, self.wake_up, p)
         self.schedule(rq)
@@ -328,8 +398,8 @@ class Machine:
     def _next_tick_time(self, rq: Rq, now: int) -> int | None:
         tick = self.tick_ns
         boundary = (now // tick + 1) * tick
-        if rq.nr_running >= 2:
-            return boundary
+        if rq.nr_running >= 2 or self.rt.rt_rqs[rq.cpu].rt_nr_running:
+            return boundary           # RT runtime and RR quanta are counted in ticks
         if rq.nr_running == 1:
             # a lone task needs no preemption check; only periodic balancing
             return max(boundary, -(-rq.next_balance // tick) * tick)
@@ -348,6 +418,8 @@ class Machine:
     def _arm_hrtick(self, rq: Rq) -> None:
         """hrtick_start(): (re)arm the slice timer; any older one is void."""
         rq.hrtick_gen += 1
+        if rq.curr is not None and rq.curr.prio < MAX_RT_PRIO:
+            return
         delay = self.policy.hrtick_delay(rq)
         if delay is not None:
             self.engine.call_later(max(delay, HRTICK_MIN_DELAY_NS), self._on_hrtick, rq,
@@ -356,7 +428,7 @@ class Machine:
     def _on_hrtick(self, rq: Rq, hrtick_gen: int) -> None:
         """hrtick(): a queued tick always reschedules (entity_tick, queued=1)."""
         if hrtick_gen == rq.hrtick_gen and rq.curr is not None:
-            self.policy.update_curr(rq)
+            self.sched_class(rq.curr).update_curr(rq)
             rq.need_resched = True
             self.schedule(rq)
 
@@ -368,7 +440,7 @@ class Machine:
         policy = self.policy
         curr = rq.curr
         if curr is not None:
-            policy.task_tick(rq, curr)
+            self.sched_class(curr).task_tick(rq, curr)
         if rq.nr_running >= 2 and self.idle_cpus:
             self._nohz_idle_balance(rq, now)
         if now >= rq.next_balance:
@@ -405,4 +477,4 @@ class Machine:
         for rq in self.rqs:
             if rq.curr is not None:
                 self._charge(rq, now)
-            self.policy.update_curr(rq)
+                self.sched_class(rq.curr).update_curr(rq)

@@ -28,6 +28,7 @@ def tunable(default: Any = MISSING, *, choices: tuple | None = None,
 SCHED_NORMAL = "normal"
 SCHED_RR = "rr"
 TASK_POLICIES = (SCHED_NORMAL, SCHED_RR)
+RT_PRIORITY_RANGE = (1, 99)      # sched_priority of SCHED_RR
 
 
 @dataclass
@@ -39,7 +40,7 @@ class SchedConfig:
     policy: str = MISSING          # module name in policies/kernel
     # scheduling policy of workload threads: normal (the fair class) or rr
     task_policy: str = tunable(SCHED_NORMAL, choices=TASK_POLICIES)
-    rt_priority: int = tunable(50, range=(1, 99))            # of rr threads
+    rt_priority: int = tunable(50, range=RT_PRIORITY_RANGE)  # of rr threads
     sched_rr_timeslice_ms: int = tunable(100, range=(1, None))
     sched_rt_period_us: int = tunable(1_000_000, range=(1, 2**31 - 1))
     # -1: RT threads may take the whole period (no throttling)

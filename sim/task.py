@@ -35,7 +35,8 @@ class Task:
 
     __slots__ = ("pid", "name", "tg", "se", "nice", "remaining", "cpu", "cpus_allowed",
                  "last_ran", "last_cpu", "ws_bytes", "owner", "request", "sleeping",
-                 "on_cpu", "wait_start", "dead", "custom_slice")
+                 "on_cpu", "wait_start", "dead", "custom_slice", "sched_policy", "prio",
+                 "rt_time_slice")
 
     def __init__(self, pid: int, name: str, tg, nice: int, burst_ns: int, ws_bytes: int,
                  owner, request: Request | None = None):
@@ -62,3 +63,8 @@ class Task:
         # sched_setattr(sched_runtime) on SCHED_NORMAL: a requested slice in
         # ns, honoured by EEVDF (None: the scheduler's base slice)
         self.custom_slice: int | None = None
+        # the machine sets these (sched_setscheduler); prio < 100 is RT,
+        # 100 + 20 + nice a fair task, as in task_struct->prio
+        self.sched_policy = "normal"
+        self.prio = 120 + nice
+        self.rt_time_slice = 0        # RR quantum left, in ticks

@@ -3,6 +3,8 @@ simulator, validation 5): work conservation, CPU time accounting, no task
 lost or run twice, determinism by seed."""
 from __future__ import annotations
 
+import os
+
 import pyarrow.compute as pc
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -25,6 +27,8 @@ groups = st.lists(st.fixed_dictionaries({
     "threads": st.integers(1, 5),
     "nice": st.integers(-5, 10),
     "cgroup_weight": st.sampled_from([10, 100, 500]),
+    # some groups run under SCHED_RR, above the fair class
+    "task_policy": st.sampled_from([None, None, "rr"]),
 }), min_size=1, max_size=3)
 
 periodic_workloads = st.builds(
@@ -46,7 +50,8 @@ scenarios = st.builds(
     hosts, st.one_of(periodic_workloads, poisson_workloads),
     st.sampled_from([IDEAL, DEFAULT_COSTS]), st.integers(0, 2**16), st.sampled_from([250, 1000]))
 
-SETTINGS = settings(max_examples=15, deadline=None,
+# HYPOTHESIS_EXAMPLES=200 for a deeper search than the default suite affords
+SETTINGS = settings(max_examples=int(os.environ.get("HYPOTHESIS_EXAMPLES", 15)), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 
 

@@ -2,7 +2,7 @@
 sleep ``sleep_ms`` (0: a CPU hog).  Each run burst is a request from its
 release to its completion, so queueing shows up as latency.  Threads live
 in one cgroup, or in the cgroups listed under ``groups`` (each may set its
-own ``run_ms`` and ``sleep_ms``)."""
+own ``run_ms`` and ``sleep_ms``, and a ``task_policy`` such as rr)."""
 from __future__ import annotations
 
 from sim.engine import NSEC_PER_MSEC
@@ -43,6 +43,9 @@ class PeriodicWorkload:
             if run_ns <= 0 or sleep_ns < 0:
                 raise ValueError(f"workload group {gname}: run_ms must be > 0, sleep_ms >= 0")
             tg = machine.create_group(gname, cgroup_shares(g), parse_cpuset(g.get("cpuset")))
+            if g.get("task_policy") is not None:
+                machine.set_group_task_policy(tg, g["task_policy"],
+                                              int(g.get("rt_priority") or 50))
             n = int(g["threads"])
             for j, nice in enumerate(_nices(g.get("nice", 0), n, f"workload.groups[{gname}]")):
                 t = machine.new_task(f"{gname}/{j}", tg, nice, run_ns, ws_bytes, self)

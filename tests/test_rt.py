@@ -1,0 +1,145 @@
+"""The real-time class (sim/rt.py): SCHED_RR above the fair class, RR
+quanta, RT throttling, placement and pull."""
+import pytest
+
+from sim import simulate
+from tests.simcfg import make_cfg, periodic, run_for
+
+HZ_TICK_MS = 4  # HZ=250 on every test host
+
+
+def _group(name, threads=1, run_ms=None, sleep_ms=None, **kw):
+    return {"name": name, "threads": threads, "nice": 0, "cgroup_weight": 100,
+            "cgroup_shares": None, "cpuset": None, "run_ms": run_ms, "sleep_ms": sleep_ms,
+            "task_policy": None, "rt_priority": None, **kw}
+
+
+def _usage_share(machine, path, seconds):
+    return machine.groups["/" + path].usage_ns / (seconds * 1e9)
+
+
+def test_rt_wakeup_preempts_a_fair_hog_at_once():
+    """An RR task that runs 5 ms every 50 ms next to a fair hog: with ideal
+    costs every burst completes exactly 5 ms after its release."""
+    wl = periodic(run_ms=5.0, sleep_ms=45.0, groups=[
+        _group("rt", run_ms=5.0, sleep_ms=45.0, task_policy="rr"),
+        _group("fair", run_ms=1000.0, sleep_ms=0.0)])
+    res = simulate(make_cfg(wl, duration_s=3.0, warmup_s=0.5))
+    lat = [r["latency_s"] for r in res.requests.to_pylist() if r["function"] == "/rt"]
+    assert len(lat) >= 45
+    assert max(lat) == pytest.approx(0.005, abs=1e-9)
+    assert min(lat) == pytest.approx(0.005, abs=1e-9)
+
+
+def test_fair_tasks_wait_behind_rt_but_are_not_starved_by_throttling():
+    """An RT hog and a fair hog on one CPU: RT throttling at 950 ms per 1 s
+    leaves the fair class 5% of the CPU.  Throttling is detected at the
+    first tick past the budget, so per period the RT share is 950 ms plus
+    at most one 4 ms tick."""
+    wl = periodic(groups=[_group("rt", run_ms=1000.0, sleep_ms=0.0, task_policy="rr"),
+                          _group("fair", run_ms=1000.0, sleep_ms=0.0)])
+    seconds = 10.0
+    m, _, _ = run_for(make_cfg(wl), seconds)
+    fair = _usage_share(m, "fair", seconds)
+    rt = _usage_share(m, "rt", seconds)
+    assert rt + fair == pytest.approx(1.0, abs=1e-6)
+    assert 0.05 - HZ_TICK_MS / 1000 <= fair <= 0.05 + 1e-9
+    assert m.rt.rt_rqs[0].rt_throttled in (True, False)
+
+
+def test_unlimited_rt_runtime_starves_the_fair_class():
+    wl = periodic(groups=[_group("rt", run_ms=1000.0, sleep_ms=0.0, task_policy="rr"),
+                          _group("fair", run_ms=1000.0, sleep_ms=0.0)])
+    cfg = make_cfg(wl, scheduler={"name": "cfs", "sched_rt_runtime_us": -1})
+    m, _, _ = run_for(cfg, 5.0)
+    assert m.groups["/fair"].usage_ns == 0
+    assert _usage_share(m, "rt", 5.0) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_rr_rotates_equal_tasks_every_quantum(n):
+    """n RR hogs of equal priority on one CPU, throttling off: each runs
+    100 ms (25 ticks at HZ=250) then goes to the tail, so the CPU switches
+    10 times a second and the shares are equal."""
+    wl = periodic(groups=[_group("rt", threads=n, run_ms=10_000.0, sleep_ms=0.0,
+                                 task_policy="rr")])
+    cfg = make_cfg(wl, scheduler={"name": "cfs", "sched_rt_runtime_us": -1})
+    m, wl_obj, _ = run_for(cfg, 10.0)
+    assert m.rqs[0].nr_switches == pytest.approx(10 * 10.0, abs=2)
+    ran = [10_000 * 1_000_000 - t.remaining for t in wl_obj.threads]
+    for r in ran:
+        assert r == pytest.approx(10e9 / n, abs=100e6)
+
+
+def test_rr_quantum_is_the_sysctl_rounded_to_ticks():
+    wl = periodic(groups=[_group("rt", threads=2, run_ms=10_000.0, sleep_ms=0.0,
+                                 task_policy="rr")])
+    cfg = make_cfg(wl, scheduler={"name": "cfs", "sched_rt_runtime_us": -1,
+                                  "sched_rr_timeslice_ms": 10})
+    m, _, _ = run_for(cfg, 2.0)
+    # 10 ms is 2.5 ticks, rounded to 2 ticks = 8 ms: 125 switches a second
+    assert m.rt.rr_timeslice == 2
+    assert m.rqs[0].nr_switches == pytest.approx(125 * 2.0, abs=2)
+
+
+def test_rt_tasks_spread_to_cpus_without_rt_work():
+    """Four RR hogs forked on CPU 0 of a 2-CPU host: find_lowest_rq sends
+    the second to CPU 1; the rest queue, two per CPU."""
+    wl = periodic(groups=[_group("rt", threads=4, run_ms=10_000.0, sleep_ms=0.0,
+                                 task_policy="rr", cpuset=None)])
+    cfg = make_cfg(wl, cores=2, scheduler={"name": "cfs", "sched_rt_runtime_us": -1})
+    m, wl_obj, _ = run_for(cfg, 4.0)
+    assert [m.rt.rt_rqs[c].rt_nr_running for c in (0, 1)] == [2, 2]
+    for t in wl_obj.threads:
+        assert 10_000 * 1_000_000 - t.remaining == pytest.approx(2e9, abs=100e6)
+
+
+def test_a_cpu_whose_rt_task_sleeps_pulls_queued_rt_work():
+    """CPU 1 runs a periodic RR task pinned to it; two RR hogs end up on
+    CPU 0 (the second finds no CPU without RT work).  When the periodic task
+    sleeps, CPU 1 pulls the queued hog (pull_rt_task) instead of idling, so
+    neither CPU idles while a hog waits."""
+    wl = periodic(groups=[
+        _group("ticker", run_ms=1.0, sleep_ms=20.0, task_policy="rr", cpuset="1"),
+        _group("hogs", threads=2, run_ms=100_000.0, sleep_ms=0.0, task_policy="rr")])
+    cfg = make_cfg(wl, cores=2, scheduler={"name": "cfs", "sched_rt_runtime_us": -1})
+    m, wl_obj, _ = run_for(cfg, 5.0)
+    hogs = [100_000 * 1_000_000 - t.remaining for t in wl_obj.threads[1:]]
+    idle_ns = sum(5e9 - rq.busy_ns for rq in m.rqs)
+    assert m.rt.nr_pulls >= 1
+    assert idle_ns == pytest.approx(0, abs=1e6)
+    assert sum(hogs) > 0.95 * 10e9
+    assert min(hogs) > 0.45 * 10e9
+
+
+def test_rr_scheduler_option_runs_every_workload_thread_under_sched_rr():
+    from scenarios.config import compose
+    from sim.api import _plain, build
+    from sim.rt import rt_prio
+    cfg = _plain(compose(["scheduler=rr", "host=this-vm", "duration_s=1", "warmup_s=0.2",
+                          "workload.functions=4", "workload.rate_rps=20"]))
+    engine, m, _, wl = build(cfg)
+    enqueued = {"rt": [], "fair": []}
+    rt_enqueue, fair_enqueue = m.rt.enqueue_task, m.policy.enqueue_task
+    m.rt.enqueue_task = lambda rq, p, f: (enqueued["rt"].append(p), rt_enqueue(rq, p, f))
+    m.policy.enqueue_task = lambda rq, p, f: (enqueued["fair"].append(p),
+                                              fair_enqueue(rq, p, f))
+    wl.start()
+    engine.run(10**9)
+    assert enqueued["fair"] == []
+    assert len(enqueued["rt"]) > 40
+    assert all(p.sched_policy == "rr" and p.prio == rt_prio(50) for p in enqueued["rt"])
+    s = simulate(cfg).summary.to_pylist()[0]
+    assert s["scheduler"] == "rr"
+    assert s["throughput_rps"] > 0
+
+
+def test_rr_under_a_fair_policy_keeps_machine_invariants():
+    from sim.invariants import check_rq_invariants
+    wl = periodic(groups=[
+        _group("rt", threads=3, run_ms=3.0, sleep_ms=7.0, task_policy="rr"),
+        _group("fair", threads=3, run_ms=5.0, sleep_ms=2.0)])
+    m, _, _ = run_for(make_cfg(wl, cores=2), 3.0)
+    check_rq_invariants(m)
+    for rq, rt_rq in zip(m.rqs, m.rt.rt_rqs):
+        assert rq.nr_running == rq.cfs.h_nr_running + rt_rq.rt_nr_running
