@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from results.schema import TABLES, check_table
 
 CONFIG_FILE = "config.yaml"
+TRACE_FILE = "trace.parquet"
 
 
 class RunDirExistsError(FileExistsError):
@@ -37,7 +38,8 @@ class RunDir:
 
 
 def write_run_dir(result: Any, out_dir: str | Path, config: Mapping | DictConfig) -> Path:
-    """Write result.summary/.requests/.intervals and the config into out_dir.
+    """Write result.summary/.requests/.intervals and the config into out_dir,
+    and result.trace (if any and not None) as trace.parquet.
 
     Refuses to replace a non-empty directory. Returns the run directory path.
     """
@@ -54,6 +56,10 @@ def write_run_dir(result: Any, out_dir: str | Path, config: Mapping | DictConfig
     try:
         for name, table in tables.items():
             pq.write_table(table, tmp / f"{name}.parquet")
+        # the generated input of a trace-driven run, replayable by either backend
+        trace = getattr(result, "trace", None)
+        if trace is not None:
+            pq.write_table(trace, tmp / TRACE_FILE)
         (tmp / CONFIG_FILE).write_text(_to_yaml(config))
         _fsync_dir_tree(tmp)
         # rename(2) replaces an empty directory atomically; a non-empty one

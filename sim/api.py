@@ -39,8 +39,9 @@ def load_policy(name: str):
     return importlib.import_module("policies.kernel").load(name)
 
 
-def build(cfg: dict):
-    """Assemble engine, machine and workload for a resolved config."""
+def build(cfg: dict, trace=None):
+    """Assemble engine, machine and workload for a resolved config (and the
+    invocation trace a trace-driven workload replays)."""
     engine = Engine(int(cfg.get("seed", 0)))
     topology = Topology.from_config(cfg["host"])
     sched = cfg["scheduler"]
@@ -48,16 +49,18 @@ def build(cfg: dict):
     machine = Machine(engine, topology, load_policy(sched.get("policy", sched["name"])), sched,
                       CostModel.from_config(cfg["calibration"]))
     recorder = Recorder(s_to_ns(float(cfg.get("warmup_s", 0.0))))
-    workload = workloads.build(cfg["workload"], machine, recorder)
+    workload = workloads.build(cfg["workload"], machine, recorder, trace)
     return engine, machine, recorder, workload
 
 
-def simulate(cfg, progress=None) -> SimResult:
+def simulate(cfg, progress=None, trace=None) -> SimResult:
     """Run the scenario ``cfg`` (a DictConfig or a plain dict with the keys
     of scenarios/conf) and return its summary, requests and intervals.
 
     ``progress(sim_time_s, duration_s)``, if given, is called as simulated
-    time advances."""
+    time advances.  ``trace`` (a table of sim.workloads.trace.TRACE_SCHEMA)
+    is what a trace-driven workload replays when its ``trace_file`` is
+    null; ``scenarios.workloads.trace_for(cfg)`` generates one."""
     cfg = _plain(cfg)
     duration_ns = s_to_ns(float(cfg["duration_s"]))
     warmup_ns = s_to_ns(float(cfg.get("warmup_s", 0.0)))
@@ -65,7 +68,7 @@ def simulate(cfg, progress=None) -> SimResult:
         raise ValueError(f"warmup_s must be in [0, duration_s); got {cfg.get('warmup_s')}")
     interval_ns = s_to_ns(float(cfg.get("interval_s", 1.0)))
     wall0 = time.perf_counter()
-    engine, machine, recorder, workload = build(cfg)
+    engine, machine, recorder, workload = build(cfg, trace)
     sampler = IntervalSampler(machine, interval_ns)
     at_warmup: list[HostCounters] = []
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from sim.engine import NSEC_PER_SEC, RngStream
 from sim.rq import MAX_SHARES, MIN_SHARES
+from sim.task import BURST_EXIT, Request
 
 
 def cgroup_shares(cfg) -> int:
@@ -32,21 +33,65 @@ def parse_cpuset(spec) -> frozenset[int] | None:
 
 
 class ServiceTime:
-    """CPU demand per request: exp, det or lognormal with a given mean."""
+    """CPU demand per request: exp, det or lognormal with a given mean, or
+    a discrete ``mix`` of demands (``mix_s``) with probabilities ``mix_p``."""
 
-    def __init__(self, kind: str, mean_s: float, sigma: float, rng: RngStream):
-        if kind not in ("exp", "det", "lognormal"):
-            raise ValueError(f"service = {kind!r}: choose from exp, det, lognormal")
+    def __init__(self, kind: str, mean_s: float, sigma: float, rng: RngStream,
+                 mix_s=None, mix_p=None):
+        if kind not in ("exp", "det", "lognormal", "mix"):
+            raise ValueError(f"service = {kind!r}: choose from exp, det, lognormal, mix")
         self.kind = kind
         self.mean_ns = mean_s * NSEC_PER_SEC
         self.sigma = sigma
         self.rng = rng
+        if kind == "mix":
+            if not mix_s or len(mix_s) != len(mix_p or ()) or abs(sum(mix_p) - 1) > 1e-9:
+                raise ValueError("service = mix needs mix_s and mix_p of equal length, "
+                                 "mix_p summing to 1")
+            self.mix_ns = [s * NSEC_PER_SEC for s in mix_s]
+            self.mix_cdf = [sum(mix_p[:i + 1]) for i in range(len(mix_p))]
+            self.mean_ns = sum(s * p for s, p in zip(self.mix_ns, mix_p))
 
     def sample_ns(self) -> int:
         if self.kind == "exp":
             d = self.rng.exponential(self.mean_ns)
         elif self.kind == "det":
             d = self.mean_ns
+        elif self.kind == "mix":
+            u = self.rng.uniform()
+            d = next((s for s, c in zip(self.mix_ns, self.mix_cdf) if u < c), self.mix_ns[-1])
         else:
             d = self.rng.lognormal(self.mean_ns, self.sigma)
         return max(1, int(d))
+
+
+class ForkJoin:
+    """Requests served by ``k`` threads forked at arrival (the demand split
+    evenly); the request ends when its last thread exits.  Users set
+    ``machine``, ``engine``, ``recorder``, ``nice`` and ``ws_bytes``."""
+
+    def fork_request(self, name: str, tg, demand: int, k: int, hint: int) -> int:
+        """Fork the request's threads, each placed by fork balancing from
+        where the previous one went; returns the last thread's CPU."""
+        req = Request(name, tg.name, self.engine.now, demand)
+        self.recorder.request_arrived(req)
+        req.pending = k
+        share, extra = divmod(demand, k)
+        m = self.machine
+        for j in range(k):
+            t = m.new_task(name, tg, self.nice, max(1, share + (extra if j == 0 else 0)),
+                           self.ws_bytes, self, req)
+            m.wake_up_new_task(t, hint)
+            hint = t.cpu
+        return hint
+
+    def burst_done(self, task):
+        req = task.request
+        req.pending -= 1
+        if req.pending == 0:
+            req.end = self.engine.now
+            self.request_done(req)
+        return BURST_EXIT
+
+    def request_done(self, req) -> None:
+        self.recorder.request_done(req)

@@ -4,11 +4,10 @@ the demand split evenly; the request ends when its last thread exits)."""
 from __future__ import annotations
 
 from sim.engine import NSEC_PER_SEC
-from sim.task import BURST_EXIT, Request
-from sim.workloads.common import ServiceTime, cgroup_shares
+from sim.workloads.common import ForkJoin, ServiceTime, cgroup_shares
 
 
-class PoissonWorkload:
+class PoissonWorkload(ForkJoin):
     def __init__(self, cfg, machine, recorder):
         self.machine = machine
         self.engine = machine.engine
@@ -38,29 +37,8 @@ class PoissonWorkload:
 
     def _arrive(self, i):
         name, tg, arrivals, service, hint = self.functions[i]
-        now = self.engine.now
-        demand = service.sample_ns()
-        req = Request(name, tg.name, now, demand)
-        self.recorder.request_arrived(req)
-        k = self.k
-        req.pending = k
-        share, extra = divmod(demand, k)
-        m = self.machine
-        for j in range(k):
-            t = m.new_task(name, tg, self.nice, max(1, share + (extra if j == 0 else 0)),
-                           self.ws_bytes, self, req)
-            m.wake_up_new_task(t, hint)
-            hint = t.cpu
-        self.functions[i][4] = hint
+        self.functions[i][4] = self.fork_request(name, tg, service.sample_ns(), self.k, hint)
         self.engine.call_later(int(arrivals.exponential(self.mean_gap_ns)), self._arrive, i)
-
-    def burst_done(self, task):
-        req = task.request
-        req.pending -= 1
-        if req.pending == 0:
-            req.end = self.engine.now
-            self.recorder.request_done(req)
-        return BURST_EXIT
 
 
 WORKLOAD = PoissonWorkload

@@ -1,0 +1,180 @@
+"""Invocation traces: the file format both backends replay, and the
+open-loop replay of one in the simulator.
+
+A trace is a table with one row per invocation (request):
+
+| column | type | meaning |
+|---|---|---|
+| ``function`` | string | function name; one cgroup per function under ``parent_cgroup`` |
+| ``arrival_s`` | float64 | arrival time, seconds from the start of the run (>= 0) |
+| ``demand_s`` | float64 | total CPU demand of the request, seconds (> 0) |
+| ``threads`` | int32 | threads forked for it (>= 1); the demand is split evenly and the request ends when the last one exits |
+
+Files are Parquet (``.parquet``) or CSV with that header (``.csv``).  Rows
+may come in any order; the replay sorts them by arrival.  Reading checks
+every row and reports the file, the line (CSV) or row (Parquet), and what
+is wrong, before anything runs.
+"""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from sim.engine import NSEC_PER_SEC
+from sim.workloads.common import ForkJoin, cgroup_shares
+
+TRACE_SCHEMA = pa.schema([
+    ("function", pa.string()),
+    ("arrival_s", pa.float64()),
+    ("demand_s", pa.float64()),
+    ("threads", pa.int32()),
+])
+TRACE_FORMAT = ("an invocation trace: Parquet or CSV with columns "
+                "function (string), arrival_s (float, >= 0), demand_s (float, > 0), "
+                "threads (int, >= 1)")
+
+
+class TraceError(ValueError):
+    """A trace file that cannot be replayed; the message names file and row."""
+
+
+def make_trace(function, arrival_s, demand_s, threads) -> pa.Table:
+    """Build a trace table from columns, checking every row."""
+    table = pa.table({
+        "function": pa.array(function, pa.string()),
+        "arrival_s": pa.array(arrival_s, pa.float64()),
+        "demand_s": pa.array(demand_s, pa.float64()),
+        "threads": pa.array(threads, pa.int32()),
+    }, schema=TRACE_SCHEMA)
+    _check_rows(table, "trace", first_row=0, what="row")
+    return table
+
+
+def write_trace(table: pa.Table, path: str | Path) -> Path:
+    path = Path(path)
+    table = table.cast(TRACE_SCHEMA)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".csv":
+        with path.open("w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(TRACE_SCHEMA.names)
+            for row in zip(*(table.column(n).to_pylist() for n in TRACE_SCHEMA.names)):
+                w.writerow([row[0], repr(row[1]), repr(row[2]), row[3]])
+    else:
+        pq.write_table(table, path)
+    return path
+
+
+def read_trace(path: str | Path) -> pa.Table:
+    path = Path(path)
+    if not path.is_file():
+        raise TraceError(f"trace file {path} does not exist; expected {TRACE_FORMAT}")
+    if path.suffix == ".csv":
+        return _read_csv(path)
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as err:
+        raise TraceError(f"{path}: not a Parquet file ({err}); expected {TRACE_FORMAT}") \
+            from None
+    missing = [n for n in TRACE_SCHEMA.names if n not in table.column_names]
+    if missing:
+        raise TraceError(f"{path}: missing column(s) {', '.join(missing)}; "
+                         f"expected {TRACE_FORMAT}")
+    try:
+        table = table.select(TRACE_SCHEMA.names).cast(TRACE_SCHEMA)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+        raise TraceError(f"{path}: wrong column type ({err}); expected {TRACE_FORMAT}") \
+            from None
+    _check_rows(table, str(path), first_row=0, what="row")
+    return table
+
+
+def _read_csv(path: Path) -> pa.Table:
+    cols: dict[str, list] = {n: [] for n in TRACE_SCHEMA.names}
+    with path.open(newline="") as f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        if header != TRACE_SCHEMA.names:
+            raise TraceError(f"{path}, line 1: header {header} is not "
+                             f"{','.join(TRACE_SCHEMA.names)}; expected {TRACE_FORMAT}")
+        for line, row in enumerate(reader, start=2):
+            if len(row) != 4:
+                raise TraceError(f"{path}, line {line}: {len(row)} fields, expected 4")
+            name, arrival, demand, threads = row
+            try:
+                cols["function"].append(name)
+                cols["arrival_s"].append(float(arrival))
+                cols["demand_s"].append(float(demand))
+                cols["threads"].append(int(threads))
+            except ValueError as err:
+                raise TraceError(f"{path}, line {line}: {err}") from None
+    table = pa.table(cols, schema=TRACE_SCHEMA)
+    _check_rows(table, str(path), first_row=2, what="line")
+    return table
+
+
+def _check_rows(table: pa.Table, where: str, first_row: int, what: str) -> None:
+    checks = (
+        ("function", lambda a: np.array([bool(s) for s in a], dtype=bool), "empty function name"),
+        ("arrival_s", lambda a: np.isfinite(a) & (a >= 0), "arrival_s must be finite and >= 0"),
+        ("demand_s", lambda a: np.isfinite(a) & (a > 0), "demand_s must be finite and > 0"),
+        ("threads", lambda a: a >= 1, "threads must be >= 1"),
+    )
+    for column, ok, rule in checks:
+        values = table.column(column).to_numpy(zero_copy_only=False)
+        if column != "function" and table.column(column).null_count:
+            bad = int(np.flatnonzero(table.column(column).is_null().to_numpy(
+                zero_copy_only=False))[0])
+            raise TraceError(f"{where}, {what} {bad + first_row}: {column} is missing")
+        good = ok(values)
+        if not good.all():
+            bad = int(np.flatnonzero(~good)[0])
+            raise TraceError(f"{where}, {what} {bad + first_row}: {rule} "
+                             f"(got {values[bad]!r})")
+
+
+class TraceWorkload(ForkJoin):
+    """Open-loop replay: each function is a cgroup ``parent_cgroup/<name>``;
+    each invocation forks ``threads`` threads at ``arrival_s``."""
+
+    def __init__(self, cfg, machine, recorder, trace: pa.Table):
+        self.machine = machine
+        self.engine = machine.engine
+        self.recorder = recorder
+        self.nice = int(cfg.get("nice", 0))
+        self.ws_bytes = int(cfg.get("working_set_kb", 0)) * 1024
+        parent = str(cfg.get("parent_cgroup") or "").strip("/")
+        shares = cgroup_shares(cfg)
+        trace = trace.sort_by([("arrival_s", "ascending"), ("function", "ascending")])
+        names = trace.column("function").to_pylist()
+        arrivals = np.rint(trace.column("arrival_s").to_numpy() * NSEC_PER_SEC).astype(np.int64)
+        demands = np.maximum(1, np.rint(trace.column("demand_s").to_numpy() *
+                                        NSEC_PER_SEC)).astype(np.int64)
+        ncpus = machine.topology.nr_cpus
+        self.groups = {}
+        self.hints = {}   # the CPU each function's dispatcher last forked from
+        for name in sorted(set(names)):
+            self.groups[name] = machine.create_group(f"{parent}/{name}" if parent else name,
+                                                     shares)
+            self.hints[name] = len(self.hints) % ncpus
+        self.rows = list(zip(arrivals.tolist(), names, demands.tolist(),
+                             trace.column("threads").to_pylist()))
+        self.next = 0
+
+    def start(self):
+        if self.rows:
+            self.engine.call_at(self.rows[0][0], self._arrive)
+
+    def _arrive(self):
+        rows, now = self.rows, self.engine.now
+        while self.next < len(rows) and rows[self.next][0] <= now:
+            _, name, demand, k = rows[self.next]
+            self.next += 1
+            self.hints[name] = self.fork_request(name, self.groups[name], demand, k,
+                                                 self.hints[name])
+        if self.next < len(rows):
+            self.engine.call_at(rows[self.next][0], self._arrive)
