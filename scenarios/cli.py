@@ -1,20 +1,19 @@
 """The `colosim` command line."""
 
 import argparse
+import os
 import re
 import sys
 import time
 from datetime import datetime
 from pathlib import Path
-from types import SimpleNamespace
 from typing import TextIO
 
-import pyarrow as pa
 from omegaconf import DictConfig, OmegaConf
 
-from results.rundir import RunDirExistsError, ensure_writable, write_run_dir
+from results.rundir import RunDirExistsError, ensure_writable
 from results.summary import format_summary
-from scenarios.config import CONF_DIR, compose, default_options, list_options
+from scenarios.config import CONF_DIR, compose, default_options, expand_sweep, list_options
 from scenarios.validate import ConfigError
 
 EXIT_USAGE = 2  # bad command line or config, as argparse uses
@@ -54,7 +53,74 @@ def _parser() -> argparse.ArgumentParser:
         help="print the composed config (every key, with its value) and exit without running",
     )
     run.set_defaults(handler=_run)
+    sweep = commands.add_parser(
+        "sweep",
+        help="run a Hydra multirun: one run directory per point, one summary",
+        description="Run every combination of the swept overrides (Hydra multirun) and write "
+        "one directory with each run's directory and a concatenated summary.parquet.",
+        epilog=_sweep_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sweep.add_argument(
+        "overrides", nargs="*", metavar="OVERRIDE",
+        help="Hydra override; comma lists (scheduler=cfs,eevdf), range(12,37,12) and "
+        "choice() sweep",
+    )
+    sweep.add_argument("--dir", type=Path, default=None,
+                       help="sweep directory (default: sweeps/<timestamp> under cwd); "
+                       "re-running into the same directory skips completed runs")
+    sweep.add_argument("--quiet", action="store_true",
+                       help="no progress lines (also: COLOSIM_QUIET=1)")
+    sweep.set_defaults(handler=_sweep)
     return parser
+
+
+def _sweep_epilog() -> str:
+    return """examples:
+  colosim sweep scheduler=cfs,eevdf workload.functions=12,36 seed=0,1
+  colosim sweep experiment=lags_fig3            the sweep defined in the file
+  colosim sweep scheduler=cfs,rr hydra.launcher.n_jobs=1
+                                                one run at a time
+  colosim sweep --dir sweeps/x seed=0,1,2       resume or extend a sweep
+
+Config groups and keys are those of `colosim run --help`.  The default launcher
+is joblib on all cores; hydra/launcher=<name> picks another installed Hydra
+launcher plugin.
+"""
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from scenarios import sweep as sweeps
+
+    if args.quiet:
+        os.environ[sweeps.ENV_QUIET] = "1"
+    try:
+        points, swept = expand_sweep(args.overrides)
+    except ConfigError as err:
+        return _fail(err)
+    sweep_dir = (args.dir or Path("sweeps") / datetime.now().strftime("%Y%m%d-%H%M%S"))
+    sweep_dir = sweep_dir.absolute()
+    overrides = list(args.overrides)
+    if not any(o.startswith("hydra/launcher=") for o in overrides):
+        overrides.insert(0, "hydra/launcher=joblib")
+    if not sweeps.quiet():
+        print(f"colosim: sweeping {len(points)} run(s) into {sweep_dir}", file=sys.stderr)
+    t0 = time.perf_counter()
+    try:
+        sweeps.launch(overrides, sweep_dir, len(points), swept)
+    except KeyboardInterrupt:
+        print("\ncolosim: interrupted; completed runs are kept, run the same sweep again "
+              "to finish it", file=sys.stderr)
+        sweeps.collect(sweep_dir, swept)
+        return EXIT_INTERRUPTED
+    except SystemExit as exc:     # Hydra reports a failed job and exits
+        sweeps.collect(sweep_dir, swept)
+        return _fail(f"the sweep failed (exit {exc.code}); completed runs are in {sweep_dir}")
+    table = sweeps.collect(sweep_dir, swept)
+    n = 0 if table is None else table.num_rows
+    print(f"{n} run(s) in {sweep_dir} ({time.perf_counter() - t0:.1f} s wall); "
+          f"summary: {sweep_dir / sweeps.SUMMARY}")
+    return 0
 
 
 def _run_epilog() -> str:
@@ -108,25 +174,22 @@ def _run(args: argparse.Namespace) -> int:
     except RunDirExistsError as err:
         return _fail(f"{err}; choose another output_dir")
 
-    # Imported here so `--help` and config errors work without loading the
-    # simulator, and tests can substitute sim.simulate.
-    from sim import simulate
+    from scenarios.runner import run_scenario
+    from sim.workloads.trace import TraceError
 
     progress = _ProgressBar(sys.stderr) if sys.stderr.isatty() else None
     try:
-        result = simulate(cfg, **({"progress": progress} if progress else {}))
+        summary = run_scenario(cfg, out_dir, progress)
     except KeyboardInterrupt:
         print("\ncolosim: interrupted; no run directory was written", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except TraceError as err:   # nothing was written
+        return _fail(err)
     finally:
         if progress:
             progress.close()
-
-    summary = _with_run_id(result.summary, out_dir.name)
-    tables = SimpleNamespace(summary=summary, requests=result.requests, intervals=result.intervals)
-    path = write_run_dir(tables, out_dir, cfg)
     print(format_summary(summary))
-    print(f"\nresults in {path}")
+    print(f"\nresults in {out_dir}")
     return 0
 
 
@@ -149,15 +212,6 @@ def _run_dir(cfg: DictConfig) -> Path:
     while candidate.exists():
         candidate, n = base.with_name(f"{base.name}-{n}"), n + 1
     return candidate
-
-
-def _with_run_id(summary: pa.Table, run_id: str) -> pa.Table:
-    """The run directory's name is the run id, whatever the simulator put there."""
-    column = pa.array([run_id] * summary.num_rows, pa.string())
-    index = summary.schema.get_field_index("run_id")
-    if index < 0:
-        return summary.append_column("run_id", column)
-    return summary.set_column(index, "run_id", column)
 
 
 class _ProgressBar:

@@ -58,6 +58,48 @@ def compose(overrides: Iterable[str] = ()) -> DictConfig:
     return cfg
 
 
+def expand_sweep(overrides: Iterable[str]) -> tuple[list[list[str]], list[str]]:
+    """The points of a sweep (one override list each) and the swept keys,
+    as Hydra's basic sweeper will expand them, including the
+    ``hydra.sweeper.params`` of an ``experiment=`` file.  Every point is
+    composed and validated here, so a bad value fails before any run."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+    overrides = [o for o in overrides if not o.startswith("hydra")]
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except HydraException as err:
+        raise ConfigError(str(err).split("\nSee ")[0]) from err
+    fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
+    params = _experiment_sweep_params(fixed)
+    given = {o.key_or_group for o in parsed}
+    lines = [f"{k}={v}" for k, v in params.items() if k not in given] + overrides
+    parsed = OverridesParser.create().parse_overrides(lines)
+    swept = [o.key_or_group for o in parsed if o.is_sweep_override()]
+    batches = BasicSweeper.split_arguments(parsed, max_batch_size=None)
+    points = [list(point) for batch in batches for point in batch]
+    for point in points:
+        try:
+            compose(point)
+        except ConfigError as err:
+            raise ConfigError(f"sweep point {' '.join(point)}:\n{err}") from err
+    return points, swept
+
+
+def _experiment_sweep_params(overrides: list[str]) -> dict[str, str]:
+    """hydra.sweeper.params set by the selected experiment file, if any."""
+    _check_group_choices(overrides)
+    schema.register()
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = hydra_compose(config_name="config", overrides=overrides,
+                                return_hydra_config=True)
+    except (HydraException, OmegaConfBaseException) as err:
+        raise ConfigError(_explain(err)) from err
+    params = OmegaConf.select(cfg, "hydra.sweeper.params") or {}
+    return {str(k): str(v) for k, v in params.items()}
+
+
 def _check_group_choices(overrides: list[str]) -> None:
     """Reject `group=option` for options that do not exist, before Hydra does.
 

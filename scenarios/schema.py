@@ -102,6 +102,68 @@ class PeriodicWorkload:
 
 
 @dataclass
+class Azure2021Workload:
+    name: str = MISSING
+    functions: int = MISSING
+    source: str = MISSING  # synthetic | azure2019 | azure2021
+    source_path: Optional[str] = None  # the public trace's file or directory
+    demand_from: str = MISSING  # service | trace
+    service: str = MISSING
+    mean_service_s: float = MISSING
+    service_sigma: float = MISSING
+    burstiness: float = MISSING  # inter-arrival coefficient of variation
+    threads_per_request: int = MISSING
+    working_set_kb: int = MISSING
+    cgroup_weight: int = MISSING
+    cgroup_shares: Optional[int] = None
+    nice: int = MISSING
+    parent_cgroup: str = MISSING
+    trace_file: Optional[str] = None  # set: replay this trace instead of generating one
+
+
+@dataclass
+class RandomWorkload:
+    name: str = MISSING
+    functions: int = MISSING
+    max_rate_rps: float = MISSING
+    service: str = MISSING
+    mean_service_s: Optional[float] = None  # null: matched to azure2021's CPU demand
+    service_sigma: float = MISSING
+    burstiness: float = MISSING
+    threads_per_request: int = MISSING
+    working_set_kb: int = MISSING
+    cgroup_weight: int = MISSING
+    cgroup_shares: Optional[int] = None
+    nice: int = MISSING
+    parent_cgroup: str = MISSING
+    trace_file: Optional[str] = None
+
+
+@dataclass
+class ResctlWorkload:
+    name: str = MISSING
+    model: str = MISSING  # the simulator workload (resctl for every variant)
+    functions: int = MISSING
+    service: str = MISSING  # det | exp | lognormal | mix
+    mean_service_s: float = MISSING
+    service_sigma: float = MISSING
+    mix_s: Optional[List[float]] = None
+    mix_p: Optional[List[float]] = None
+    threads_per_request: int = MISSING
+    lat_target_s: float = MISSING
+    lat_target_pct: float = MISSING
+    control_period_s: float = MISSING
+    rps_target: Optional[float] = None
+    initial_concurrency: int = MISSING
+    concurrency_max: int = MISSING
+    working_set_kb: int = MISSING
+    cgroup_weight: int = MISSING
+    cgroup_shares: Optional[int] = None
+    nice: int = MISSING
+    parent_cgroup: str = MISSING
+
+
+@dataclass
 class Config:
     host: HostConfig = MISSING
     calibration: CalibrationConfig = MISSING
@@ -124,6 +186,11 @@ WORKLOAD_SCHEMAS = {
     "poisson": PoissonWorkload,
     "worker_pool": WorkerPoolWorkload,
     "periodic": PeriodicWorkload,
+    "azure2021": Azure2021Workload,
+    "random": RandomWorkload,
+    "resctl": ResctlWorkload,
+    "resctl_parallel": ResctlWorkload,
+    "resctl_mix": ResctlWorkload,
 }
 
 
@@ -138,13 +205,8 @@ def scheduler_schemas() -> dict[str, type]:
 PLANNED_OPTIONS = {
     "host": (),
     "calibration": ("e5-2430l",),
-    "scheduler": ("eevdf", "lags", "eevdf_tuned"),
+    "scheduler": (),
     "workload": (
-        "azure2021",
-        "resctl",
-        "random",
-        "resctl_parallel",
-        "resctl_mix",
         "ebizzy",
         "noisy_jobs",
         "webserver",

@@ -16,6 +16,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from policies.kernel import PLANNED as PLANNED_POLICIES
 from sim.sched_class import RT_PRIORITY_RANGE, TASK_POLICIES
 from scenarios.schema import PLANNED_OPTIONS, WORKLOAD_SCHEMAS, scheduler_schemas
+from scenarios.workloads.azure2021 import DEMAND_FROM, SOURCES
 
 SERVICE_DISTRIBUTIONS = ("exp", "det", "lognormal")
 KERNEL_HZ = (100, 250, 300, 1000)  # the CONFIG_HZ choices
@@ -290,6 +291,15 @@ def _check_workload(c: _Checks) -> None:
     if name == "periodic":
         _check_periodic(c)
         return
+    if name == "azure2021":
+        _check_azure2021(c)
+        return
+    if name == "random":
+        _check_random(c)
+        return
+    if name.startswith("resctl"):
+        _check_resctl(c)
+        return
     c.positive("workload.rate_rps")
     c.one_of("workload.service", SERVICE_DISTRIBUTIONS)
     c.positive("workload.mean_service_s")
@@ -305,6 +315,81 @@ def _check_workload(c: _Checks) -> None:
     else:
         c.at_least("workload.workers", 1)
         c.at_least("workload.capacity", 0)
+
+
+def _check_resctl(c: _Checks) -> None:
+    c.require("workload.model", c.get("workload.model") == "resctl", "must be resctl")
+    c.at_least("workload.functions", 1)
+    if c.one_of("workload.service", SERVICE_DISTRIBUTIONS + ("mix",)):
+        if c.get("workload.service") == "mix":
+            mix_s, mix_p = c.get("workload.mix_s"), c.get("workload.mix_p")
+            if c.require("workload.mix_s", bool(mix_s), "must list demands when service = mix",
+                         None if mix_s is None else list(mix_s)) and \
+                    c.require("workload.mix_p", mix_p is not None and len(mix_p) == len(mix_s),
+                              "must give one probability per mix_s entry",
+                              None if mix_p is None else list(mix_p)):
+                for i in range(len(mix_s)):
+                    c.positive(f"workload.mix_s[{i}]")
+                    c.within(f"workload.mix_p[{i}]", (0, 1))
+                c.require("workload.mix_p", abs(sum(mix_p) - 1) < 1e-9, "must sum to 1",
+                          list(mix_p))
+        else:
+            c.positive("workload.mean_service_s")
+    c.positive("workload.service_sigma")
+    c.at_least("workload.threads_per_request", 1)
+    c.positive("workload.lat_target_s")
+    if c.positive("workload.lat_target_pct"):
+        c.require("workload.lat_target_pct", c.get("workload.lat_target_pct") <= 1,
+                  "must be <= 1 (a quantile)")
+    c.positive("workload.control_period_s")
+    if c.get("workload.rps_target") is not None:
+        c.positive("workload.rps_target")
+    c.at_least("workload.initial_concurrency", 1)
+    c.at_least("workload.concurrency_max", c.get("workload.initial_concurrency"))
+    c.at_least("workload.working_set_kb", 0)
+    c.within("workload.cgroup_weight", CPU_WEIGHT_RANGE)
+    c.optional_within("workload.cgroup_shares", CPU_SHARES_RANGE)
+    c.within("workload.nice", NICE_RANGE)
+    c.cgroup_name("workload.parent_cgroup")
+
+
+def _check_azure2021(c: _Checks) -> None:
+    _check_generated_functions(c)
+    c.positive("workload.mean_service_s")
+    c.one_of("workload.demand_from", DEMAND_FROM)
+    if not c.one_of("workload.source", SOURCES):
+        return
+    source = c.get("workload.source")
+    if source == "synthetic":
+        c.require("workload.demand_from", c.get("workload.demand_from") != "trace",
+                  "needs a recorded trace (workload.source = azure2019 or azure2021)")
+    else:
+        c.require("workload.source_path", bool(c.get("workload.source_path")),
+                  f"must name the trace file or directory when workload.source = {source}")
+
+
+def _check_random(c: _Checks) -> None:
+    _check_generated_functions(c)
+    c.positive("workload.max_rate_rps")
+    if c.get("workload.mean_service_s") is not None:
+        c.positive("workload.mean_service_s")
+
+
+def _check_generated_functions(c: _Checks) -> None:
+    """Keys azure2021 and random share: functions with generated request streams."""
+    c.at_least("workload.functions", 1)
+    c.one_of("workload.service", SERVICE_DISTRIBUTIONS)
+    c.positive("workload.service_sigma")
+    c.positive("workload.burstiness")
+    c.at_least("workload.threads_per_request", 1)
+    c.at_least("workload.working_set_kb", 0)
+    c.within("workload.cgroup_weight", CPU_WEIGHT_RANGE)
+    c.optional_within("workload.cgroup_shares", CPU_SHARES_RANGE)
+    c.within("workload.nice", NICE_RANGE)
+    c.cgroup_name("workload.parent_cgroup")
+    if c.get("workload.trace_file") is not None:
+        c.require("workload.trace_file", bool(c.get("workload.trace_file")),
+                  "must be a path (or null to generate the trace)")
 
 
 def _check_periodic(c: _Checks) -> None:

@@ -70,3 +70,20 @@ def test_mix_draws_the_three_request_classes_in_proportion():
     assert counts[0.01] == pytest.approx(0.3, abs=0.05)
     assert counts[0.1] == pytest.approx(0.4, abs=0.05)
     assert counts[1.0] == pytest.approx(0.3, abs=0.05)
+
+
+@pytest.mark.parametrize("option", ["resctl", "resctl_parallel", "resctl_mix"])
+def test_options_compose_and_run(option):
+    from scenarios.config import compose
+    cfg = compose([f"workload={option}", "host=this-vm", "duration_s=3", "warmup_s=1",
+                   "workload.functions=2"])
+    s = simulate(cfg).summary.to_pylist()[0]
+    assert s["scenario"] == option and s["throughput_rps"] > 0
+
+
+def test_bad_mix_is_rejected_naming_the_key():
+    from scenarios.config import compose
+    from scenarios.validate import ConfigError
+    with pytest.raises(ConfigError, match=r"workload.mix_p = \[0.5, 0.4, 0.3\] is invalid: "
+                                          r"must sum to 1"):
+        compose(["workload=resctl_mix", "workload.mix_p=[0.5,0.4,0.3]"])

@@ -11,7 +11,7 @@ import importlib
 import pkgutil
 
 # Modules DESIGN.md reserves that have not landed yet.
-PLANNED = ("eevdf", "lags")
+PLANNED = ()
 
 
 def available() -> list[str]:

@@ -362,6 +362,15 @@ class CFS(KernelScheduler):
         """task_dead_fair()"""
         self.remove_entity_load_avg(p.se)
 
+    def task_fork_fair(self, cfs_rq, se):
+        """task_fork_fair(), run at the new task's first enqueue on the CPU
+        it was given: it starts a vslice after min_vruntime (relative, as
+        enqueue_entity renormalises it; init_entity_runnable_average()
+        already gave it full load)."""
+        se.vruntime = 0
+        self.place_entity(cfs_rq, se, True)
+        se.vruntime -= cfs_rq.min_vruntime
+
     def enqueue_task(self, rq, p, flags):
         se = p.se
         if flags & (ENQUEUE_MIGRATED | ENQUEUE_INITIAL):
@@ -370,11 +379,7 @@ class CFS(KernelScheduler):
         while se is not None and not se.on_rq:
             cfs_rq = se.cfs_rq
             if initial:
-                # task_fork_fair(): a new task starts a vslice after min_vruntime
-                # (init_entity_runnable_average() already gave it full load)
-                se.vruntime = 0
-                self.place_entity(cfs_rq, se, True)
-                se.vruntime -= cfs_rq.min_vruntime
+                self.task_fork_fair(cfs_rq, se)
                 initial = 0
             self.enqueue_entity(cfs_rq, se, flags)
             cfs_rq.h_nr_running += 1

@@ -1,0 +1,707 @@
+"""CFS-LAGS, Latency-Aware Group Scheduling: the LAGS paper's patch to
+kernel/sched/fair.c of Linux 5.18 (seed 001, section 4 and Appendix A; line
+references [Lnn] are to /work/shared/seeds/001_01cf9b464173a8b4.txt), built
+on the CFS model in policies/kernel/cfs.py.
+
+What the paper specifies, and how it is modelled here:
+
+* Function cgroups carry ``cpu.latency_awareness`` = 1 [L338-342]; every
+  other cgroup stays under CFS [L203, L368-372].  Here the flag is the
+  scheduler option ``latency_aware`` (which cgroups; see LagsConfig).
+* Load Credit (``tg->load_avg_ema``): an exponential moving average of the
+  task group's PELT load ``tg->load_avg`` over a window of
+  ``tg_load_avg_ema_window`` scheduler ticks, best at 1000 ticks (about 4 s
+  at HZ=250) [L210-226, L350-359].  Lower credit = less loaded function.
+* Per-CPU ordering (``entity_before``) and wakeup preemption
+  (``check_preempt_wakeup``) compare the Load Credit of latency-aware group
+  entities instead of their vruntime [L361-372]: the least loaded function
+  runs first and keeps the CPU "as long [as] no other cgroup has a lower
+  Load Credit" [L202]; threads inside a function stay under CFS.
+* Placement (``select_task_rq_fair``): a waking task of a function with a
+  lower Load Credit goes to a CPU running a task of a function with a higher
+  one; the running task's credit is cached per CPU and tested by the
+  callback ``cpu_has_higher_load_task`` while the candidate CPUs are
+  scanned [L237, L373-383].
+* Load balancing uses Load Credit "as a greedy heuristic to identify a
+  suitable, preferably idle, target CPU core" [L236-237].
+
+What the paper leaves open is an option with a default (LagsConfig and
+scenarios/conf/scheduler/lags.yaml say why each default was chosen).
+
+Load Credit in continuous time.  The kernel updates the EMA when
+``update_tg_load_avg`` runs, so its time constant in the kernel would
+follow event rates (how many CPUs are busy, how often loads move by 1/64).
+Here the EMA is the one the window in ticks describes, kept in continuous
+time so that it does not depend on which CPUs tick: a per-tick smoothing
+factor a (``ema_form``) becomes the decay rate beta = -ln(1 - a) / TICK_NSEC
+per ns, and
+
+    dLC/dt = beta * (S(t) - LC)
+
+is integrated exactly and lazily.  The load signal S is kept as
+W + D * exp(-lambda * (t - T)), lambda being PELT's decay rate (32 ms half
+life): for ``load_signal=runnable`` it is the sum over CPUs of the group's
+cfs_rq ``load_avg`` brought to the present (tg->load_avg as it would be with
+blocked load always decayed -- the simulator's own tg->load_avg is only
+republished when a cfs_rq is touched, so it keeps the load of tasks that
+have exited); for ``running`` it is a PELT average of 1024 x the number of
+the function's tasks on a CPU (util_avg summed over CPUs).  Between
+changes the signal is exactly that exponential, so the EMA has a closed
+form; the policy folds it forward before, and re-reads the changed cfs_rqs
+after, every call that can change them (enqueue, dequeue, tick, migrate,
+exit; context switches for ``running``).  Cost: O(depth) per such call.
+Nothing here writes CFS state, so with every mechanism switched off LAGS
+runs exactly as CFS.
+
+Ordering data structure.  Credits drift continuously, so a heap keyed by
+credit would go stale while entities wait.  Each cfs_rq keeps CFS's vruntime
+heap for entities that are not latency-aware, and a set of its queued
+latency-aware group entities that is scanned when the leftmost entity is
+needed: O(k) credit evaluations (memoised per instant) for k queued
+function entities on that cfs_rq.
+
+The CFS timeline helpers are private to cfs.py (``__enqueue_entity``,
+``__dequeue_entity``, ``__pick_first_entity``); LAGS overrides them under
+their mangled names, and the import-time check below fails loudly if cfs.py
+renames them.  ``stats`` counts how often each mechanism acted (the
+ablation tests read it); ``load_credit``/``set_load_credit`` read and write
+tg->load_avg_ema.
+
+Not modelled: the kernel's rbtree keeps entities at the positions their
+credits had when they were inserted (its order goes stale as credits
+drift; here the order is always current); the lost ``cpu.shares`` support
+[L323-328] (workloads must keep weight 100 / shares 1024 for LAGS to mean
+what the paper means: nothing enforces it); Load Credit in NUMA balancing
+[L248, L318]; whatever the CFS model leaves out (cfs.py's docstring).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+
+from policies.kernel.cfs import CFS, CfsConfig, _opt
+from sim.rq import NICE_0_LOAD, PELT_HALFLIFE_NS
+from sim.sched_class import CPU_NOT_IDLE, WF_FORK, tunable
+
+for _name in ("_CFS__enqueue_entity", "_CFS__dequeue_entity", "_CFS__pick_first_entity"):
+    if not hasattr(CFS, _name):      # pragma: no cover - guards a cfs.py refactor
+        raise ImportError(f"policies.kernel.lags overrides CFS.{_name[4:]}, which cfs.py "
+                          "no longer defines")
+
+# which cgroups are latency-aware: every leaf cgroup, or path globs
+LEAVES = "leaves"
+EMA_FORMS = ("simple", "span", "halflife")
+LOAD_SIGNALS = ("runnable", "running")
+TIE_BREAKS = ("vruntime", "fifo")
+MIXED_ORDERS = ("vruntime", "aware_first")
+
+
+@dataclass
+class LagsConfig(CfsConfig):
+    """CFS's keys plus the LAGS ones; lags.yaml documents each default."""
+    # cpu.latency_awareness: "leaves" (every cgroup without child cgroups),
+    # or comma-separated cgroup path globs, "*" matching within one path
+    # component, e.g. "/faas.slice/*"; "" flags none
+    latency_aware: str = LEAVES
+    window_ticks: int = tunable(1000, range=(1, None))      # tg_load_avg_ema_window
+    ema_form: str = tunable("simple", choices=EMA_FORMS)
+    load_signal: str = tunable("runnable", choices=LOAD_SIGNALS)
+    tick_preemption: bool = True
+    group_shares_recalc: bool = True
+    tie_break: str = tunable("vruntime", choices=TIE_BREAKS)
+    tie_margin: float = tunable(1.0, range=(0, None))        # load units
+    mixed_order: str = tunable("vruntime", choices=MIXED_ORDERS)
+    # ablations: each mechanism of the patch on its own switch
+    lags_ordering: bool = True
+    lags_wakeup_preemption: bool = True
+    lags_placement: bool = True
+    lags_balancing: bool = True
+
+
+def ema_rate(form: str, window_ticks: int, tick_ns: int) -> float:
+    """Decay rate per ns of the Load Credit EMA (math.inf: no smoothing).
+
+    simple:   LC += (S - LC) / W each tick (time constant ~W ticks)
+    span:     LC += (S - LC) * 2 / (W + 1) each tick (W-period EMA)
+    halflife: an old sample's weight halves every W ticks
+    """
+    w = int(window_ticks)
+    if w < 1:
+        raise ValueError(f"scheduler.window_ticks = {w}: must be >= 1")
+    if form == "simple":
+        alpha = 1.0 / w
+    elif form == "span":
+        alpha = 2.0 / (w + 1)
+    elif form == "halflife":
+        return math.log(2) / (w * tick_ns)
+    else:
+        raise ValueError(f"scheduler.ema_form = {form!r}: choose from {', '.join(EMA_FORMS)}")
+    if alpha >= 1.0:
+        return math.inf
+    return -math.log1p(-alpha) / tick_ns
+
+
+def _cgroup_globs(spec: str) -> list[list[str]]:
+    return [p.strip().strip("/").split("/") for p in spec.split(",") if p.strip()]
+
+
+def _matches(path: str, globs: list[list[str]]) -> bool:
+    parts = path.strip("/").split("/")
+    return any(len(g) == len(parts) and all(fnmatchcase(a, b) for a, b in zip(parts, g))
+               for g in globs)
+
+
+class LoadCredit:
+    """tg->load_avg_ema of one task group, with its load signal kept as
+    S(t) = W + D * exp(-lambda * (t - T)) since the last fold at T."""
+
+    __slots__ = ("ema", "W", "D", "T")
+
+    def __init__(self, now: int):
+        self.ema = 0.0
+        self.W = 0.0
+        self.D = 0.0
+        self.T = now
+
+
+class LAGS(CFS):
+    name = "lags"
+
+    def __init__(self, cfg, machine):
+        super().__init__(cfg, machine)
+        d = LagsConfig
+
+        def opt(key, cast):
+            return cast(_opt(cfg, key, getattr(d, key)))
+
+        def choice(key, choices):
+            value = opt(key, str)
+            if value not in choices:
+                raise ValueError(f"scheduler.{key} = {value!r}: choose from "
+                                 f"{', '.join(choices)}")
+            return value
+
+        spec = opt("latency_aware", str).strip()
+        self.leaves = spec == LEAVES
+        self.globs = [] if self.leaves else _cgroup_globs(spec)
+        self.window_ticks = opt("window_ticks", int)
+        self.ema_form = choice("ema_form", EMA_FORMS)
+        self.load_signal = choice("load_signal", LOAD_SIGNALS)
+        self.tick_preemption = opt("tick_preemption", bool)
+        self.group_shares_recalc = opt("group_shares_recalc", bool)
+        self.tie_break = choice("tie_break", TIE_BREAKS)
+        self.tie_margin = opt("tie_margin", float)
+        if self.tie_margin < 0:
+            raise ValueError(f"scheduler.tie_margin = {self.tie_margin}: must be >= 0")
+        self.mixed_order = choice("mixed_order", MIXED_ORDERS)
+        self.lags_ordering = opt("lags_ordering", bool)
+        self.lags_wakeup_preemption = opt("lags_wakeup_preemption", bool)
+        self.lags_placement = opt("lags_placement", bool)
+        self.lags_balancing = opt("lags_balancing", bool)
+
+        self._lambda = math.log(2) / PELT_HALFLIFE_NS
+        self._beta = ema_rate(self.ema_form, self.window_ticks, machine.tick_ns)
+        self._runnable = self.load_signal == "runnable"
+        ncpus = machine.topology.nr_cpus
+        self._aware: set = set()              # latency-aware task groups
+        self._credit_of: dict = {}            # TaskGroup -> LoadCredit
+        self._chains: dict = {}               # TaskGroup -> aware tgs, itself upward
+        self._contrib: dict = {}              # CfsRq -> (weight, load_avg, t) last read
+        self._aware_q: dict = {}              # CfsRq -> {queued aware gse: seq}
+        self._curr_credit = [None] * ncpus    # (task, its function's credit) per CPU
+        self._running = [None] * ncpus        # the fair task counted running per CPU
+        # how often each mechanism acted: entities queued by credit, credit
+        # preemptions at wakeup and tick, placements that differ from CFS's,
+        # and credit pulls by the balancer
+        self.stats = {"credit_queued": 0, "wakeup_preemptions": 0, "tick_preemptions": 0,
+                      "placements": 0, "pulls": 0}
+
+    # ------------------------------------------------------------------
+    # cpu.latency_awareness
+    def init_task_group(self, tg):
+        self._credit_of[tg] = LoadCredit(self.clock._now)
+        if self.leaves:
+            self._aware.add(tg)
+            self._aware.discard(tg.parent)   # a cgroup with children is no leaf
+        elif _matches(tg.name, self.globs):
+            self._aware.add(tg)
+        self._chains.clear()
+
+    def latency_aware(self, tg) -> bool:
+        return tg in self._aware
+
+    def _chain(self, tg) -> tuple:
+        """The latency-aware groups among ``tg`` and its ancestors, nearest
+        first: the first is the task's function."""
+        chain = self._chains.get(tg)
+        if chain is None:
+            chain = []
+            g = tg
+            while g is not None:
+                if g in self._aware:
+                    chain.append(g)
+                g = g.parent
+            chain = self._chains[tg] = tuple(chain)
+        return chain
+
+    def function_of(self, p):
+        chain = self._chain(p.tg)
+        return chain[0] if chain else None
+
+    def _aware_se(self, se) -> bool:
+        q = se.my_q
+        return q is not None and q.tg in self._aware
+
+    # ------------------------------------------------------------------
+    # Load Credit
+    def _fold(self, lc: LoadCredit, now: int) -> None:
+        """Advance the EMA from lc.T to now under the signal W + D e^-lambda(t-T)."""
+        dt = now - lc.T
+        if dt <= 0:
+            return
+        lam, beta = self._lambda, self._beta
+        y = math.exp(-lam * dt)
+        W, D = lc.W, lc.D
+        if beta == math.inf:
+            lc.ema = W + D * y
+        else:
+            z = math.exp(-beta * dt)
+            if abs(beta - lam) > 1e-9 * lam:
+                c = beta * D / (beta - lam)
+                lc.ema = W + c * y + (lc.ema - W - c) * z
+            else:
+                lc.ema = W + (lc.ema - W + beta * D * dt) * z
+        lc.D = D * y
+        lc.T = now
+
+    def load_credit(self, tg, now: int | None = None) -> float:
+        """tg->load_avg_ema at ``now`` (default: the present)."""
+        lc = self._credit_of[tg]
+        if now is None:
+            now = self.clock._now
+        if lc.T != now:
+            self._fold(lc, now)
+        if self._beta == math.inf:
+            return lc.W + lc.D
+        return lc.ema
+
+    def set_load_credit(self, tg, value: float) -> None:
+        """Write tg->load_avg_ema (for experiments and tests); it then
+        evolves from ``value`` toward the group's load as usual."""
+        lc = self._credit_of[tg]
+        self._fold(lc, self.clock._now)
+        lc.ema = float(value)
+
+    def _fold_chain(self, chain, now):
+        for tg in chain:
+            lc = self._credit_of[tg]
+            if lc.T != now:
+                self._fold(lc, now)
+
+    def _resync(self, cfs_rq, now):
+        """Replace ``cfs_rq``'s part of its group's load signal by what it
+        holds now (call after anything that may have changed it)."""
+        lc = self._credit_of[cfs_rq.tg]
+        if lc.T != now:
+            self._fold(lc, now)
+        lam = self._lambda
+        w = cfs_rq.load_weight
+        dt = now - cfs_rq.avg_last_update
+        a = cfs_rq.load_avg if dt <= 0 else w + (cfs_rq.load_avg - w) * math.exp(-lam * dt)
+        old = self._contrib.get(cfs_rq)
+        if old is None:
+            w0, a0 = 0, 0.0
+        else:
+            w0, a0, t0 = old
+            if now != t0:
+                a0 = w0 + (a0 - w0) * math.exp(-lam * (now - t0))
+        if w != w0 or a != a0:
+            lc.W += w - w0
+            lc.D += (a - w) - (a0 - w0)
+        self._contrib[cfs_rq] = (w, a, now)
+
+    def _resync_chain(self, chain, cpu, now):
+        for tg in chain:
+            self._resync(tg.cfs_rq[cpu], now)
+
+    def _set_running(self, cpu, p):
+        """``load_signal=running``: the function of the task on ``cpu`` changed."""
+        old = self._running[cpu]
+        if old is p:
+            return
+        now = self.clock._now
+        if old is not None:
+            for tg in self._chain(old.tg):
+                lc = self._credit_of[tg]
+                self._fold(lc, now)
+                lc.W -= NICE_0_LOAD
+                lc.D += NICE_0_LOAD
+        if p is not None:
+            for tg in self._chain(p.tg):
+                lc = self._credit_of[tg]
+                self._fold(lc, now)
+                lc.W += NICE_0_LOAD
+                lc.D -= NICE_0_LOAD
+        self._running[cpu] = p
+
+    def credit_cmp(self, a, b) -> int:
+        """-1 / 0 / 1: the credit of group entity ``a`` is lower than, ties
+        with (within tie_margin), or is higher than that of ``b``."""
+        now = self.clock._now
+        la = self.load_credit(a.my_q.tg, now)
+        lb = self.load_credit(b.my_q.tg, now)
+        if abs(la - lb) <= self.tie_margin:
+            return 0
+        return -1 if la < lb else 1
+
+    # ------------------------------------------------------------------
+    # task-level hooks: keep the load signal in step
+    def enqueue_task(self, rq, p, flags):
+        chain = self._chain(p.tg)
+        if not chain or not self._runnable:
+            return super().enqueue_task(rq, p, flags)
+        now = self.clock._now
+        self._fold_chain(chain, now)
+        super().enqueue_task(rq, p, flags)
+        self._resync_chain(chain, rq.cpu, now)
+
+    def dequeue_task(self, rq, p, flags):
+        chain = self._chain(p.tg)
+        if not chain or not self._runnable:
+            return super().dequeue_task(rq, p, flags)
+        now = self.clock._now
+        self._fold_chain(chain, now)
+        super().dequeue_task(rq, p, flags)
+        self._resync_chain(chain, rq.cpu, now)
+
+    def migrate_task_rq(self, p, new_cpu):
+        chain = self._chain(p.tg)
+        if not chain or not self._runnable:
+            return super().migrate_task_rq(p, new_cpu)
+        now = self.clock._now
+        old_cpu = p.se.cfs_rq.cpu
+        self._fold_chain(chain, now)
+        super().migrate_task_rq(p, new_cpu)
+        self._resync_chain(chain, old_cpu, now)
+
+    def task_dead(self, p):
+        chain = self._chain(p.tg)
+        if not chain or not self._runnable:
+            return super().task_dead(p)
+        now = self.clock._now
+        self._fold_chain(chain, now)
+        super().task_dead(p)
+        self._resync_chain(chain, p.se.cfs_rq.cpu, now)
+
+    def task_tick(self, rq, curr):
+        chain = self._chain(curr.tg)
+        if not chain:
+            return super().task_tick(rq, curr)
+        now = self.clock._now
+        if self._runnable:
+            # group entities are reweighted on the tick (update_cfs_group)
+            self._fold_chain(chain, now)
+            super().task_tick(rq, curr)
+            self._resync_chain(chain, rq.cpu, now)
+        else:
+            super().task_tick(rq, curr)
+        self._curr_credit[rq.cpu] = (curr, self.load_credit(chain[0], now))
+
+    def pick_next_task(self, rq, prev):
+        p = super().pick_next_task(rq, prev)
+        self._switched(rq, p)
+        return p
+
+    def put_prev_task(self, rq, prev):
+        super().put_prev_task(rq, prev)
+        if self._running[rq.cpu] is prev:
+            self._switched(rq, None)
+
+    def _switched(self, rq, p):
+        """``p`` (None: nothing fair) now runs on rq: refresh the per-CPU
+        cache of the running task's Load Credit."""
+        cpu = rq.cpu
+        if not self._runnable:
+            self._set_running(cpu, p)
+        chain = self._chain(p.tg) if p is not None else ()
+        self._curr_credit[cpu] = (p, self.load_credit(chain[0])) if chain else None
+
+    def update_cfs_group(self, se):
+        # group_shares_recalc=false: a function's entities keep tg->shares
+        # on every CPU (no calc_group_shares)
+        if not self.group_shares_recalc and self._aware_se(se):
+            return
+        super().update_cfs_group(se)
+
+    # ------------------------------------------------------------------
+    # ordering: entity_before and the timeline
+    def entity_before(self, a, b) -> bool:
+        if self.lags_ordering:
+            aa, ab = self._aware_se(a), self._aware_se(b)
+            if aa and ab:
+                c = self.credit_cmp(a, b)
+                if c:
+                    return c < 0
+                if self.tie_break == "fifo":
+                    # a (curr, not queued) goes behind b, queued before it
+                    return False
+            elif (aa or ab) and self.mixed_order == "aware_first":
+                return aa
+        return a.vruntime < b.vruntime
+
+    def _CFS__enqueue_entity(self, cfs_rq, se):
+        # overrides CFS.__enqueue_entity (name-mangled)
+        if self.lags_ordering and self._aware_se(se):
+            seq = next(self._seq)
+            se.rb_seq = seq
+            q = self._aware_q.get(cfs_rq)
+            if q is None:
+                q = self._aware_q[cfs_rq] = {}
+            q[se] = seq
+            self.stats["credit_queued"] += 1
+            return
+        CFS._CFS__enqueue_entity(self, cfs_rq, se)
+
+    def _CFS__dequeue_entity(self, cfs_rq, se):
+        se.rb_seq = 0
+        q = self._aware_q.get(cfs_rq)
+        if q:
+            q.pop(se, None)
+
+    def _CFS__pick_first_entity(self, cfs_rq):
+        left = CFS._CFS__pick_first_entity(cfs_rq)
+        q = self._aware_q.get(cfs_rq)
+        if not q:
+            return left
+        first = self._credit_first(q)
+        if left is None or self.mixed_order == "aware_first" or first.vruntime < left.vruntime:
+            return first
+        return left
+
+    def _credit_first(self, q):
+        """The queued function entity with the lowest Load Credit; ties
+        (within tie_margin of the lowest) by vruntime or queueing order."""
+        if len(q) == 1:
+            return next(iter(q))
+        now = self.clock._now
+        credit = self.load_credit
+        scored = [(credit(se.my_q.tg, now), se, seq) for se, seq in q.items()]
+        low = min(s[0] for s in scored) + self.tie_margin
+        tied = [s for s in scored if s[0] <= low]
+        if self.tie_break == "vruntime":
+            return min(tied, key=lambda s: (s[1].vruntime, s[2]))[1]
+        return min(tied, key=lambda s: s[2])[1]
+
+    def _lc_wakeup_preempt_entity(self, curr, se):
+        """wakeup_preempt_entity() for the buddies of pick_next_entity():
+        1 if ``se`` should run instead of ``curr``, by credit between
+        functions (tie: by vruntime, or -1 under fifo)."""
+        if self._aware_se(curr) and self._aware_se(se):
+            c = self.credit_cmp(curr, se)
+            if c:
+                return c
+            if self.tie_break == "fifo":
+                return -1
+        return self.wakeup_preempt_entity(curr, se)
+
+    def pick_next_entity(self, cfs_rq, curr):
+        if not self.lags_ordering:
+            return super().pick_next_entity(cfs_rq, curr)
+        left = self._CFS__pick_first_entity(cfs_rq)
+        if left is None or (curr is not None and self.entity_before(curr, left)):
+            left = curr
+        se = left
+        last = cfs_rq.last
+        if last is not None and self._lc_wakeup_preempt_entity(last, left) < 1:
+            se = last
+        nxt = cfs_rq.next
+        if nxt is not None and self._lc_wakeup_preempt_entity(nxt, left) < 1:
+            se = nxt
+        if last is not None or nxt is not None:
+            self.clear_buddies(cfs_rq, se)
+        return se
+
+    # ------------------------------------------------------------------
+    # preemption
+    def check_preempt_tick(self, cfs_rq, curr):
+        if not self.lags_ordering:
+            return super().check_preempt_tick(cfs_rq, curr)
+        left = self._CFS__pick_first_entity(cfs_rq)
+        if left is None:
+            return super().check_preempt_tick(cfs_rq, curr)
+        aware_curr, aware_left = self._aware_se(curr), self._aware_se(left)
+        if not (aware_curr and aware_left):
+            if aware_curr != aware_left and self.mixed_order == "aware_first":
+                if aware_left:
+                    # a function waits behind another cgroup's entity
+                    cfs_rq.rq.need_resched = True
+                    self.clear_buddies(cfs_rq, curr)
+                return
+            return super().check_preempt_tick(cfs_rq, curr)
+        if not self.tick_preemption:
+            return
+        c = self.credit_cmp(left, curr)
+        if c < 0:
+            # a function with a lower Load Credit is waiting
+            cfs_rq.rq.need_resched = True
+            self.clear_buddies(cfs_rq, curr)
+            self.stats["tick_preemptions"] += 1
+        elif c == 0:
+            # tied credits share the CPU by CFS's slices (LAS: PS among equals)
+            super().check_preempt_tick(cfs_rq, curr)
+
+    def hrtick_delay(self, rq):
+        """HRTICK ends CFS slices; a function that has used its slice but is
+        still first by Load Credit is re-picked at once, so the timer would
+        refire every 10 us: leave such a task to the tick."""
+        delay = super().hrtick_delay(rq)
+        if delay is not None and delay <= 0 and self.lags_ordering \
+                and self._chain(rq.curr.tg):
+            return None
+        return delay
+
+    def check_preempt_wakeup(self, rq, p):
+        if not self.lags_wakeup_preemption:
+            return super().check_preempt_wakeup(rq, p)
+        curr = rq.curr
+        if curr is None or curr is p or rq.need_resched or not self.wakeup_preemption:
+            return super().check_preempt_wakeup(rq, p)
+        se, pse = self.find_matching_se(curr.se, p.se)
+        aware_se, aware_pse = self._aware_se(se), self._aware_se(pse)
+        if not (aware_se and aware_pse):
+            if aware_se == aware_pse or self.mixed_order != "aware_first":
+                return super().check_preempt_wakeup(rq, p)
+            # mixed_order=aware_first: a function preempts any other cgroup
+            c = -1 if aware_pse else 1
+        else:
+            self._update_curr(se.cfs_rq)
+            c = self.credit_cmp(pse, se)
+        if c == 0 and self.tie_break == "vruntime":
+            return super().check_preempt_wakeup(rq, p)
+        if c < 0:
+            self.set_next_buddy(pse)
+            rq.need_resched = True
+            self.stats["wakeup_preemptions"] += 1
+
+    # ------------------------------------------------------------------
+    # placement: select_task_rq_fair with cpu_has_higher_load_task
+    def _cached_credit(self, cpu):
+        entry = self._curr_credit[cpu]
+        if entry is None or self.machine.rqs[cpu].curr is not entry[0]:
+            return None
+        return entry[1]
+
+    def _higher_load(self, cpu, credit) -> bool:
+        cached = self._cached_credit(cpu)
+        return cached is not None and cached - credit > self.tie_margin
+
+    def cpu_has_higher_load_task(self, cpu, p) -> bool:
+        """The task running on ``cpu`` belongs to a function whose cached
+        Load Credit is higher than that of ``p``'s function."""
+        fn = self.function_of(p)
+        return fn is not None and self._higher_load(cpu, self.load_credit(fn))
+
+    def select_task_rq(self, p, prev_cpu, wake_flags):
+        """select_task_rq_fair() with cpu_has_higher_load_task() next to the
+        idle tests, as the SCHED_IDLE patch the paper follows [L238] put
+        sched_idle_cpu(): the first candidate, in CFS's order, that is idle
+        or runs a task of a higher-credit function [L237, L377-383]; a
+        fully idle core still comes first in the LLC scan."""
+        cpu = super().select_task_rq(p, prev_cpu, wake_flags)
+        if not self.lags_placement:
+            return cpu
+        fn = self.function_of(p)
+        if fn is None:
+            return cpu
+        credit = self.load_credit(fn)
+        m = self.machine
+        allowed = p.cpus_allowed
+        if allowed is not None and prev_cpu not in allowed:
+            prev_cpu = min(allowed)
+        if wake_flags & WF_FORK:
+            # find_idlest_cpu(): candidates nearest first; none: least loaded
+            pick = self._first_fit(p, m.cpus_by_distance[prev_cpu], credit)
+        elif prev_cpu in m.idle_cpus or self._higher_load(prev_cpu, credit):
+            pick = prev_cpu         # select_idle_sibling(): the target itself
+        else:
+            span = m.topology.llc_span(prev_cpu)
+            start = span.index(prev_cpu)
+            pick = self._first_fit(p, [span[(start + i) % len(span)]
+                                       for i in range(1, len(span))], credit)
+        if pick is None:
+            return cpu
+        if pick != cpu:
+            self.stats["placements"] += 1
+        return pick
+
+    def _first_fit(self, p, cpus, credit):
+        """The first allowed CPU of ``cpus`` on a fully idle core, else the
+        first that is idle or runs a higher-credit function, else None."""
+        m = self.machine
+        idle = m.idle_cpus
+        allowed = p.cpus_allowed
+        first = None
+        for c in cpus:
+            if allowed is not None and c not in allowed:
+                continue
+            if c in idle:
+                if m.idle_core(c):
+                    return c
+                if first is None:
+                    first = c
+            elif first is None and self._higher_load(c, credit):
+                first = c
+        return first
+
+    # ------------------------------------------------------------------
+    # load balancing: the greedy Load Credit pull
+    def load_balance(self, dst_rq, span, idle):
+        if self.lags_balancing:
+            moved = self._lc_pull(dst_rq, span, idle)
+            if moved:
+                return moved
+        return super().load_balance(dst_rq, span, idle)
+
+    def _lc_pull(self, dst_rq, span, idle):
+        """Move the waiting task of the lowest-credit function in ``span``
+        to ``dst_rq`` if dst is (becoming) idle or runs a task of a function
+        with a higher credit, where it will run at once."""
+        dst_cpu = dst_rq.cpu
+        dst_idle = idle != CPU_NOT_IDLE
+        cached = None
+        if not dst_idle:
+            cached = self._cached_credit(dst_cpu)
+            if cached is None:
+                return 0
+        m = self.machine
+        now = self.clock._now
+        best = best_src = None
+        best_credit = math.inf
+        for cpu in span:
+            src = m.rqs[cpu]
+            if src is dst_rq or src.nr_running < 2:
+                continue
+            for p in src.cfs_tasks:
+                if p is src.curr:
+                    continue
+                fn = self.function_of(p)
+                if fn is None:
+                    continue
+                credit = self.load_credit(fn, now)
+                if credit >= best_credit:
+                    continue
+                if cached is not None and not cached - credit > self.tie_margin:
+                    continue
+                if not self.can_migrate_task(p, dst_cpu, src, now):
+                    continue
+                best, best_src, best_credit = p, src, credit
+        if best is None:
+            return 0
+        m.move_queued_task(best, best_src, dst_rq)
+        self.stats["pulls"] += 1
+        return 1
+
+
+POLICY = LAGS
+CONFIG = LagsConfig

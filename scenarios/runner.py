@@ -1,0 +1,50 @@
+"""Run one composed scenario into a run directory: what `colosim run` and
+each job of `colosim sweep` do."""
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pyarrow as pa
+from omegaconf import DictConfig, OmegaConf
+
+from results.rundir import write_run_dir
+
+
+def generated_trace(cfg: DictConfig):
+    """The invocation trace of a generated workload (None for the others,
+    and for a workload replaying its own trace_file)."""
+    from scenarios.workloads import GENERATED, trace_for
+
+    if cfg.workload.name not in GENERATED or cfg.workload.get("trace_file"):
+        return None
+    return trace_for(OmegaConf.to_container(cfg, resolve=True))
+
+
+def run_scenario(cfg: DictConfig, out_dir: Path, progress=None) -> pa.Table:
+    """Simulate ``cfg`` and write its run directory at ``out_dir`` (named
+    after the run id); returns the summary table.  Nothing is written if
+    the run fails or is interrupted."""
+    # Imported here so `--help` and config errors work without loading the
+    # simulator, and tests can substitute sim.simulate.
+    from sim import simulate
+
+    trace = generated_trace(cfg)
+    kwargs = {"progress": progress} if progress else {}
+    if trace is not None:
+        kwargs["trace"] = trace
+    result = simulate(cfg, **kwargs)
+    summary = with_run_id(result.summary, out_dir.name)
+    tables = SimpleNamespace(summary=summary, requests=result.requests,
+                             intervals=result.intervals, trace=trace)
+    write_run_dir(tables, out_dir, cfg)
+    return summary
+
+
+def with_run_id(summary: pa.Table, run_id: str) -> pa.Table:
+    """The run directory's name is the run id, whatever the simulator put there."""
+    column = pa.array([run_id] * summary.num_rows, pa.string())
+    index = summary.schema.get_field_index("run_id")
+    if index < 0:
+        return summary.append_column("run_id", column)
+    return summary.set_column(index, "run_id", column)
