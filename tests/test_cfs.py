@@ -196,3 +196,27 @@ def test_smt_sibling_going_idle_speeds_up_the_other():
     # then has 150 ms left at full speed: done at 250 ms
     assert lat["/short"] == pytest.approx(0.100, abs=1e-6)
     assert lat["/long"] == pytest.approx(0.250, abs=1e-6)
+
+
+def test_blocked_load_of_an_idle_group_decays_out_of_tg_load_avg():
+    """update_blocked_averages(): a function that ran on both CPUs and went
+    quiet must stop counting in tg->load_avg (which other CPUs' group
+    shares divide by), while another function keeps the CPUs busy."""
+    from sim.api import build
+    from sim.engine import s_to_ns
+    from sim.workloads.trace import make_trace
+    n = 200
+    quiet = [("a", 0.005 * i, 0.004) for i in range(n)]           # busy for 1 s
+    busy = [("b", 0.01 * i, 0.009) for i in range(400)]          # all 4 s
+    rows = quiet + busy
+    trace = make_trace([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows],
+                       [1] * len(rows))
+    wl = {"name": "trace", "working_set_kb": 0, "cgroup_weight": 100, "nice": 0,
+          "parent_cgroup": "faas.slice", "trace_file": None}
+    engine, m, _, workload = build(make_cfg(wl, cores=2, duration_s=4.0), trace)
+    workload.start()
+    engine.run(s_to_ns(1.0))
+    peak = m.groups["/faas.slice/a"].load_avg
+    engine.run(s_to_ns(4.0))
+    assert peak > 200
+    assert m.groups["/faas.slice/a"].load_avg < 0.02 * peak

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
-from itertools import count
+from itertools import count, islice
 from typing import Optional
 
 from sim.sched_class import (CPU_IDLE, CPU_NEWLY_IDLE, CPU_NOT_IDLE, DEQUEUE_SLEEP,
@@ -31,6 +31,10 @@ SCHED_MIGRATION_COST_NS = 500_000
 BUSY_FACTOR = 16                 # sd_init() since v5.10
 IMBALANCE_PCT = 117
 MAX_LOAD_BALANCE_INTERVAL_MS_PER_CPU = 100   # update_max_interval(): HZ*ncpus/10 jiffies
+SCHED_NR_MIGRATE = 32           # sysctl_sched_nr_migrate
+# LOAD_AVG_PERIOD (32 ms): how often idle CPUs' blocked load is refreshed
+# (nohz.next_blocked)
+LOAD_AVG_PERIOD_NS = 32 * 1024 * 1000
 
 
 # kernel/sysctl.c bounds of the granularity sysctls
@@ -93,6 +97,13 @@ class CFS(KernelScheduler):
         self.cache_nice_tries = 1
         self._seq = count(1)
         self.clock = machine.engine.env
+        # rq->leaf_cfs_rq_list, reduced to the cfs_rqs whose load is blocked
+        # (nothing queued, load not yet decayed): only they need
+        # update_blocked_averages to decay and republish their load
+        self.blocked_cfs_rqs: list[dict] = [{} for _ in machine.rqs]
+        self.next_blocked = 0
+        self._h_load: dict = {}
+        self._h_load_at = -1
 
     # ------------------------------------------------------------------
     # timeline (the rbtree)
@@ -340,6 +351,24 @@ class CFS(KernelScheduler):
         cfs_rq.update_load_avg(now)
         se.update_avg(now)
         cfs_rq.load_avg = max(0.0, cfs_rq.load_avg + sign * se.weight * se.runnable_avg)
+        if sign < 0:
+            self.blocked_cfs_rqs[cfs_rq.cpu][cfs_rq] = None
+
+    def update_blocked_averages(self, cpu):
+        """update_blocked_averages(): decay the load of cfs_rqs with nothing
+        queued and publish it to tg->load_avg, so other CPUs' group shares
+        stop counting load that left; a fully decayed cfs_rq leaves the list
+        (cfs_rq_is_decayed)."""
+        now = self.clock._now
+        blocked = self.blocked_cfs_rqs[cpu]
+        for cfs_rq in list(blocked):
+            cfs_rq.update_load_avg(now)
+            if cfs_rq.nr_running:
+                del blocked[cfs_rq]       # queued again: its own updates publish it
+            elif cfs_rq.load_avg < 1.0:
+                cfs_rq.load_avg = 0.0
+                del blocked[cfs_rq]
+            cfs_rq.update_tg_load_avg()
 
     def attach_entity_load_avg(self, se):
         """Bring an arriving (new or migrated) task's load to its cfs_rq."""
@@ -403,6 +432,7 @@ class CFS(KernelScheduler):
             if cfs_rq.load_weight:
                 # don't dequeue the parent while it has other entities
                 break
+            self.blocked_cfs_rqs[cfs_rq.cpu][cfs_rq] = None
             flags |= DEQUEUE_SLEEP
         while se is not None:
             cfs_rq = se.cfs_rq
@@ -476,16 +506,30 @@ class CFS(KernelScheduler):
         if delta > ideal_runtime:
             cfs_rq.rq.need_resched = True
 
+    def entity_tick(self, cfs_rq, curr):
+        self._update_curr(cfs_rq)
+        self.update_load_avg(cfs_rq, curr)
+        self.update_cfs_group(curr)
+        if cfs_rq.nr_running > 1:
+            self.check_preempt_tick(cfs_rq, curr)
+
     def task_tick(self, rq, curr):
+        """task_tick_fair(): entity_tick() at every level of curr's hierarchy."""
+        self.nohz_stats_kick()
         se = curr.se
         while se is not None:
-            cfs_rq = se.cfs_rq
-            self._update_curr(cfs_rq)
-            self.update_load_avg(cfs_rq, se)
-            self.update_cfs_group(se)
-            if cfs_rq.nr_running > 1:
-                self.check_preempt_tick(cfs_rq, se)
+            self.entity_tick(se.cfs_rq, se)
             se = se.parent
+
+    def nohz_stats_kick(self):
+        """nohz_balancer_kick() with NOHZ_STATS_KICK: idle CPUs do not tick,
+        so a busy CPU's tick has every CPU's blocked load refreshed once per
+        LOAD_AVG_PERIOD."""
+        now = self.clock._now
+        if now >= self.next_blocked:
+            self.next_blocked = now + LOAD_AVG_PERIOD_NS
+            for cpu in range(len(self.blocked_cfs_rqs)):
+                self.update_blocked_averages(cpu)
 
     def hrtick_delay(self, rq):
         """hrtick_start_fair(): time left in curr's slice.  A slice already
@@ -593,8 +637,19 @@ class CFS(KernelScheduler):
     # ------------------------------------------------------------------
     # load balancing
     def cfs_rq_h_load(self, cfs_rq):
-        """update_cfs_rq_h_load(): the share of the CPU's load this cfs_rq carries."""
+        """update_cfs_rq_h_load(): the share of the CPU's load this cfs_rq
+        carries, computed at most once per instant (the kernel once per
+        jiffy: cfs_rq->last_h_load_update)."""
         now = self.clock._now
+        if self._h_load_at != now:
+            self._h_load_at = now
+            self._h_load.clear()
+        h_load = self._h_load.get(cfs_rq)
+        if h_load is None:
+            h_load = self._h_load[cfs_rq] = self._compute_h_load(cfs_rq, now)
+        return h_load
+
+    def _compute_h_load(self, cfs_rq, now):
         chain = []
         while cfs_rq.se is not None:
             chain.append(cfs_rq)
@@ -657,7 +712,9 @@ class CFS(KernelScheduler):
             imbalance = (busiest_load - local_load) / 2
         moved = 0
         dst_cpu = dst_rq.cpu
-        for p in list(src_rq.cfs_tasks):
+        # detach_tasks() examines at most loop_max = sysctl_sched_nr_migrate
+        # tasks, least recently run first
+        for p in list(islice(src_rq.cfs_tasks, SCHED_NR_MIGRATE)):
             if not self.can_migrate_task(p, dst_cpu, src_rq, now):
                 continue
             if imbalance is not None:
@@ -679,7 +736,9 @@ class CFS(KernelScheduler):
 
     def balance(self, rq, idle):
         """rebalance_domains() / newidle_balance() over rq's sched domains,
-        innermost first; stops at the first level that moved work."""
+        innermost first; stops at the first level that moved work.  Blocked
+        load is refreshed first (run_rebalance_domains, newidle_balance)."""
+        self.update_blocked_averages(rq.cpu)
         for sd in self.machine.topology.domains[rq.cpu]:
             moved = self.load_balance(rq, sd.span, idle)
             if moved:

@@ -25,15 +25,25 @@ the simulator's interface asks for:
 
 Features as in 6.6 features.h: PLACE_LAG, PLACE_DEADLINE_INITIAL,
 RUN_TO_PARITY and WAKEUP_PREEMPTION on (each a config flag), NEXT_BUDDY off
-and LAST_BUDDY/the skip buddy removed, so no buddy is ever set (the next
-buddy dequeue_task_fair() still nominates is ignored by pick_next_entity()
-while NEXT_BUDDY is off).  HRTICK (off in the kernel) is an option.
-reweight_entity() is 6.6's: vruntime stays, the relative deadline (queued)
-or vlag (not queued) is rescaled; 6.7's reweight_eevdf() is not modelled.
-Group entities always use the base slice (6.6; no min_slice propagation).
-Not modelled, beyond what cfs.py lists: DELAY_DEQUEUE (6.12), sched_yield,
-idle-policy entities, and the kernel's fixed-point __calc_delta (exact
-integer division, as in cfs.py).
+and LAST_BUDDY/the skip buddy removed (5e963f2bd465), so no buddy is ever
+set: pick_next_entity() reads the next buddy only under NEXT_BUDDY, and the
+one dequeue_task_fair() may still nominate would only count as cache hot
+(CACHE_HOT_BUDDY, not modelled).  HRTICK (off in the kernel) is an option
+and, as 6.6's hrtick_start_fair(), times what is left of se->slice since the
+pick, not the distance to the deadline.  reweight_entity() is 6.6's:
+vruntime stays, the relative deadline (queued) or vlag (not queued) is
+rescaled; 6.7's reweight_eevdf() is not modelled.  Group entities always use
+the base slice (6.6; no min_slice propagation).  Not modelled, beyond what
+cfs.py lists: DELAY_DEQUEUE (6.12), sched_yield, idle-policy entities, and
+the kernel's fixed-point __calc_delta (exact integer division, as in cfs.py).
+
+Two places where the machine's calls differ from the kernel's: the machine
+brings accounting up to date at instants the kernel would not (a burst that
+runs on, interval sampling), so its update_curr(rq) charges time without the
+deadline check, which the next kernel-side update_curr() makes; and
+__schedule() clears TIF_NEED_RESCHED after the pick, so a slice that ends
+during pick_next_task/put_prev_task (update_curr on the way) does not leave
+a stale reschedule behind.
 
 The timeline is a list sorted by (vruntime, sequence): vruntime, not
 deadline, as in 6.6's rbtree.  An entity's key never changes while queued
@@ -389,16 +399,12 @@ class EEVDF(CFS):
 
     # ------------------------------------------------------------------
     # preemption
-    def task_tick(self, rq, curr):
-        """entity_tick(): no check_preempt_tick any more; a used-up slice
-        reschedules from update_deadline()."""
-        se = curr.se
-        while se is not None:
-            cfs_rq = se.cfs_rq
-            self._update_curr(cfs_rq)
-            self.update_load_avg(cfs_rq, se)
-            self.update_cfs_group(se)
-            se = se.parent
+    def entity_tick(self, cfs_rq, curr):
+        """No check_preempt_tick any more: a used-up slice reschedules from
+        update_deadline()."""
+        self._update_curr(cfs_rq)
+        self.update_load_avg(cfs_rq, curr)
+        self.update_cfs_group(curr)
 
     def hrtick_delay(self, rq):
         """hrtick_start_fair() of 6.6: what is left of se->slice since the
