@@ -41,10 +41,10 @@ class CalibrationConfig:
 
 
 @dataclass
-class PoissonWorkload:
+class FunctionsWorkload:
+    """Keys every workload of function cgroups (parent_cgroup/func-N) has."""
     name: str = MISSING
     functions: int = MISSING
-    rate_rps: float = MISSING
     service: str = MISSING
     mean_service_s: float = MISSING
     service_sigma: float = MISSING
@@ -54,6 +54,11 @@ class PoissonWorkload:
     cgroup_shares: Optional[int] = None
     nice: int = MISSING
     parent_cgroup: str = MISSING
+
+
+@dataclass
+class PoissonWorkload(FunctionsWorkload):
+    rate_rps: float = MISSING
 
 
 @dataclass
@@ -102,65 +107,36 @@ class PeriodicWorkload:
 
 
 @dataclass
-class Azure2021Workload:
-    name: str = MISSING
-    functions: int = MISSING
-    source: str = MISSING  # synthetic | azure2019 | azure2021
-    source_path: Optional[str] = None  # the public trace's file or directory
-    demand_from: str = MISSING  # service | trace
-    service: str = MISSING
-    mean_service_s: float = MISSING
-    service_sigma: float = MISSING
+class GeneratedWorkload(FunctionsWorkload):
+    """Functions whose invocation trace scenarios/workloads generates."""
     burstiness: float = MISSING  # inter-arrival coefficient of variation
-    threads_per_request: int = MISSING
-    working_set_kb: int = MISSING
-    cgroup_weight: int = MISSING
-    cgroup_shares: Optional[int] = None
-    nice: int = MISSING
-    parent_cgroup: str = MISSING
     trace_file: Optional[str] = None  # set: replay this trace instead of generating one
 
 
 @dataclass
-class RandomWorkload:
-    name: str = MISSING
-    functions: int = MISSING
-    max_rate_rps: float = MISSING
-    service: str = MISSING
-    mean_service_s: Optional[float] = None  # null: matched to azure2021's CPU demand
-    service_sigma: float = MISSING
-    burstiness: float = MISSING
-    threads_per_request: int = MISSING
-    working_set_kb: int = MISSING
-    cgroup_weight: int = MISSING
-    cgroup_shares: Optional[int] = None
-    nice: int = MISSING
-    parent_cgroup: str = MISSING
-    trace_file: Optional[str] = None
+class Azure2021Workload(GeneratedWorkload):
+    source: str = MISSING  # synthetic | azure2019 | azure2021
+    source_path: Optional[str] = None  # the public trace's file or directory
+    demand_from: str = MISSING  # service | trace
 
 
 @dataclass
-class ResctlWorkload:
-    name: str = MISSING
+class RandomWorkload(GeneratedWorkload):
+    max_rate_rps: float = MISSING
+    mean_service_s: Optional[float] = None  # null: matched to azure2021's CPU demand
+
+
+@dataclass
+class ResctlWorkload(FunctionsWorkload):
     model: str = MISSING  # the simulator workload (resctl for every variant)
-    functions: int = MISSING
-    service: str = MISSING  # det | exp | lognormal | mix
-    mean_service_s: float = MISSING
-    service_sigma: float = MISSING
-    mix_s: Optional[List[float]] = None
+    mix_s: Optional[List[float]] = None  # service = mix: demands (s) and their probabilities
     mix_p: Optional[List[float]] = None
-    threads_per_request: int = MISSING
     lat_target_s: float = MISSING
     lat_target_pct: float = MISSING
     control_period_s: float = MISSING
     rps_target: Optional[float] = None
     initial_concurrency: int = MISSING
     concurrency_max: int = MISSING
-    working_set_kb: int = MISSING
-    cgroup_weight: int = MISSING
-    cgroup_shares: Optional[int] = None
-    nice: int = MISSING
-    parent_cgroup: str = MISSING
 
 
 @dataclass
