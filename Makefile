@@ -13,10 +13,11 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -e '.[dev]'
 	touch $@
 
+# The default scenario under each kernel scheduler, side by side.
 demo: $(VENV)/.installed
 	rm -rf runs/demo
-	$(BIN)/colosim run output_dir=runs/demo
-	@echo "Results: runs/demo (summary.parquet, requests.parquet, intervals.parquet, config.yaml)"
+	$(BIN)/colosim sweep --dir runs/demo scheduler=cfs,eevdf,lags,rr
+	@echo "Results: runs/demo (summary.parquet; one run directory per scheduler under runs/demo/runs)"
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest -q

@@ -54,3 +54,35 @@ def format_summary(summary: pa.Table) -> str:
     ]
     width = max(len(label) for label, _ in lines)
     return "\n".join(f"{label:<{width}}  {text}" for label, text in lines)
+
+
+# (column, heading, scale, format) of the sweep table
+SWEEP_COLUMNS = (
+    ("scheduler", "scheduler", None, "s"),
+    ("scenario", "workload", None, "s"),
+    ("seed", "seed", None, "d"),
+    ("throughput_rps", "req/s", 1.0, ",.1f"),
+    ("latency_p50_s", "p50 ms", 1e3, ",.1f"),
+    ("latency_p99_s", "p99 ms", 1e3, ",.1f"),
+    ("sched_overhead_frac", "overhead %", 1e2, ".2f"),
+    ("ctx_switch_rate_per_s", "switches/s", 1.0, ",.0f"),
+)
+
+
+def format_sweep(summary: pa.Table) -> str:
+    """One line per run of a sweep's summary, sorted by the leading columns."""
+    rows = sorted(summary.to_pylist(),
+                  key=lambda r: tuple(str(r.get(c)) for c, *_ in SWEEP_COLUMNS[:3]))
+
+    def cell(row, column, scale, fmt):
+        value = row.get(column)
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return MISSING
+        return format(value * scale if scale else value, fmt)
+
+    table = [[h for _, h, _, _ in SWEEP_COLUMNS]]
+    table += [[cell(r, c, scale, fmt) for c, _, scale, fmt in SWEEP_COLUMNS] for r in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(len(SWEEP_COLUMNS))]
+    return "\n".join("  ".join(v.rjust(w) if i >= 3 else v.ljust(w)
+                               for i, (v, w) in enumerate(zip(line, widths))).rstrip()
+                     for line in table)

@@ -12,7 +12,7 @@ from typing import TextIO
 from omegaconf import DictConfig, OmegaConf
 
 from results.rundir import RunDirExistsError, ensure_writable
-from results.summary import format_summary
+from results.summary import format_summary, format_sweep
 from scenarios.config import CONF_DIR, compose, default_options, expand_sweep, list_options
 from scenarios.validate import ConfigError
 
@@ -118,6 +118,8 @@ def _sweep(args: argparse.Namespace) -> int:
         return _fail(f"the sweep failed (exit {exc.code}); completed runs are in {sweep_dir}")
     table = sweeps.collect(sweep_dir, swept)
     n = 0 if table is None else table.num_rows
+    if n:
+        print(format_sweep(table), end="\n\n")
     print(f"{n} run(s) in {sweep_dir} ({time.perf_counter() - t0:.1f} s wall); "
           f"summary: {sweep_dir / sweeps.SUMMARY}")
     return 0

@@ -80,3 +80,11 @@ def test_an_experiment_runs_end_to_end_with_overrides(tmp_path):
     assert {r["experiment"] for r in rows} == {"lags_fig3"}
     # the generated trace is stored with the run that replayed it
     assert len(list((sweep_dir / "runs").glob("*/trace.parquet"))) == 1
+
+
+def test_sweep_prints_one_line_per_run(tmp_path, capsys):
+    assert main(["sweep", "--quiet", "--dir", str(tmp_path / "sw"), *BASE,
+                 "scheduler=cfs,eevdf"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[:3] == ["scheduler", "workload", "seed"]
+    assert [line.split()[0] for line in out[1:3]] == ["cfs", "eevdf"]
