@@ -45,16 +45,23 @@ def compose(overrides: Iterable[str] = ()) -> DictConfig:
     Raises ConfigError, with a message naming the offending key, for unknown
     options or keys, wrong types and out-of-range values.
     """
-    overrides = list(overrides)
+    cfg = _compose(list(overrides))
+    validate(cfg)
+    return cfg
+
+
+def _compose(overrides: list[str], return_hydra_config: bool = False) -> DictConfig:
+    """Hydra's compose on scenarios/conf, resolved, with errors that name the key."""
     _check_group_choices(overrides)
     schema.register()
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cfg = hydra_compose(config_name="config", overrides=overrides)
-        OmegaConf.resolve(cfg)
+            cfg = hydra_compose(config_name="config", overrides=overrides,
+                                return_hydra_config=return_hydra_config)
+        if not return_hydra_config:     # hydra's own node has runtime-only interpolations
+            OmegaConf.resolve(cfg)
     except (HydraException, OmegaConfBaseException) as err:
         raise ConfigError(_explain(err)) from err
-    validate(cfg)
     return cfg
 
 
@@ -88,14 +95,7 @@ def expand_sweep(overrides: Iterable[str]) -> tuple[list[list[str]], list[str]]:
 
 def _experiment_sweep_params(overrides: list[str]) -> dict[str, str]:
     """hydra.sweeper.params set by the selected experiment file, if any."""
-    _check_group_choices(overrides)
-    schema.register()
-    try:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cfg = hydra_compose(config_name="config", overrides=overrides,
-                                return_hydra_config=True)
-    except (HydraException, OmegaConfBaseException) as err:
-        raise ConfigError(_explain(err)) from err
+    cfg = _compose(overrides, return_hydra_config=True)
     params = OmegaConf.select(cfg, "hydra.sweeper.params") or {}
     return {str(k): str(v) for k, v in params.items()}
 

@@ -15,7 +15,10 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from policies.kernel import PLANNED as PLANNED_POLICIES
 from sim.sched_class import RT_PRIORITY_RANGE, TASK_POLICIES
-from scenarios.schema import PLANNED_OPTIONS, WORKLOAD_SCHEMAS, scheduler_schemas
+from scenarios.schema import (PLANNED_OPTIONS, WORKLOAD_SCHEMAS, Azure2021Workload,
+                              FunctionsWorkload, PeriodicWorkload, PoissonWorkload,
+                              RandomWorkload, ResctlWorkload, WorkerPoolWorkload,
+                              scheduler_schemas)
 from scenarios.workloads.azure2021 import DEMAND_FROM, SOURCES
 
 SERVICE_DISTRIBUTIONS = ("exp", "det", "lognormal")
@@ -287,56 +290,48 @@ def _check_calibration(c: _Checks) -> None:
 def _check_workload(c: _Checks) -> None:
     if not _check_option(c, "workload", WORKLOAD_SCHEMAS):
         return
-    name = c.get("workload.name")
-    if name == "periodic":
-        _check_periodic(c)
-        return
-    if name == "azure2021":
-        _check_azure2021(c)
-        return
-    if name == "random":
-        _check_random(c)
-        return
-    if name.startswith("resctl"):
-        _check_resctl(c)
-        return
+    schema = WORKLOAD_SCHEMAS[c.get("workload.name")]
+    if issubclass(schema, FunctionsWorkload):
+        _check_functions(c)
+    CHECKS[schema](c)
+
+
+def _check_functions(c: _Checks) -> None:
+    """Keys every workload of function cgroups has (FunctionsWorkload)."""
+    c.at_least("workload.functions", 1)
+    c.positive("workload.service_sigma")
+    c.at_least("workload.threads_per_request", 1)
+    c.at_least("workload.working_set_kb", 0)
+    c.within("workload.cgroup_weight", CPU_WEIGHT_RANGE)
+    c.optional_within("workload.cgroup_shares", CPU_SHARES_RANGE)
+    c.within("workload.nice", NICE_RANGE)
+    c.cgroup_name("workload.parent_cgroup")
+
+
+def _check_poisson(c: _Checks) -> None:
+    c.positive("workload.rate_rps")
+    c.one_of("workload.service", SERVICE_DISTRIBUTIONS)
+    c.positive("workload.mean_service_s")
+
+
+def _check_worker_pool(c: _Checks) -> None:
     c.positive("workload.rate_rps")
     c.one_of("workload.service", SERVICE_DISTRIBUTIONS)
     c.positive("workload.mean_service_s")
     c.positive("workload.service_sigma")
     c.at_least("workload.working_set_kb", 0)
     c.within("workload.nice", NICE_RANGE)
-    if name == "poisson":
-        c.at_least("workload.functions", 1)
-        c.at_least("workload.threads_per_request", 1)
-        c.within("workload.cgroup_weight", CPU_WEIGHT_RANGE)
-        c.optional_within("workload.cgroup_shares", CPU_SHARES_RANGE)
-        c.cgroup_name("workload.parent_cgroup")
-    else:
-        c.at_least("workload.workers", 1)
-        c.at_least("workload.capacity", 0)
+    c.at_least("workload.workers", 1)
+    c.at_least("workload.capacity", 0)
 
 
 def _check_resctl(c: _Checks) -> None:
     c.require("workload.model", c.get("workload.model") == "resctl", "must be resctl")
-    c.at_least("workload.functions", 1)
     if c.one_of("workload.service", SERVICE_DISTRIBUTIONS + ("mix",)):
         if c.get("workload.service") == "mix":
-            mix_s, mix_p = c.get("workload.mix_s"), c.get("workload.mix_p")
-            if c.require("workload.mix_s", bool(mix_s), "must list demands when service = mix",
-                         None if mix_s is None else list(mix_s)) and \
-                    c.require("workload.mix_p", mix_p is not None and len(mix_p) == len(mix_s),
-                              "must give one probability per mix_s entry",
-                              None if mix_p is None else list(mix_p)):
-                for i in range(len(mix_s)):
-                    c.positive(f"workload.mix_s[{i}]")
-                    c.within(f"workload.mix_p[{i}]", (0, 1))
-                c.require("workload.mix_p", abs(sum(mix_p) - 1) < 1e-9, "must sum to 1",
-                          list(mix_p))
+            _check_mix(c)
         else:
             c.positive("workload.mean_service_s")
-    c.positive("workload.service_sigma")
-    c.at_least("workload.threads_per_request", 1)
     c.positive("workload.lat_target_s")
     if c.positive("workload.lat_target_pct"):
         c.require("workload.lat_target_pct", c.get("workload.lat_target_pct") <= 1,
@@ -346,15 +341,26 @@ def _check_resctl(c: _Checks) -> None:
         c.positive("workload.rps_target")
     c.at_least("workload.initial_concurrency", 1)
     c.at_least("workload.concurrency_max", c.get("workload.initial_concurrency"))
-    c.at_least("workload.working_set_kb", 0)
-    c.within("workload.cgroup_weight", CPU_WEIGHT_RANGE)
-    c.optional_within("workload.cgroup_shares", CPU_SHARES_RANGE)
-    c.within("workload.nice", NICE_RANGE)
-    c.cgroup_name("workload.parent_cgroup")
+
+
+def _check_mix(c: _Checks) -> None:
+    """service = mix: demands mix_s drawn with probabilities mix_p."""
+    mix_s, mix_p = c.get("workload.mix_s"), c.get("workload.mix_p")
+    if not c.require("workload.mix_s", bool(mix_s), "must list demands when service = mix",
+                     None if mix_s is None else list(mix_s)):
+        return
+    if not c.require("workload.mix_p", mix_p is not None and len(mix_p) == len(mix_s),
+                     "must give one probability per mix_s entry",
+                     None if mix_p is None else list(mix_p)):
+        return
+    for i in range(len(mix_s)):
+        c.positive(f"workload.mix_s[{i}]")
+        c.within(f"workload.mix_p[{i}]", (0, 1))
+    c.require("workload.mix_p", abs(sum(mix_p) - 1) < 1e-9, "must sum to 1", list(mix_p))
 
 
 def _check_azure2021(c: _Checks) -> None:
-    _check_generated_functions(c)
+    _check_generated(c)
     c.positive("workload.mean_service_s")
     c.one_of("workload.demand_from", DEMAND_FROM)
     if not c.one_of("workload.source", SOURCES):
@@ -369,24 +375,16 @@ def _check_azure2021(c: _Checks) -> None:
 
 
 def _check_random(c: _Checks) -> None:
-    _check_generated_functions(c)
+    _check_generated(c)
     c.positive("workload.max_rate_rps")
     if c.get("workload.mean_service_s") is not None:
         c.positive("workload.mean_service_s")
 
 
-def _check_generated_functions(c: _Checks) -> None:
-    """Keys azure2021 and random share: functions with generated request streams."""
-    c.at_least("workload.functions", 1)
+def _check_generated(c: _Checks) -> None:
+    """Keys azure2021 and random add: functions with generated request streams."""
     c.one_of("workload.service", SERVICE_DISTRIBUTIONS)
-    c.positive("workload.service_sigma")
     c.positive("workload.burstiness")
-    c.at_least("workload.threads_per_request", 1)
-    c.at_least("workload.working_set_kb", 0)
-    c.within("workload.cgroup_weight", CPU_WEIGHT_RANGE)
-    c.optional_within("workload.cgroup_shares", CPU_SHARES_RANGE)
-    c.within("workload.nice", NICE_RANGE)
-    c.cgroup_name("workload.parent_cgroup")
     if c.get("workload.trace_file") is not None:
         c.require("workload.trace_file", bool(c.get("workload.trace_file")),
                   "must be a path (or null to generate the trace)")
@@ -438,3 +436,14 @@ def _check_schema_matches(c: _Checks, group: str, schema: type, key: str = "name
         selected is schema,
         f"does not match the selected {group} option; {hint}",
     )
+
+
+# the range checks of each workload schema (FunctionsWorkload keys first)
+CHECKS = {
+    PoissonWorkload: _check_poisson,
+    WorkerPoolWorkload: _check_worker_pool,
+    PeriodicWorkload: _check_periodic,
+    Azure2021Workload: _check_azure2021,
+    RandomWorkload: _check_random,
+    ResctlWorkload: _check_resctl,
+}

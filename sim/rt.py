@@ -174,24 +174,20 @@ class RtClass:
         rt_rq = self.rt_rqs[cpu]
         return rt_rq.highest_prio() if rt_rq.rt_nr_running else MAX_RT_PRIO
 
-    def find_lowest_rq(self, p):
-        """A CPU whose cpupri is the lowest one below p's priority: p's own
-        CPU if it qualifies, else the nearest (cpumask of the smallest sched
-        domain first); None if every CPU runs RT work at least as important."""
+    def find_lowest_rq(self, p, cpu: int):
+        """A CPU whose cpupri is the lowest one below p's priority: ``cpu``
+        (p's CPU) if it qualifies, else the nearest (cpumask of the smallest
+        sched domain first); None if every CPU runs RT work at least as
+        important."""
         allowed = p.cpus_allowed
-        candidates = [c for c in range(len(self.rt_rqs))
-                      if (allowed is None or c in allowed) and self.cpupri(c) > p.prio]
-        if not candidates:
+        pri = {c: self.cpupri(c) for c in range(len(self.rt_rqs))
+               if allowed is None or c in allowed}
+        below = [c for c, v in pri.items() if v > p.prio]
+        if not below:
             return None
-        lowest = max(self.cpupri(c) for c in candidates)
-        lowest_mask = {c for c in candidates if self.cpupri(c) == lowest}
-        cpu = p.cpu if p.cpu >= 0 else 0
-        if cpu in lowest_mask:
-            return cpu
-        for c in self.machine.cpus_by_distance[cpu]:
-            if c in lowest_mask:
-                return c
-        return None  # pragma: no cover - lowest_mask is not empty
+        lowest = max(pri[c] for c in below)
+        return next(c for c in self.machine.cpus_by_distance[cpu]
+                    if c in pri and pri[c] == lowest and pri[c] > p.prio)
 
     def select_task_rq(self, p, prev_cpu: int, wake_flags: int) -> int:
         """select_task_rq_rt()"""
@@ -202,9 +198,7 @@ class RtClass:
             return prev_cpu
         curr = self.machine.rqs[prev_cpu].curr
         if curr is not None and curr.prio < MAX_RT_PRIO and curr.prio <= p.prio:
-            saved, p.cpu = p.cpu, prev_cpu
-            target = self.find_lowest_rq(p)
-            p.cpu = saved
+            target = self.find_lowest_rq(p, prev_cpu)
             if target is not None and p.prio < self.cpupri(target):
                 return target
         return prev_cpu
@@ -226,7 +220,7 @@ class RtClass:
             p = self._pushable(rq)
             if p is None:
                 return
-            target = self.find_lowest_rq(p)
+            target = self.find_lowest_rq(p, rq.cpu)
             if target is None or target == rq.cpu or not p.prio < self.cpupri(target):
                 return
             m.move_queued_task(p, rq, m.rqs[target])

@@ -319,18 +319,28 @@ class CFS(KernelScheduler):
                 s.cfs_rq.next = None
                 s = s.parent
 
+    @staticmethod
+    def entity_before(a, b):
+        return a.vruntime < b.vruntime
+
+    def wakeup_preempt_buddy(self, buddy, left):
+        """pick_next_entity()'s wakeup_preempt_entity() test of a buddy
+        against the leftmost entity; a policy that orders entities by
+        something other than vruntime overrides it with entity_before."""
+        return self.wakeup_preempt_entity(buddy, left)
+
     def pick_next_entity(self, cfs_rq, curr):
         left = self.__pick_first_entity(cfs_rq)
-        if left is None or (curr is not None and curr.vruntime < left.vruntime):
+        if left is None or (curr is not None and self.entity_before(curr, left)):
             left = curr
         se = left
         # prefer the last buddy: give the CPU back to a preempted task
         last = cfs_rq.last
-        if last is not None and self.wakeup_preempt_entity(last, left) < 1:
+        if last is not None and self.wakeup_preempt_buddy(last, left) < 1:
             se = last
         # someone really wants this to run: if it is not unfair, run it
         nxt = cfs_rq.next
-        if nxt is not None and self.wakeup_preempt_entity(nxt, left) < 1:
+        if nxt is not None and self.wakeup_preempt_buddy(nxt, left) < 1:
             se = nxt
         if last is not None or nxt is not None:
             self.clear_buddies(cfs_rq, se)

@@ -493,34 +493,17 @@ class LAGS(CFS):
             return min(tied, key=lambda s: (s[1].vruntime, s[2]))[1]
         return min(tied, key=lambda s: s[2])[1]
 
-    def _lc_wakeup_preempt_entity(self, curr, se):
-        """wakeup_preempt_entity() for the buddies of pick_next_entity():
-        1 if ``se`` should run instead of ``curr``, by credit between
-        functions (tie: by vruntime, or -1 under fifo)."""
-        if self._aware_se(curr) and self._aware_se(se):
-            c = self.credit_cmp(curr, se)
+    def wakeup_preempt_buddy(self, buddy, left):
+        """1 if ``buddy`` should not run instead of the leftmost entity: by
+        credit between functions (tie: by vruntime, or -1 under fifo);
+        CFS's vruntime test otherwise."""
+        if self.lags_ordering and self._aware_se(buddy) and self._aware_se(left):
+            c = self.credit_cmp(buddy, left)
             if c:
                 return c
             if self.tie_break == "fifo":
                 return -1
-        return self.wakeup_preempt_entity(curr, se)
-
-    def pick_next_entity(self, cfs_rq, curr):
-        if not self.lags_ordering:
-            return super().pick_next_entity(cfs_rq, curr)
-        left = self._CFS__pick_first_entity(cfs_rq)
-        if left is None or (curr is not None and self.entity_before(curr, left)):
-            left = curr
-        se = left
-        last = cfs_rq.last
-        if last is not None and self._lc_wakeup_preempt_entity(last, left) < 1:
-            se = last
-        nxt = cfs_rq.next
-        if nxt is not None and self._lc_wakeup_preempt_entity(nxt, left) < 1:
-            se = nxt
-        if last is not None or nxt is not None:
-            self.clear_buddies(cfs_rq, se)
-        return se
+        return self.wakeup_preempt_entity(buddy, left)
 
     # ------------------------------------------------------------------
     # preemption
