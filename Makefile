@@ -18,6 +18,8 @@ demo: $(VENV)/.installed
 	rm -rf runs/demo
 	$(BIN)/colosim sweep --dir runs/demo scheduler=cfs,eevdf,lags,rr
 	@echo "Results: runs/demo (summary.parquet; one run directory per scheduler under runs/demo/runs)"
+	$(BIN)/colosim compare runs/demo --metric goodput_rps,latency_p99_s,sched_overhead_frac
+	$(BIN)/colosim report runs/demo
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest -q

@@ -70,9 +70,13 @@ INTERVALS_OPTIONAL = pa.schema(
     [
         ("usage_frac", pa.float64()),  # usage_s / (interval length x host CPUs)
         ("nr_running_mean", pa.float64()),
+        # the cgroup's own cpu.stat bandwidth counters, counted over the interval
         ("nr_periods", pa.int64()),
         ("nr_throttled", pa.int64()),
         ("throttled_time_s", pa.float64()),
+        ("nr_bursts", pa.int64()),
+        ("burst_time_s", pa.float64()),
+        # cpu.max in force at the interval's end
         ("quota_us", pa.int64()),  # null = no limit
         ("period_us", pa.int64()),
     ]

@@ -30,7 +30,9 @@ def format_summary(summary: pa.Table) -> str:
         (
             "scenario",
             f"{get('scenario')} on {get('host')}, scheduler {get('scheduler')}, "
-            f"seed {get('seed')}",
+            + (f"controller {get('controllers')}, " if get("controllers") not in ("", "none")
+               else "")
+            + f"seed {get('seed')}",
         ),
         ("duration", f"{num('duration_s', ',.1f')} s simulated"),
         ("requests", f"{num('n_requests', ',d')}, {num('n_dropped', ',d')} dropped"),

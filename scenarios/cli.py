@@ -72,7 +72,150 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--quiet", action="store_true",
                        help="no progress lines (also: COLOSIM_QUIET=1)")
     sweep.set_defaults(handler=_sweep)
+    _add_results_commands(commands)
+    _add_cleanup_command(commands)
     return parser
+
+
+def _add_cleanup_command(commands) -> None:
+    """`colosim cleanup` (backends/real/): leftovers of a crashed real-host run."""
+    cleanup = commands.add_parser(
+        "cleanup",
+        help="remove colosim-* cgroups left by a crashed real-host run (kills their processes)",
+        description="Kill the processes in every colosim-* cgroup, in every cgroup hierarchy, "
+        "remove those cgroups, and list what was removed. Needs root. Touches nothing "
+        "outside the colosim- prefix.",
+    )
+    cleanup.add_argument("--run", default=None,
+                         help="only the run named RUN (cgroups colosim-RUN); default: every run")
+    cleanup.add_argument("--dry-run", action="store_true",
+                         help="list the colosim-* cgroups and their processes, change nothing")
+    cleanup.set_defaults(handler=_cleanup)
+
+
+def _cleanup(args: argparse.Namespace) -> int:
+    from backends.real import cgroupfs
+
+    try:
+        layout = cgroupfs.detect_layout()
+        tops = cgroupfs.find_leftovers(layout)
+        if args.run is not None:
+            name = args.run if args.run.startswith(cgroupfs.PREFIX) else cgroupfs.PREFIX + args.run
+            tops = [t for t in tops if t.name == name]
+        if not tops:
+            print("nothing to clean up: no colosim-* cgroups")
+            return 0
+        if args.dry_run:
+            for t in tops:
+                print(f"would remove {t} (processes: {cgroupfs.tree_pids(t) or 'none'})")
+            return 0
+        if os.geteuid() != 0:
+            return _fail(f"cleanup needs root (running as uid {os.geteuid()}); found: "
+                         + ", ".join(map(str, tops)))
+        for t in tops:
+            removed, killed = cgroupfs.remove_tree(t, layout)
+            for pid in killed:
+                print(f"killed pid {pid} (in {t})")
+            for d in removed:
+                print(f"removed {d}")
+    except cgroupfs.CgroupError as e:
+        return _fail(e)
+    return 0
+
+
+def _add_results_commands(commands) -> None:
+    """`colosim compare` and `colosim report` (results/)."""
+    from results.compare import DEFAULT_METRICS, FORMATTERS
+
+    compare = commands.add_parser(
+        "compare",
+        help="compare policies across run/sweep directories, with bootstrap CIs over seeds",
+        description="One table per metric: runs grouped by the parameters that vary between "
+        "them, each policy's mean over seeds and its delta against a baseline policy, with "
+        "percentile bootstrap confidence intervals over seeds (paired by seed when both "
+        "policies ran the same seeds).",
+        epilog="""examples:
+  colosim compare sweeps/density
+  colosim compare runs/a runs/b --metric latency_p99_s --baseline eevdf
+  colosim compare sweeps/x --format csv > x.csv    long form, full precision
+
+A policy is the scheduler, plus the controllers when they vary.  Latencies are
+shown in ms and fractions in % (the CSV keeps the columns' own units).  With a
+single seed a cell says "n=1, no CI": sweep seed=0,1,2,... for intervals.
+""",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    compare.add_argument("dirs", nargs="+", metavar="DIR", type=Path,
+                         help="a run directory or a sweep directory (any mix)")
+    compare.add_argument("--metric", action="append", metavar="NAME", default=None,
+                         help="summary column to compare; repeat or comma-separate "
+                         f"(default: {', '.join(DEFAULT_METRICS)})")
+    compare.add_argument("--baseline", default=None, metavar="POLICY",
+                         help="policy the deltas are taken against (default: cfs, or the "
+                         "first policy present when there is no cfs run)")
+    compare.add_argument("--ci", type=float, default=0.95,
+                         help="confidence level of the intervals (default 0.95)")
+    compare.add_argument("--resamples", type=int, default=2000,
+                         help="bootstrap resamples (default 2000; seeded, so reproducible)")
+    compare.add_argument("--format", choices=list(FORMATTERS), default="text",
+                         help="text (default), markdown, or csv (long form)")
+    compare.set_defaults(handler=_compare)
+
+    report = commands.add_parser(
+        "report",
+        help="write a self-contained HTML report (plots and comparison tables)",
+        description="Write one self-contained HTML file (plots embedded as PNG) for a run "
+        "or sweep directory: latency CDFs per policy, goodput and throughput vs density, "
+        "scheduler overhead and cost per switch vs density, CPU entitlement over time of "
+        "autoscaled cgroups, and the `colosim compare` tables.",
+        epilog="""examples:
+  colosim report runs/demo                      writes runs/demo/report.html
+  colosim report sweeps/density --out /tmp/density.html
+
+The density axis is the swept numeric key (workload.functions when swept).
+A plot without data is left out, with a sentence saying why.
+""",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    report.add_argument("dir", metavar="DIR", type=Path, help="a run or sweep directory")
+    report.add_argument("--out", type=Path, default=None,
+                        help="HTML file to write (default: DIR/report.html)")
+    report.add_argument("--baseline", default=None, metavar="POLICY",
+                        help="baseline policy of the comparison tables (default: cfs)")
+    report.add_argument("--ci", type=float, default=0.95,
+                        help="confidence level of the intervals (default 0.95)")
+    report.add_argument("--resamples", type=int, default=2000,
+                        help="bootstrap resamples (default 2000)")
+    report.set_defaults(handler=_report)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from results.compare import FORMATTERS, compare
+    from results.readers import ResultsError, open_results
+
+    metrics = None
+    if args.metric:
+        metrics = [m.strip() for arg in args.metric for m in arg.split(",") if m.strip()]
+    try:
+        comparison = compare(open_results(*args.dirs), metrics, args.baseline, args.ci,
+                             args.resamples)
+    except ResultsError as err:
+        return _fail(err)
+    print(FORMATTERS[args.format](comparison), end="")
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from results.readers import ResultsError
+    from results.report import write_report
+
+    try:
+        path = write_report(args.dir, args.out, baseline=args.baseline, ci=args.ci,
+                            resamples=args.resamples)
+    except ResultsError as err:
+        return _fail(err)
+    print(f"report: {path}")
+    return 0
 
 
 def _sweep_epilog() -> str:
@@ -85,16 +228,34 @@ def _sweep_epilog() -> str:
 
 Config groups and keys are those of `colosim run --help`.  The default launcher
 is joblib on all cores; hydra/launcher=<name> picks another installed Hydra
-launcher plugin.
+launcher plugin:
+  hydra/launcher=ray                            a local Ray instance ('.[ray]')
+  hydra/launcher=colosim_ray_cluster            the Ray cluster of this node
+  hydra/launcher=colosim_slurm hydra.launcher.partition=cpu
+                                                a SLURM job array ('.[slurm]')
 """
 
 
 def _sweep(args: argparse.Namespace) -> int:
     from scenarios import sweep as sweeps
 
+    # --quiet reaches the jobs through the environment; restore it so a
+    # later sweep in the same process is not silenced too
+    previous = os.environ.get(sweeps.ENV_QUIET)
     if args.quiet:
         os.environ[sweeps.ENV_QUIET] = "1"
     try:
+        return _sweep_quietly_or_not(args, sweeps)
+    finally:
+        if previous is None:
+            os.environ.pop(sweeps.ENV_QUIET, None)
+        else:
+            os.environ[sweeps.ENV_QUIET] = previous
+
+
+def _sweep_quietly_or_not(args: argparse.Namespace, sweeps) -> int:
+    try:
+        sweeps.check_launcher(args.overrides)
         points, swept = expand_sweep(args.overrides)
     except ConfigError as err:
         return _fail(err)

@@ -29,7 +29,7 @@ def list_options() -> dict[str, list[str]]:
     return {
         group.name: sorted(p.stem for p in group.glob("*.yaml"))
         for group in sorted(CONF_DIR.iterdir())
-        if group.is_dir()
+        if group.is_dir() and group.name != "hydra"   # conf/hydra: launcher presets
     }
 
 

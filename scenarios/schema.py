@@ -11,6 +11,8 @@ from typing import Any, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+from policies.control import PLANNED as PLANNED_CONTROLLERS
+
 
 @dataclass
 class HostConfig:
@@ -24,6 +26,13 @@ class HostConfig:
     llc_ways: int = MISSING
     hz: int = MISSING
     smt_throughput: float = MISSING  # core throughput with all threads busy, vs one alone
+    # Memory model (sim/memory, docs/memory.md)
+    llc_slices: int = MISSING  # LLC slices per LLC (one per core/CHA on Intel server parts)
+    mem_bw_gbps: float = MISSING  # peak DRAM bandwidth per socket, GB/s (1e9 B/s)
+    rdt_num_closids: int = MISSING  # resctrl num_closids (root's included); 0 = no RDT
+    rdt_min_cbm_bits: int = MISSING  # resctrl info/L3/min_cbm_bits
+    mba_min_bandwidth: int = MISSING  # resctrl info/MB/min_bandwidth, percent
+    mba_bandwidth_gran: int = MISSING  # resctrl info/MB/bandwidth_gran, percent; 0 = no MBA
 
 
 @dataclass
@@ -37,6 +46,7 @@ class CalibrationConfig:
     cache_line_bytes: int = MISSING
     max_refill_bytes: int = MISSING
     cache_decay_ns: float = MISSING
+    queue_ns_per_log2: float = 0.0   # per doubling of the CPU's runnable tasks (sim/costmodel.py)
     description: str = MISSING
 
 
@@ -54,6 +64,13 @@ class FunctionsWorkload:
     cgroup_shares: Optional[int] = None
     nice: int = MISSING
     parent_cgroup: str = MISSING
+    # CFS bandwidth per function cgroup: v1 cpu.cfs_quota_us (null or -1: no
+    # limit), cpu.cfs_period_us, cpu.cfs_burst_us; or v2 cpu.max, cpu.max.burst
+    quota_us: Optional[int] = None
+    period_us: Optional[int] = 100_000
+    burst_us: Optional[int] = 0
+    cpu_max: Optional[str] = None  # "max 100000", "15000 100000" or "15000"
+    cpu_max_burst: Optional[int] = None
 
 
 @dataclass
@@ -88,6 +105,12 @@ class PeriodicGroup:
     sleep_ms: Optional[float] = None  # null: the workload's sleep_ms
     task_policy: Optional[str] = None  # normal | rr; null: scheduler.task_policy
     rt_priority: Optional[int] = None  # 1..99 for rr; null: scheduler.rt_priority
+    # cpu.max of this group; all null: the workload's (see PeriodicWorkload)
+    quota_us: Optional[int] = None
+    period_us: Optional[int] = None
+    burst_us: Optional[int] = None
+    cpu_max: Optional[str] = None
+    cpu_max_burst: Optional[int] = None
 
 
 @dataclass
@@ -101,9 +124,55 @@ class PeriodicWorkload:
     cgroup_shares: Optional[int] = None
     groups: Optional[List[PeriodicGroup]] = None
     working_set_kb: int = MISSING
+    # CFS bandwidth of each group's cgroup, spelled as in FunctionsWorkload
+    # (period_us null: 100000, burst_us null: 0)
     quota_us: Optional[int] = None
-    period_us: Optional[int] = None
-    burst_us: Optional[int] = None
+    period_us: Optional[int] = 100_000
+    burst_us: Optional[int] = 0
+    cpu_max: Optional[str] = None
+    cpu_max_burst: Optional[int] = None
+
+
+@dataclass
+class EbizzyWorkload(PeriodicWorkload):
+    """Sleeping ebizzy: periodic threads with CATCloud's presets (sim/workloads/ebizzy.py)."""
+    preset: Optional[str] = None  # exp1 (20/150) | exp2 (40/30) | null: run_ms/sleep_ms as given
+    run_ms: Optional[float] = None  # null: the preset's
+    sleep_ms: Optional[float] = None
+
+
+@dataclass
+class WebserverWorkload(WorkerPoolWorkload):
+    """Seed 000's server (sim/workloads/webserver.py): batched accept thread,
+    bounded app queue (capacity), worker pool."""
+    clients: Optional[int] = None  # null: open loop at rate_rps; N: N closed-loop clients
+    think_s: float = MISSING  # closed loop: a client's pause between response and next request
+    backlog: int = MISSING  # listen backlog: connections waiting to be accepted
+    batch_size: int = MISSING  # connections per batch handed to the queue
+    batch_window_ms: float = MISSING  # a batch is handed over at most this long after its first
+    accept_us: float = MISSING  # accept thread CPU per connection
+    trace_file: Optional[str] = None  # open loop: replay these arrivals (invocation trace)
+
+
+@dataclass
+class NoisyJobsWorkload:
+    """The noisy-neighbor thesis's job stream (scenarios/workloads/noisy_jobs.py)."""
+    name: str = MISSING
+    scenario: str = MISSING  # low_demand | high_utilization | exceeding_demand
+    priority_share: Optional[float] = None  # null: the scenario's (0.1 / 0.2 / 0.5)
+    interarrival_mean_s: float = MISSING
+    interarrival_sd_s: float = MISSING
+    length_mean_s: float = MISSING
+    length_sd_s: float = MISSING
+    length_min_s: float = MISSING
+    cores: List[int] = MISSING  # threads per job, drawn uniformly from this list
+    high_sensitivity_frac: float = MISSING
+    working_set_kb: int = MISSING
+    cgroup_weight: int = MISSING
+    cgroup_shares: Optional[int] = None
+    nice: int = MISSING
+    parent_cgroup: str = MISSING
+    trace_file: Optional[str] = None  # set: replay this job trace instead of generating one
 
 
 @dataclass
@@ -147,6 +216,7 @@ class Config:
     # own schema (base_<option>) through its defaults list.
     workload: Any = MISSING
     scheduler: Any = MISSING
+    controller: Any = MISSING
     experiment: str = MISSING
     seed: int = MISSING
     duration_s: float = MISSING
@@ -167,6 +237,9 @@ WORKLOAD_SCHEMAS = {
     "resctl": ResctlWorkload,
     "resctl_parallel": ResctlWorkload,
     "resctl_mix": ResctlWorkload,
+    "ebizzy": EbizzyWorkload,
+    "webserver": WebserverWorkload,
+    "noisy_jobs": NoisyJobsWorkload,
 }
 
 
@@ -176,17 +249,22 @@ def scheduler_schemas() -> dict[str, type]:
     return {name: kernel.module(name).CONFIG for name in kernel.available()}
 
 
+def controller_schemas() -> dict[str, type]:
+    """Each controller module brings its own config dataclass (CONFIG);
+    ``none`` runs no controller and has only the common keys."""
+    from policies import control
+    schemas = {name: control.module(name).CONFIG for name in control.available()}
+    return {control.NONE: control.ControlConfig, **schemas}
+
+
 # Names DESIGN.md reserves for options that do not exist yet; selecting one
 # says so instead of "unknown option".
 PLANNED_OPTIONS = {
     "host": (),
-    "calibration": ("e5-2430l",),
+    "calibration": (),
     "scheduler": (),
-    "workload": (
-        "ebizzy",
-        "noisy_jobs",
-        "webserver",
-    ),
+    "controller": PLANNED_CONTROLLERS,
+    "workload": (),
 }
 
 
@@ -198,3 +276,5 @@ def register() -> None:
         cs.store(group="workload", name=f"{SCHEMA_PREFIX}{name}", node=node)
     for name, node in scheduler_schemas().items():
         cs.store(group="scheduler", name=f"{SCHEMA_PREFIX}{name}", node=node)
+    for name, node in controller_schemas().items():
+        cs.store(group="controller", name=f"{SCHEMA_PREFIX}{name}", node=node)

@@ -13,10 +13,11 @@ column per swept key.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import sys
-import time
+import threading
 from pathlib import Path
 
 import hydra
@@ -27,13 +28,36 @@ from omegaconf import DictConfig, OmegaConf
 
 from scenarios import schema
 from scenarios.config import CONF_DIR
-from scenarios.validate import validate
+from scenarios.validate import ConfigError, validate
 
 RUNS = "runs"
 SUMMARY = "summary.parquet"
 ENV_TOTAL = "COLOSIM_SWEEP_TOTAL"
 ENV_QUIET = "COLOSIM_QUIET"
 ENV_KEYS = "COLOSIM_SWEEP_KEYS"
+
+
+# launchers whose Hydra plugin comes with one of colosim's extras
+LAUNCHER_EXTRAS = {
+    "ray": ("hydra_plugins.hydra_ray_launcher", "ray"),
+    "colosim_ray_cluster": ("hydra_plugins.hydra_ray_launcher", "ray"),
+    "submitit_local": ("hydra_plugins.hydra_submitit_launcher", "slurm"),
+    "submitit_slurm": ("hydra_plugins.hydra_submitit_launcher", "slurm"),
+    "colosim_slurm": ("hydra_plugins.hydra_submitit_launcher", "slurm"),
+}
+
+
+def check_launcher(overrides: list[str]) -> None:
+    """A launcher whose plugin is not installed fails here, with the extra
+    that installs it, rather than in Hydra with a list of what is."""
+    for override in overrides:
+        if not override.startswith("hydra/launcher="):
+            continue
+        name = override.split("=", 1)[1]
+        module, extra = LAUNCHER_EXTRAS.get(name, (None, None))
+        if module and importlib.util.find_spec(module) is None:
+            raise ConfigError(f"hydra/launcher={name} needs Hydra's launcher plugin, "
+                              f"which is not installed: pip install -e '.[{extra}]'")
 
 
 def config_hash(cfg: DictConfig) -> str:
@@ -64,18 +88,67 @@ def sweep_job(cfg: DictConfig) -> str:
     if (out / SUMMARY).is_file():
         _report(sweep_dir, f"skipped {out.name} (already complete)")
         return "skipped"
-    t0 = time.perf_counter()
-    run_scenario(cfg, out)
-    _report(sweep_dir, f"done {out.name} in {time.perf_counter() - t0:.1f} s")
+    run_scenario(cfg, out)    # the launching process reports it: _Progress
     return "done"
+
+
+def completed_runs(sweep_dir: Path) -> list[Path]:
+    """The sweep's complete run directories (not the hidden temporary
+    directories a run is written into before it is renamed into place)."""
+    return sorted(p.parent for p in (sweep_dir / RUNS).glob(f"*/{SUMMARY}")
+                  if not p.parent.name.startswith("."))
 
 
 def _report(sweep_dir: Path, what: str) -> None:
     if quiet():
         return
-    done = sum(1 for _ in (sweep_dir / RUNS).glob(f"*/{SUMMARY}"))
+    done = len(completed_runs(sweep_dir))
     total = os.environ.get(ENV_TOTAL, "?")
     print(f"[{done}/{total}] {what}", file=sys.stderr, flush=True)
+
+
+class _Progress:
+    """Prints ``[k/N] done <run>`` from the launching process as run
+    directories appear.  Launchers run the jobs elsewhere: joblib and Ray
+    workers (Ray forwards their output late and prefixed), submitit jobs
+    (output goes to log files under .submitit/), so the jobs only report
+    skips and the count comes from watching the (shared) sweep directory."""
+
+    INTERVAL_S = 0.5
+
+    def __init__(self, sweep_dir: Path, total: int):
+        self.sweep_dir, self.total = sweep_dir, total
+        self.seen = set(completed_runs(sweep_dir))
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+
+    def __enter__(self) -> "_Progress":
+        if not quiet():
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.thread.is_alive():
+            self.stop.set()
+            self.thread.join()
+            self.poll()
+
+    def _watch(self) -> None:
+        while not self.stop.wait(self.INTERVAL_S):
+            self.poll()
+
+    def poll(self) -> None:
+        for run in completed_runs(self.sweep_dir):
+            if run in self.seen:
+                continue
+            self.seen.add(run)
+            try:
+                wall = pq.read_table(run / SUMMARY, columns=["wall_time_s"])[0][0].as_py()
+                took = f" in {wall:.1f} s"
+            except Exception:   # only decoration: never fail a sweep over it
+                took = ""
+            print(f"[{len(self.seen)}/{self.total}] done {run.name}{took}",
+                  file=sys.stderr, flush=True)
 
 
 def launch(overrides: list[str], sweep_dir: Path, total: int, swept: list[str]) -> None:
@@ -88,9 +161,14 @@ def launch(overrides: list[str], sweep_dir: Path, total: int, swept: list[str]) 
     sys.argv = ["colosim-sweep", "--multirun",
                 f"hydra.sweep.dir={sweep_dir}", "hydra.sweep.subdir=${hydra.job.num}",
                 "hydra.job.chdir=false", "hydra/job_logging=none", "hydra/hydra_logging=none",
+                # the jobs' environment, also where the launcher's workers do not
+                # inherit ours (a Ray cluster, SLURM nodes, reused Ray workers)
+                f"++hydra.job.env_set.{ENV_TOTAL}={total}",
+                f"++hydra.job.env_set.{ENV_QUIET}={int(quiet())}",
                 *overrides]
     try:
-        sweep_job()
+        with _Progress(sweep_dir, total):
+            sweep_job()
     finally:
         sys.argv = argv
 
@@ -99,9 +177,9 @@ def collect(sweep_dir: Path, swept: list[str]) -> pa.Table | None:
     """Concatenate the runs' summaries, one column per swept key, and write
     the sweep's summary.parquet (atomically)."""
     rows = []
-    for run in sorted((sweep_dir / RUNS).glob(f"*/{SUMMARY}")):
-        summary = pq.read_table(run)
-        cfg = OmegaConf.load(run.parent / "config.yaml")
+    for run in completed_runs(sweep_dir):
+        summary = pq.read_table(run / SUMMARY)
+        cfg = OmegaConf.load(run / "config.yaml")
         for key in swept:
             value = OmegaConf.select(cfg, key)
             # group choices (scheduler, host, ...) and top-level keys such as

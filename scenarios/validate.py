@@ -14,21 +14,26 @@ from typing import Any, Iterable
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from policies.kernel import PLANNED as PLANNED_POLICIES
+from sim.bandwidth import (MAX_CFS_QUOTA_PERIOD, MAX_CFS_RUNTIME, MIN_CFS_QUOTA_PERIOD,
+                           NSEC_PER_USEC, parse_cpu_max)
 from sim.sched_class import RT_PRIORITY_RANGE, TASK_POLICIES
 from scenarios.schema import (PLANNED_OPTIONS, WORKLOAD_SCHEMAS, Azure2021Workload,
                               FunctionsWorkload, PeriodicWorkload, PoissonWorkload,
                               RandomWorkload, ResctlWorkload, WorkerPoolWorkload,
-                              scheduler_schemas)
+                              EbizzyWorkload, NoisyJobsWorkload, WebserverWorkload,
+                              controller_schemas, scheduler_schemas)
 from scenarios.workloads.azure2021 import DEMAND_FROM, SOURCES
+from scenarios.workloads.noisy_jobs import SCENARIOS as NOISY_SCENARIOS
+from sim.workloads.ebizzy import PRESETS as EBIZZY_PRESETS
 
 SERVICE_DISTRIBUTIONS = ("exp", "det", "lognormal")
 KERNEL_HZ = (100, 250, 300, 1000)  # the CONFIG_HZ choices
 NICE_RANGE = (-20, 19)
 CPU_WEIGHT_RANGE = (1, 10000)  # cgroup v2 cpu.weight
 CPU_SHARES_RANGE = (2, 262144)  # cgroup v1 cpu.shares
-BANDWIDTH_NOT_IMPLEMENTED = (
-    "CFS bandwidth control is not implemented yet (planned: bandwidth issue)"
-)
+# tg_set_cfs_bandwidth()'s bounds, in us
+CFS_PERIOD_US_RANGE = (MIN_CFS_QUOTA_PERIOD // NSEC_PER_USEC, MAX_CFS_QUOTA_PERIOD // NSEC_PER_USEC)
+CFS_QUOTA_US_RANGE = (MIN_CFS_QUOTA_PERIOD // NSEC_PER_USEC, MAX_CFS_RUNTIME // NSEC_PER_USEC)
 _CGROUP_PATH = re.compile(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*")
 _CPU_LIST = re.compile(r"\d+(-\d+)?(,\d+(-\d+)?)*")
 
@@ -56,7 +61,8 @@ def validate(cfg: DictConfig) -> None:
         checks = _Checks(cfg)
         _check_run(checks)
         _check_host(checks)
-        _check_scheduler(checks)
+        _check_plugin(checks, "scheduler", scheduler_schemas(), key="policy")
+        _check_plugin(checks, "controller", controller_schemas(), key="controller")
         _check_calibration(checks)
         _check_workload(checks)
         problems = checks.problems
@@ -231,6 +237,23 @@ def _check_host(c: _Checks) -> None:
             cores % c.get("host.cores_per_llc") == 0,
             f"must divide cores = {cores} (or be 0 for one LLC per socket)",
         )
+    _check_host_memory(c)
+
+
+def _check_host_memory(c: _Checks) -> None:
+    """Memory-model keys (sim/memory, docs/memory.md)."""
+    ways = c.get("host.llc_ways")
+    if c.at_least("host.llc_slices", 1):
+        slices = c.get("host.llc_slices")
+        llc_bytes = round(c.get("host.llc_mb") * (1 << 20))
+        c.require("host.llc_slices", llc_bytes % (ways * slices * 64) == 0,
+                  f"llc_mb x 2^20 must be a whole number of sets of llc_ways = {ways} x "
+                  f"llc_slices = {slices} x 64-byte lines")
+    c.positive("host.mem_bw_gbps")
+    c.at_least("host.rdt_num_closids", 0)
+    c.within("host.rdt_min_cbm_bits", (0, ways))
+    c.within("host.mba_min_bandwidth", (0, 100))
+    c.within("host.mba_bandwidth_gran", (0, 100))
 
 
 def _check_option(c: _Checks, group: str, schemas: dict, key: str = "name") -> bool:
@@ -245,37 +268,38 @@ def _check_option(c: _Checks, group: str, schemas: dict, key: str = "name") -> b
     return _check_schema_matches(c, group, schemas[name], key)
 
 
-def _check_scheduler(c: _Checks) -> None:
-    """Scheduler options are plugins: their fields declare the allowed values
-    (sim.sched_class.tunable), so a new policy needs no check here."""
-    if c.get("scheduler.name") in PLANNED_OPTIONS["scheduler"]:
-        c.problems.append(not_available_message("scheduler", c.get("scheduler.name")))
+def _check_plugin(c: _Checks, group: str, schemas: dict, key: str) -> None:
+    """Scheduler and controller options are plugins: the module named by
+    ``group.key`` declares its fields' allowed values (sim.sched_class.tunable),
+    so a new policy needs no check here."""
+    if c.get(f"{group}.name") in PLANNED_OPTIONS[group]:
+        c.problems.append(not_available_message(group, c.get(f"{group}.name")))
         return
-    schemas = scheduler_schemas()
-    if not _check_option(c, "scheduler", schemas, key="policy"):
+    if not _check_option(c, group, schemas, key=key):
         return
-    name, policy = c.get("scheduler.name"), c.get("scheduler.policy")
-    c.require("scheduler.name", bool(name), "must not be empty")
+    name, module = c.get(f"{group}.name"), c.get(f"{group}.{key}")
+    c.require(f"{group}.name", bool(name), "must not be empty")
     # a label must not pass one policy's results off as another's
-    c.require("scheduler.name", name not in schemas or name == policy,
-              f"names the {name} policy but scheduler.policy = {policy}")
-    for f in dataclasses.fields(schemas[c.get("scheduler.policy")]):
-        key, value = f"scheduler.{f.name}", c.get(f"scheduler.{f.name}")
+    c.require(f"{group}.name", name not in schemas or name == module,
+              f"names the {name} {group} but {group}.{key} = {module}")
+    for f in dataclasses.fields(schemas[module]):
+        field_key, value = f"{group}.{f.name}", c.get(f"{group}.{f.name}")
         choices, bounds = f.metadata.get("choices"), f.metadata.get("range")
         if value is None:
             continue
         if choices is not None:
-            c.one_of(key, choices)
+            c.one_of(field_key, choices)
         if bounds is not None:
             low, high = bounds
             if high is None:
-                c.at_least(key, low)
+                c.at_least(field_key, low)
             else:
-                c.within(key, bounds)
+                c.within(field_key, bounds)
 
 
 def _check_calibration(c: _Checks) -> None:
-    for key in ("direct_ns", "per_level_ns", "migration_ns", "refill_ns_per_line"):
+    for key in ("direct_ns", "per_level_ns", "migration_ns", "refill_ns_per_line",
+                "queue_ns_per_log2"):
         c.at_least(f"calibration.{key}", 0)
     line = c.get("calibration.cache_line_bytes")
     c.require(
@@ -296,8 +320,48 @@ def _check_workload(c: _Checks) -> None:
     CHECKS[schema](c)
 
 
+def _check_bandwidth(c: _Checks, prefix: str) -> None:
+    """A cgroup's cpu.max in one of its two spellings: v1 quota_us (null or
+    -1: no limit), period_us, burst_us, or v2 cpu_max and cpu_max_burst;
+    the kernel's ranges (tg_set_cfs_bandwidth)."""
+    quota_key, period_key, burst_key = (f"{prefix}.{k}" for k in
+                                        ("quota_us", "period_us", "burst_us"))
+    max_key, max_burst_key = f"{prefix}.cpu_max", f"{prefix}.cpu_max_burst"
+    period = c.get(period_key)
+    if period is not None:
+        c.within(period_key, CFS_PERIOD_US_RANGE)
+    if c.get(max_key) is not None:
+        for key in (quota_key, burst_key):
+            c.require(key, not c.get(key), f"conflicts with {max_key}: set the limit in one "
+                      "spelling (v1 quota_us/period_us/burst_us or v2 cpu_max/cpu_max_burst)")
+        try:
+            quota, period = parse_cpu_max(c.get(max_key), period or 100_000)
+        except ValueError as err:
+            c.require(max_key, False, str(err))
+            return
+        c.require(max_key, CFS_PERIOD_US_RANGE[0] <= period <= CFS_PERIOD_US_RANGE[1],
+                  f"$PERIOD must be in [{CFS_PERIOD_US_RANGE[0]}, {CFS_PERIOD_US_RANGE[1]}] us")
+        quota_key, burst_key = max_key, max_burst_key
+    else:
+        c.require(max_burst_key, c.get(max_burst_key) is None,
+                  f"needs {max_key} (or use burst_us with quota_us)")
+        quota = c.get(quota_key)
+        if quota == -1:
+            quota = None
+    if quota is not None:
+        low, high = CFS_QUOTA_US_RANGE
+        c.require(quota_key, low <= quota <= high,
+                  f"the quota must be in [{low}, {high}] us, or -1/null/max for no limit",
+                  quota if quota_key.endswith("quota_us") else None)
+    burst = c.get(burst_key)
+    if burst is not None:
+        high = quota if quota is not None else CFS_QUOTA_US_RANGE[1]
+        c.within(burst_key, (0, high))
+
+
 def _check_functions(c: _Checks) -> None:
     """Keys every workload of function cgroups has (FunctionsWorkload)."""
+    _check_bandwidth(c, "workload")
     c.at_least("workload.functions", 1)
     c.positive("workload.service_sigma")
     c.at_least("workload.threads_per_request", 1)
@@ -393,13 +457,15 @@ def _check_generated(c: _Checks) -> None:
 def _check_periodic(c: _Checks) -> None:
     if c.at_least("workload.threads", 1):
         c.nice("workload.nice", c.get("workload.threads"))
-    c.positive("workload.run_ms")
-    c.at_least("workload.sleep_ms", 0)
+    # null only in ebizzy, where the preset supplies them (_check_ebizzy)
+    if c.get("workload.run_ms") is not None:
+        c.positive("workload.run_ms")
+    if c.get("workload.sleep_ms") is not None:
+        c.at_least("workload.sleep_ms", 0)
     c.within("workload.cgroup_weight", CPU_WEIGHT_RANGE)
     c.optional_within("workload.cgroup_shares", CPU_SHARES_RANGE)
     c.at_least("workload.working_set_kb", 0)
-    for key in ("quota_us", "period_us", "burst_us"):
-        c.require(f"workload.{key}", c.get(f"workload.{key}") is None, BANDWIDTH_NOT_IMPLEMENTED)
+    _check_bandwidth(c, "workload")
     groups = c.get("workload.groups")
     if groups is None:
         return
@@ -424,6 +490,59 @@ def _check_periodic(c: _Checks) -> None:
             c.one_of(f"{key}.task_policy", TASK_POLICIES)
         if group.rt_priority is not None:
             c.within(f"{key}.rt_priority", RT_PRIORITY_RANGE)
+        _check_bandwidth(c, key)
+
+
+def _check_ebizzy(c: _Checks) -> None:
+    preset = c.get("workload.preset")
+    if preset is None:
+        for key in ("workload.run_ms", "workload.sleep_ms"):
+            c.require(key, c.get(key) is not None, "must be set when workload.preset is null")
+    else:
+        c.one_of("workload.preset", EBIZZY_PRESETS)
+    _check_periodic(c)
+
+
+def _check_webserver(c: _Checks) -> None:
+    _check_worker_pool(c)
+    clients = c.get("workload.clients")
+    if clients is not None:
+        c.at_least("workload.clients", 1)
+        c.require("workload.trace_file", c.get("workload.trace_file") is None,
+                  "replays open-loop arrivals; set workload.clients = null to use it")
+    c.at_least("workload.think_s", 0)
+    c.at_least("workload.backlog", 1)
+    c.at_least("workload.batch_size", 1)
+    c.at_least("workload.batch_window_ms", 0)
+    c.positive("workload.accept_us")
+    if c.get("workload.trace_file") is not None:
+        c.require("workload.trace_file", bool(c.get("workload.trace_file")),
+                  "must be a path (or null to draw Poisson arrivals at rate_rps)")
+
+
+def _check_noisy_jobs(c: _Checks) -> None:
+    c.one_of("workload.scenario", NOISY_SCENARIOS)
+    if c.get("workload.priority_share") is not None:
+        c.within("workload.priority_share", (0, 1))
+    c.within("workload.high_sensitivity_frac", (0, 1))
+    c.positive("workload.interarrival_mean_s")
+    c.at_least("workload.interarrival_sd_s", 0)
+    c.positive("workload.length_mean_s")
+    c.at_least("workload.length_sd_s", 0)
+    c.positive("workload.length_min_s")
+    cores = c.get("workload.cores")
+    if c.require("workload.cores", len(cores) > 0, "must list at least one core count",
+                 list(cores)):
+        for i in range(len(cores)):
+            c.at_least(f"workload.cores[{i}]", 1)
+    c.at_least("workload.working_set_kb", 0)
+    c.within("workload.cgroup_weight", CPU_WEIGHT_RANGE)
+    c.optional_within("workload.cgroup_shares", CPU_SHARES_RANGE)
+    c.within("workload.nice", NICE_RANGE)
+    c.cgroup_name("workload.parent_cgroup")
+    if c.get("workload.trace_file") is not None:
+        c.require("workload.trace_file", bool(c.get("workload.trace_file")),
+                  "must be a path (or null to generate the job trace)")
 
 
 def _check_schema_matches(c: _Checks, group: str, schema: type, key: str = "name") -> bool:
@@ -446,4 +565,7 @@ CHECKS = {
     Azure2021Workload: _check_azure2021,
     RandomWorkload: _check_random,
     ResctlWorkload: _check_resctl,
+    EbizzyWorkload: _check_ebizzy,
+    WebserverWorkload: _check_webserver,
+    NoisyJobsWorkload: _check_noisy_jobs,
 }

@@ -2,7 +2,22 @@
 
 cost = direct + per_level x levels walked (put_prev/set_next up to the
 common ancestor cgroup) + cache refill of the incoming task's working set
-+ migration cost when the task last ran on another CPU.
++ migration cost when the task last ran on another CPU
++ queue_ns_per_log2 x log2(runnable tasks on the CPU).
+
+The run-queue term is the red-black-tree work of pick_next_task_fair:
+put_prev_entity re-inserts the preempted entity, and set_next_entity takes
+the next one out, at every level of the hierarchy, each O(log n) in the
+entities queued there; in a dense host those sched_entities are cold, so
+every step down a tree is a cache miss.  Summed over the levels, the tree
+depths add up to about log2 of the runnable tasks on the CPU (log2 of the
+product of the per-level queue lengths).  The LAGS paper traces its rising
+per-switch cost to exactly this (seed 001 L152-161: "reinserting preempted
+tasks involves multiple calls to put_prev_entity", and resctl is cheaper
+per switch because it queues less, L147-148).  Without it the model cannot
+make a switch costlier for a workload that queues more (docs/calibration.md).
+It is 0 in the `default` and `ideal` profiles, which therefore behave as
+before it existed.
 
 The refill term models how much of the incoming task's working set was
 evicted while it was away: the evicted fraction grows as 1 - exp(-away /
@@ -25,6 +40,7 @@ class CostModel:
     cache_line_bytes: int = 64
     max_refill_bytes: int = 0
     cache_decay_ns: int = 1
+    queue_ns_per_log2: float = 0.0
 
     @classmethod
     def from_config(cls, cal) -> CostModel:
@@ -33,11 +49,13 @@ class CostModel:
                    refill_ns_per_line=float(cal["refill_ns_per_line"]),
                    cache_line_bytes=int(cal["cache_line_bytes"]),
                    max_refill_bytes=int(cal["max_refill_bytes"]),
-                   cache_decay_ns=max(1, int(cal["cache_decay_ns"])))
+                   cache_decay_ns=max(1, int(cal["cache_decay_ns"])),
+                   queue_ns_per_log2=float(cal.get("queue_ns_per_log2", 0.0) or 0.0))
 
     @property
     def is_ideal(self) -> bool:
         return (self.direct_ns == 0 and self.per_level_ns == 0 and self.migration_ns == 0
+                and self.queue_ns_per_log2 == 0
                 and (self.refill_ns_per_line == 0 or self.max_refill_bytes == 0))
 
     def refill_ns(self, ws_bytes: int, away_ns: int | None, migrated: bool) -> int:
@@ -48,8 +66,10 @@ class CostModel:
         return int(lines * evicted * self.refill_ns_per_line)
 
     def switch_cost_ns(self, levels: int, ws_bytes: int, away_ns: int | None,
-                       migrated: bool) -> int:
+                       migrated: bool, nr_running: int = 0) -> int:
         cost = self.direct_ns + self.per_level_ns * levels
         if migrated:
             cost += self.migration_ns
+        if self.queue_ns_per_log2 and nr_running > 1:
+            cost += int(self.queue_ns_per_log2 * math.log2(nr_running))
         return cost + self.refill_ns(ws_bytes, away_ns, migrated)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from itertools import count
 
+from sim.bandwidth import NSEC_PER_USEC, RUNTIME_INF
 from sim.costmodel import CostModel
 from sim.engine import Engine
 from sim.rq import CfsRq, Rq, SchedEntity, TaskGroup
@@ -60,6 +61,9 @@ class Machine:
         self.pcount = 0
         self._pids = count(1)
         self.tasks_alive = 0
+        # cfs_bandwidth_used(): some group has a quota, so switches arm the
+        # runtime-expiry event (groups without limits pay nothing)
+        self.cfs_bandwidth_used = False
 
     def _by_distance(self, cpu: int) -> list[int]:
         me = self.topology.cpus[cpu]
@@ -97,6 +101,26 @@ class Machine:
         self.groups[path] = tg
         self.policy.init_task_group(tg)
         return tg
+
+    def set_cfs_bandwidth(self, tg: TaskGroup | str, quota_us: int | None, period_us: int,
+                          burst_us: int = 0) -> None:
+        """Write a cgroup's cpu.max (and cpu.max.burst): ``quota_us`` of CPU
+        time per ``period_us``; None or -1 is unlimited ("max").  Raises
+        ValueError outside the kernel's ranges (sim/bandwidth.py)."""
+        if isinstance(tg, str):
+            tg = self.groups["/" + tg.strip("/")]
+        quota = RUNTIME_INF if quota_us is None or quota_us == -1 else int(quota_us) * NSEC_PER_USEC
+        # charge running tasks up to now, so time before the change is not
+        # charged to the new runtime
+        self.sync()
+        bw = self.policy.bandwidth
+        bw.tg_set_cfs_bandwidth(tg, int(period_us) * NSEC_PER_USEC, quota,
+                                int(burst_us) * NSEC_PER_USEC)
+        self.cfs_bandwidth_used = bw.nr_enabled > 0
+        for rq in self.rqs:
+            if rq.curr is not None:
+                # local runtime was cleared: the running task borrows anew
+                self._arm_runtime_expiry(rq)
 
     def set_group_task_policy(self, tg: TaskGroup, policy: str, rt_priority: int = 50) -> None:
         """Threads created in ``tg`` from now on get this scheduling policy
@@ -166,13 +190,15 @@ class Machine:
         else:
             self.policy.enqueue_task(rq, p, flags)
             rq.cfs_tasks[p] = None
-        if was_idle:
+        if was_idle and rq.nr_running:
+            # (a task queued under a throttled group leaves the CPU idle)
             self._leave_idle(rq, self.engine.env._now)
         # check_preempt_curr(): a higher class always preempts a lower one
         curr = rq.curr
         if p.prio < MAX_RT_PRIO:
             self.rt.check_preempt_curr(rq, p)
-        elif curr is None or curr.prio >= MAX_RT_PRIO:
+        elif (curr is None or curr.prio >= MAX_RT_PRIO) and not p.se.cfs_rq.throttle_count:
+            # check_preempt_wakeup_fair() ignores a wakee in a throttled hierarchy
             self.policy.check_preempt_wakeup(rq, p)
         self._ensure_tick(rq)
 
@@ -219,6 +245,10 @@ class Machine:
         if prev is not None:
             self._charge(rq, now)
         nxt = self._pick_next_task(rq, prev)
+        if self.cfs_bandwidth_used:
+            # __schedule() clears TIF_NEED_RESCHED after the pick: a group
+            # that ran out of runtime during it was throttled by it
+            rq.need_resched = False
         if nxt is None and policy.newidle_allowed(rq) and self._overloaded():
             if policy.balance(rq, CPU_NEWLY_IDLE):
                 nxt = policy.pick_next_task(rq, None)
@@ -255,7 +285,7 @@ class Machine:
             levels = self._levels_walked(prev.se, nxt.se)
         migrated = nxt.last_cpu >= 0 and nxt.last_cpu != rq.cpu
         away = None if nxt.last_ran is None else now - nxt.last_ran
-        c = cost.switch_cost_ns(levels, nxt.ws_bytes, away, migrated)
+        c = cost.switch_cost_ns(levels, nxt.ws_bytes, away, migrated, rq.nr_running)
         rq.overhead_ns += c
         rq.curr = nxt
         nxt.on_cpu = True
@@ -275,6 +305,8 @@ class Machine:
             self._smt_update(rq, now)
         self._arm_completion(rq)
         self._arm_hrtick(rq)
+        if self.cfs_bandwidth_used:
+            self._arm_runtime_expiry(rq)
         if nxt.prio < MAX_RT_PRIO:
             # set_next_task_rt() queues a push of the RT tasks left waiting
             self.rt.push_rt_tasks(rq)
@@ -431,6 +463,36 @@ class Machine:
             self.sched_class(rq.curr).update_curr(rq)
             rq.need_resched = True
             self.schedule(rq)
+
+    def _arm_runtime_expiry(self, rq: Rq) -> None:
+        """Time the instant the running task's hierarchy runs out of local
+        runtime (sim/bandwidth.py explains why an event, not the tick)."""
+        rq.runtime_expiry_gen += 1
+        curr = rq.curr
+        if curr is None or curr.prio < MAX_RT_PRIO:
+            return
+        at = self.policy.bandwidth.runtime_expiry(curr)
+        if at is not None:
+            self.engine.call_at(max(at, self.engine.env._now), self._on_runtime_expiry, rq,
+                                rq.runtime_expiry_gen)
+
+    def _on_runtime_expiry(self, rq: Rq, gen: int) -> None:
+        if gen != rq.runtime_expiry_gen or rq.curr is None:
+            return
+        self.policy.bandwidth.runtime_expired(rq)
+        if rq.need_resched:
+            self.schedule(rq)
+        else:
+            self._arm_runtime_expiry(rq)     # it borrowed another slice
+
+    def cfs_tasks_unthrottled(self, rq: Rq) -> None:
+        """unthrottle_cfs_rq() made tasks runnable on ``rq``: an idle CPU
+        picks them up, a busy one ticks so they get their turn."""
+        if rq.curr is None:
+            if rq.cpu in self.idle_cpus:
+                self._leave_idle(rq, self.engine.env._now)
+            self.resched_curr(rq)
+        self._ensure_tick(rq)
 
     def _on_tick(self, rq: Rq, tick_gen: int) -> None:
         if tick_gen != rq.tick_gen:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from sim.bandwidth import NSEC_PER_USEC, RUNTIME_INF
 from sim.engine import NSEC_PER_SEC
 
 
@@ -18,12 +19,16 @@ class Recorder:
         self.warmup_ns = warmup_ns
         self.rows: list[tuple] = []
         self.arrived = 0
+        # called with every finished request, warm-up included (controllers)
+        self.observers: list = []
 
     def request_arrived(self, req) -> None:
         if req.arrival >= self.warmup_ns:
             self.arrived += 1
 
     def request_done(self, req) -> None:
+        for observe in self.observers:
+            observe(req)
         if req.arrival >= self.warmup_ns:
             self.rows.append((req.function, req.cgroup, req.arrival, req.start, req.end,
                               req.demand, req.dropped))
@@ -56,30 +61,52 @@ class HostCounters:
     migrations: int = 0
     run_delay_ns: int = 0
     pcount: int = 0
+    # cpu.stat bandwidth counters summed over all cgroups
+    nr_periods: int = 0
+    nr_throttled: int = 0
+    throttled_time_ns: int = 0
+    nr_bursts: int = 0
+    burst_time_ns: int = 0
 
     @classmethod
     def read(cls, machine) -> HostCounters:
         rqs = machine.rqs
+        bws = [tg.cfs_bandwidth for tg in machine.groups.values()]
         return cls(busy_ns=sum(r.busy_ns for r in rqs),
                    overhead_ns=sum(r.overhead_ns for r in rqs),
                    switches=sum(r.nr_switches for r in rqs),
                    migrations=machine.nr_migrations,
-                   run_delay_ns=machine.run_delay_ns, pcount=machine.pcount)
+                   run_delay_ns=machine.run_delay_ns, pcount=machine.pcount,
+                   nr_periods=sum(b.nr_periods for b in bws),
+                   nr_throttled=sum(b.nr_throttled for b in bws),
+                   throttled_time_ns=sum(b.throttled_time for b in bws),
+                   nr_bursts=sum(b.nr_burst for b in bws),
+                   burst_time_ns=sum(b.burst_time for b in bws))
 
     def __sub__(self, other: HostCounters) -> HostCounters:
         return HostCounters(*(getattr(self, f) - getattr(other, f)
                               for f in self.__dataclass_fields__))
 
 
+def cpu_stat(tg) -> tuple[int, int, int, int, int]:
+    """A cgroup's own cpu.stat bandwidth counters: nr_periods, nr_throttled,
+    throttled_time (ns), nr_bursts, burst_time (ns)."""
+    b = tg.cfs_bandwidth
+    return b.nr_periods, b.nr_throttled, b.throttled_time, b.nr_burst, b.burst_time
+
+
 class IntervalSampler:
-    """cpuacct.usage per cgroup (hierarchical) every ``interval_ns``, plus
-    host-wide switch counters on the root row."""
+    """cpuacct.usage per cgroup (hierarchical) every ``interval_ns``, the
+    cgroup's own cpu.stat bandwidth counters over the interval and the
+    cpu.max in force at its end, plus host-wide switch counters on the
+    root row."""
 
     def __init__(self, machine, interval_ns: int):
         self.machine = machine
         self.interval_ns = interval_ns
         self.rows: list[tuple] = []
         self._last_usage: dict[str, int] = {}
+        self._last_stat: dict[str, tuple] = {}
         self._last_host = HostCounters()
         self._last_t = 0
 
@@ -107,19 +134,31 @@ class IntervalSampler:
             span_ns = now - self._last_t
             capacity = span_ns * m.topology.nr_cpus
             t0, t1 = self._last_t / NSEC_PER_SEC, now / NSEC_PER_SEC
+            stats = {}
             for name, ns in usage.items():
                 used = ns - self._last_usage.get(name, 0)
                 root = name == "/"
+                tg = m.groups[name]
+                cfs_b = tg.cfs_bandwidth
+                stat = stats[name] = cpu_stat(tg)
+                periods, throttled, throttled_ns, bursts, burst_ns = (
+                    a - b for a, b in zip(stat, self._last_stat.get(name, (0,) * 5)))
                 self.rows.append((t0, t1, name, used / NSEC_PER_SEC, used / capacity,
                                   d.switches if root else None,
                                   d.overhead_ns / NSEC_PER_SEC if root else None,
-                                  d.migrations if root else None))
+                                  d.migrations if root else None,
+                                  periods, throttled, throttled_ns / NSEC_PER_SEC,
+                                  bursts, burst_ns / NSEC_PER_SEC,
+                                  None if cfs_b.quota == RUNTIME_INF
+                                  else cfs_b.quota // NSEC_PER_USEC,
+                                  cfs_b.period // NSEC_PER_USEC))
             self._last_usage, self._last_host, self._last_t = usage, host, now
+            self._last_stat = stats
         if reschedule:
             m.engine.call_later(self.interval_ns, self.sample)
 
     def table(self) -> pa.Table:
-        cols = list(zip(*self.rows)) if self.rows else [[]] * 8
+        cols = list(zip(*self.rows)) if self.rows else [[]] * 15
         return pa.table({
             "interval_start_s": pa.array(cols[0], pa.float64()),
             "interval_end_s": pa.array(cols[1], pa.float64()),
@@ -129,6 +168,13 @@ class IntervalSampler:
             "ctx_switches": pa.array(cols[5], pa.int64()),
             "sched_overhead_s": pa.array(cols[6], pa.float64()),
             "migrations": pa.array(cols[7], pa.int64()),
+            "nr_periods": pa.array(cols[8], pa.int64()),
+            "nr_throttled": pa.array(cols[9], pa.int64()),
+            "throttled_time_s": pa.array(cols[10], pa.float64()),
+            "nr_bursts": pa.array(cols[11], pa.int64()),
+            "burst_time_s": pa.array(cols[12], pa.float64()),
+            "quota_us": pa.array(cols[13], pa.int64()),   # null: no limit
+            "period_us": pa.array(cols[14], pa.int64()),
         })
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import math
 
+from sim.bandwidth import CfsBandwidth
+
 NICE_0_LOAD = 1024
 MIN_SHARES = 2
 MAX_SHARES = 1 << 18
@@ -49,7 +51,7 @@ class TaskGroup:
     """kernel ``struct task_group``: one per cgroup with the cpu controller."""
 
     __slots__ = ("name", "parent", "shares", "cfs_rq", "se", "load_avg", "depth",
-                 "cpus_allowed", "usage_ns", "children")
+                 "cpus_allowed", "usage_ns", "children", "cfs_bandwidth")
 
     def __init__(self, name: str, parent: TaskGroup | None, shares: int, ncpus: int,
                  cpus_allowed: frozenset[int] | None):
@@ -67,6 +69,8 @@ class TaskGroup:
         self.children: list[TaskGroup] = []
         if parent is not None:
             parent.children.append(self)
+        # cpu.max and cpu.stat throttling counters (sim/bandwidth.py)
+        self.cfs_bandwidth = CfsBandwidth()
 
 
 class SchedEntity:
@@ -115,7 +119,8 @@ class CfsRq:
 
     __slots__ = ("rq", "tg", "cpu", "load_weight", "nr_running", "h_nr_running",
                  "min_vruntime", "curr", "timeline", "load_avg", "avg_last_update",
-                 "tg_load_avg_contrib", "se", "next", "last")
+                 "tg_load_avg_contrib", "se", "next", "last", "runtime_enabled",
+                 "runtime_remaining", "throttled", "throttle_count", "throttled_clock")
 
     def __init__(self, rq: Rq, tg: TaskGroup):
         self.rq = rq
@@ -133,6 +138,12 @@ class CfsRq:
         self.se: SchedEntity | None = None   # the group entity owning us (None: root)
         self.next: SchedEntity | None = None  # buddies: the wakee that preempted,
         self.last: SchedEntity | None = None  # and the task it preempted
+        # CFS bandwidth control (sim/bandwidth.py)
+        self.runtime_enabled = False  # the group has a quota
+        self.runtime_remaining = 0    # runtime borrowed from the group's pool
+        self.throttled = False        # out of runtime: our entity left the parent
+        self.throttle_count = 0       # throttled cfs_rqs at or above us
+        self.throttled_clock = 0      # when the current throttle began
 
     def update_load_avg(self, now: int) -> None:
         """Decay cfs_rq->avg.load_avg toward the current queued weight.
@@ -162,7 +173,7 @@ class Rq:
                  "gen", "run_start", "switch_end", "idle_since", "avg_idle",
                  "next_balance", "nr_balance_failed", "ticking",
                  "tick_gen", "tick_at", "hrtick_gen", "resched_pending",
-                 "speed", "nr_switches", "busy_ns", "overhead_ns")
+                 "speed", "nr_switches", "busy_ns", "overhead_ns", "runtime_expiry_gen")
 
     def __init__(self, cpu: int):
         self.cpu = cpu
@@ -187,3 +198,4 @@ class Rq:
         self.nr_switches = 0
         self.busy_ns = 0              # useful task work executed
         self.overhead_ns = 0          # context-switch cost executed
+        self.runtime_expiry_gen = 0   # invalidates the pending bandwidth expiry event

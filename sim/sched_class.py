@@ -45,6 +45,9 @@ class SchedConfig:
     sched_rt_period_us: int = tunable(1_000_000, range=(1, 2**31 - 1))
     # -1: RT threads may take the whole period (no throttling)
     sched_rt_runtime_us: int = tunable(950_000, range=(-1, 2**31 - 1))
+    # CFS bandwidth control: the chunk a CPU borrows from a group's quota
+    # (/proc/sys/kernel/sched_cfs_bandwidth_slice_us, at least 1 us)
+    sched_cfs_bandwidth_slice_us: int = tunable(5_000, range=(1, 2**31 - 1))
 
 # enqueue/dequeue flags, as in kernel/sched/sched.h
 ENQUEUE_WAKEUP = 0x01

@@ -6,10 +6,14 @@ import copy
 HOSTS = {
     "generic": {"name": "generic", "sockets": 1, "cores": 1, "threads_per_core": 1,
                 "numa_nodes": 1, "cores_per_llc": 0, "llc_mb": 8, "llc_ways": 16, "hz": 250,
-                "smt_throughput": 1.0},
+                "smt_throughput": 1.0, "llc_slices": 4, "mem_bw_gbps": 51.2,
+                "rdt_num_closids": 16, "rdt_min_cbm_bits": 1, "mba_min_bandwidth": 10,
+                "mba_bandwidth_gran": 10},
     "e5-2430l": {"name": "e5-2430l", "sockets": 1, "cores": 6, "threads_per_core": 2,
                  "numa_nodes": 1, "cores_per_llc": 0, "llc_mb": 15, "llc_ways": 20, "hz": 250,
-                 "smt_throughput": 1.25},
+                 "smt_throughput": 1.25, "llc_slices": 6, "mem_bw_gbps": 32.0,
+                 "rdt_num_closids": 0, "rdt_min_cbm_bits": 1, "mba_min_bandwidth": 0,
+                 "mba_bandwidth_gran": 0},
 }
 IDEAL = {"name": "ideal", "direct_ns": 0, "per_level_ns": 0, "migration_ns": 0,
          "refill_ns_per_line": 0, "cache_line_bytes": 64, "max_refill_bytes": 0,

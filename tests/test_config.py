@@ -8,18 +8,21 @@ from scenarios.validate import ConfigError, validate
 
 def test_groups_and_options_match_the_documented_names():
     assert list_options() == {
-        "calibration": ["default", "ideal"],
-        "experiment": ["lags_fig11", "lags_fig3", "lags_fig8"],
+        "calibration": ["default", "e5-2430l", "ideal"],
+        "controller": ["lags_static", "none", "static", "vpa"],
+        "experiment": ["affinity_workers", "catcloud_exp1", "catcloud_exp2", "lags_fig11",
+                       "lags_fig3", "lags_fig8", "noisy_scenarios"],
         "host": ["e5-2430l", "epyc-7453", "generic", "silver-4314-2s", "this-vm"],
         "scheduler": ["cfs", "cfs_tuned", "eevdf", "eevdf_tuned", "lags", "rr"],
-        "workload": ["azure2021", "periodic", "poisson", "random", "resctl", "resctl_mix",
-                     "resctl_parallel", "worker_pool"],
+        "workload": ["azure2021", "ebizzy", "noisy_jobs", "periodic", "poisson", "random",
+                     "resctl", "resctl_mix", "resctl_parallel", "webserver", "worker_pool"],
     }
     assert default_options() == {
         "host": "e5-2430l",
         "workload": "poisson",
         "scheduler": "cfs",
         "calibration": "default",
+        "controller": "none",
         "experiment": None,
     }
 
@@ -124,11 +127,38 @@ def test_out_of_range_values_name_the_key_value_and_rule(overrides, expected):
     assert expected in _error(overrides)
 
 
-@pytest.mark.parametrize("key", ["quota_us", "period_us", "burst_us"])
-def test_bandwidth_control_is_rejected_until_implemented(key):
-    message = _error(["workload=periodic", f"workload.{key}=100000"])
-    assert f"workload.{key} = 100000 is invalid" in message
-    assert "CFS bandwidth control is not implemented yet (planned: bandwidth issue)" in message
+@pytest.mark.parametrize(
+    "overrides, expected",
+    [
+        (["workload.quota_us=500"], "workload.quota_us = 500 is invalid: the quota must be "
+         "in [1000, 17592186044415] us, or -1/null/max for no limit"),
+        (["workload.quota_us=15000", "workload.period_us=2000000"],
+         "workload.period_us = 2000000 is invalid: must be in [1000, 1000000]"),
+        (["workload.quota_us=15000", "workload.burst_us=20000"],
+         "workload.burst_us = 20000 is invalid: must be in [0, 15000]"),
+        (["workload.cpu_max='15000 500'"],
+         "workload.cpu_max = 15000 500 is invalid: $PERIOD must be in [1000, 1000000] us"),
+        (["workload.cpu_max=fifteen"], "workload.cpu_max = fifteen is invalid: cpu.max"),
+        (["workload.cpu_max='15000 100000'", "workload.quota_us=15000"],
+         "workload.quota_us = 15000 is invalid: conflicts with workload.cpu_max"),
+        (["workload.cpu_max_burst=1000"],
+         "workload.cpu_max_burst = 1000 is invalid: needs workload.cpu_max"),
+        (["workload.groups=[{name:a,quota_us:100}]"],
+         "workload.groups[0].quota_us = 100 is invalid: the quota must be in"),
+    ],
+)
+def test_bandwidth_keys_are_range_checked(overrides, expected):
+    assert expected in _error(["workload=periodic", *overrides])
+
+
+@pytest.mark.parametrize("overrides", [
+    ["workload=periodic", "workload.quota_us=15000", "workload.burst_us=15000"],
+    ["workload=periodic", "workload.quota_us=-1"],
+    ["workload=poisson", "workload.cpu_max='max 100000'"],
+    ["workload=poisson", "workload.cpu_max=15000", "workload.cpu_max_burst=5000"],
+])
+def test_bandwidth_keys_accept_both_cgroup_spellings(overrides):
+    compose(overrides)
 
 
 @pytest.mark.parametrize(
@@ -180,7 +210,7 @@ def test_planned_scheduler_name_inside_cfs_option_is_caught_too():
         assert f"scheduler {name} is not available yet" in _error([f"scheduler.name={name}"])
     # once landed, another policy's name is caught as a mislabel
     assert _error(["scheduler.name=lags"]) == (
-        "scheduler.name = lags is invalid: names the lags policy but scheduler.policy = cfs")
+        "scheduler.name = lags is invalid: names the lags scheduler but scheduler.policy = cfs")
 
 
 @pytest.mark.parametrize("override", ["workload.bogus=1", "+workload.bogus=1"])

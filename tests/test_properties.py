@@ -29,6 +29,10 @@ groups = st.lists(st.fixed_dictionaries({
     "cgroup_weight": st.sampled_from([10, 100, 500]),
     # some groups run under SCHED_RR, above the fair class
     "task_policy": st.sampled_from([None, None, "rr"]),
+    # some have a CFS bandwidth limit (cpu.max), some a burst
+    "quota_us": st.sampled_from([None, None, 1000, 7000, 30000]),
+    "period_us": st.sampled_from([10000, 100000]),
+    "burst_us": st.sampled_from([0, 0, 1000]),
 }), min_size=1, max_size=3)
 
 periodic_workloads = st.builds(
@@ -100,6 +104,19 @@ def test_cpu_time_accounting(cfg):
     if cfg["calibration"]["name"] == "ideal":
         assert overhead == 0
         assert usage == busy
+    # a limited fair group never uses more than its pool got (the quota it
+    # started with plus one quota per refill; burst only saves quota up),
+    # plus the debt its CPUs ran up: a task whose runtime ends during its
+    # own context switch runs on until the switch ends (well under 1 ms)
+    for g in cfg["workload"].get("groups") or ():
+        if g["quota_us"] is not None and g["task_policy"] is None:
+            tg = machine.groups["/" + g["name"]]
+            debts = [max(0, -cfs_rq.runtime_remaining) for cfs_rq in tg.cfs_rq]
+            assert max(debts) < 1_000_000
+            assert tg.usage_ns <= (g["quota_us"] * 1000 * (1 + tg.cfs_bandwidth.nr_periods)
+                                   + sum(debts))
+            if cfg["calibration"]["name"] == "ideal":
+                assert not any(debts)
 
 
 @SETTINGS

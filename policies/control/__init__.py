@@ -1,0 +1,58 @@
+"""Controllers: user-space control loops over a ``Host`` (backends/host.py).
+
+One module per controller exposing ``CONTROLLER`` (a Controller subclass)
+and ``CONFIG`` (its ControlConfig dataclass, fields declared with
+sim.sched_class.tunable so scenarios.validate checks their ranges), plus an
+option file in scenarios/conf/controller/ naming the module with
+``controller:``.  The backend calls ``start(host)`` once when the
+measurement starts at t = 0 and ``step(host)`` every ``interval_s``; a
+controller acts only through the Host's levers, so the same object runs on
+the simulator and on a real host.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from policies.plugins import Plugins
+from sim.sched_class import MISSING, tunable
+
+# Modules DESIGN.md reserves that have not landed yet.
+PLANNED = ("catcloud", "least_loaded", "dynamic_priority")
+# the option that runs no controller
+NONE = "none"
+
+
+@dataclass
+class ControlConfig:
+    name: str = MISSING           # the option's label in results
+    controller: str = MISSING     # module in policies/control (or none)
+    interval_s: float = tunable(1.0, range=(0.001, None))
+
+
+class Controller:
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.interval_s = float(cfg["interval_s"])
+
+    def start(self, host) -> None:
+        """Called once, at t = 0, before any work arrives."""
+
+    def step(self, host) -> None:
+        """Called every ``interval_s`` from then on."""
+
+    def summary(self) -> dict:
+        """Extra summary.parquet columns describing what the controller did
+        (named after the controller)."""
+        return {}
+
+
+_plugins = Plugins(__name__, __path__, "controller", PLANNED)
+available = _plugins.available
+module = _plugins.module
+
+
+def build(cfg) -> Controller | None:
+    """The controller a config selects (None for ``controller: none``)."""
+    if cfg is None or cfg.get("controller", NONE) == NONE:
+        return None
+    return module(cfg["controller"]).CONTROLLER(cfg)

@@ -7,26 +7,14 @@ may share one module (``cfs`` and ``cfs_tuned``).
 """
 from __future__ import annotations
 
-import importlib
-import pkgutil
+from policies.plugins import Plugins
 
 # Modules DESIGN.md reserves that have not landed yet.
 PLANNED = ()
 
-
-def available() -> list[str]:
-    return sorted(m.name for m in pkgutil.iter_modules(__path__)
-                  if not m.name.startswith("_"))
-
-
-def module(name: str):
-    """The policy module ``name``, with a clear error if it does not exist."""
-    if name not in available():
-        if name in PLANNED:
-            raise ValueError(f"scheduler {name} is not available yet")
-        raise ValueError(f"unknown scheduler policy {name!r}; choose from: "
-                         f"{', '.join(available())}")
-    return importlib.import_module(f"{__name__}.{name}")
+_plugins = Plugins(__name__, __path__, "scheduler", PLANNED)
+available = _plugins.available
+module = _plugins.module
 
 
 def load(name: str):

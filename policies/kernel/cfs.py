@@ -11,6 +11,12 @@ balancing, and util-based balancing (load and task counts only).
 
 The timeline is a binary heap keyed by vruntime with lazy deletion: an entry
 is live while its sequence number equals the entity's ``rb_seq``.
+
+CFS bandwidth control (cpu.max) is in sim/bandwidth.py; this file has fair.c's
+call sites: account_cfs_rq_runtime() in update_curr(), check_enqueue_throttle()
+on a cfs_rq's first enqueue, check_cfs_rq_runtime() in put_prev_entity() and
+in the pick's walk, return_cfs_rq_runtime() on its last dequeue, the stops at
+a throttled cfs_rq in enqueue_task()/dequeue_task(), and throttled_lb_pair().
 """
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ from dataclasses import dataclass
 from itertools import count, islice
 from typing import Optional
 
+from sim.bandwidth import SCHED_CFS_BANDWIDTH_SLICE_US, CfsBandwidthControl
 from sim.sched_class import (CPU_IDLE, CPU_NEWLY_IDLE, CPU_NOT_IDLE, DEQUEUE_SLEEP,
                              ENQUEUE_INITIAL, ENQUEUE_MIGRATED, ENQUEUE_WAKEUP, WF_FORK,
                              KernelScheduler, SchedConfig, tunable)
@@ -104,6 +111,9 @@ class CFS(KernelScheduler):
         self.next_blocked = 0
         self._h_load: dict = {}
         self._h_load_at = -1
+        # CFS bandwidth control (cpu.max), for the groups that get a quota
+        self.bandwidth = CfsBandwidthControl(
+            self, machine, _opt(cfg, "sched_cfs_bandwidth_slice_us", SCHED_CFS_BANDWIDTH_SLICE_US))
 
     # ------------------------------------------------------------------
     # timeline (the rbtree)
@@ -183,6 +193,8 @@ class CFS(KernelScheduler):
         task = curr.task
         if task is not None:
             task.tg.usage_ns += delta_exec     # cpuacct_charge()
+        if cfs_rq.runtime_enabled:
+            self.bandwidth.account_cfs_rq_runtime(cfs_rq, delta_exec)
 
     def update_curr(self, rq):
         curr = rq.curr
@@ -290,8 +302,13 @@ class CFS(KernelScheduler):
     def put_prev_entity(self, cfs_rq, prev):
         if prev.on_rq:
             self._update_curr(cfs_rq)
+            if cfs_rq.runtime_enabled:
+                # throttle cfs_rqs exceeding runtime
+                self.bandwidth.check_cfs_rq_runtime(cfs_rq)
             self.__enqueue_entity(cfs_rq, prev)
             self.update_load_avg(cfs_rq, prev)
+        elif cfs_rq.runtime_enabled:
+            self.bandwidth.check_cfs_rq_runtime(cfs_rq)
         cfs_rq.curr = None
 
     @staticmethod
@@ -422,6 +439,11 @@ class CFS(KernelScheduler):
                 initial = 0
             self.enqueue_entity(cfs_rq, se, flags)
             cfs_rq.h_nr_running += 1
+            if cfs_rq.runtime_enabled:
+                if cfs_rq.nr_running == 1:
+                    self.bandwidth.check_enqueue_throttle(cfs_rq)
+                if cfs_rq.throttled:
+                    return            # queued, but not runnable until unthrottled
             flags = ENQUEUE_WAKEUP
             se = se.parent
         while se is not None:
@@ -429,6 +451,8 @@ class CFS(KernelScheduler):
             self.update_load_avg(cfs_rq, se)
             self.update_cfs_group(se)
             cfs_rq.h_nr_running += 1
+            if cfs_rq.throttled:
+                return
             se = se.parent
         rq.nr_running += 1
 
@@ -439,6 +463,11 @@ class CFS(KernelScheduler):
             self.dequeue_entity(cfs_rq, se, flags)
             cfs_rq.h_nr_running -= 1
             se = se.parent
+            if cfs_rq.runtime_enabled:
+                if not cfs_rq.nr_running:
+                    self.bandwidth.return_cfs_rq_runtime(cfs_rq)
+                if cfs_rq.throttled:
+                    return
             if cfs_rq.load_weight:
                 # don't dequeue the parent while it has other entities
                 break
@@ -449,8 +478,21 @@ class CFS(KernelScheduler):
             self.update_load_avg(cfs_rq, se)
             self.update_cfs_group(se)
             cfs_rq.h_nr_running -= 1
+            if cfs_rq.throttled:
+                return
             se = se.parent
         rq.nr_running -= 1
+
+    def _pick_next_task_simple(self, rq):
+        """pick_next_task_fair()'s ``simple`` path: nothing is running on
+        the fair class (prev is put back already)."""
+        cfs_rq = rq.cfs
+        se = None
+        while cfs_rq is not None:
+            se = self.pick_next_entity(cfs_rq, None)
+            self.set_next_entity(cfs_rq, se)
+            cfs_rq = se.my_q
+        return se.task
 
     def put_prev_task(self, rq, prev):
         se = prev.se
@@ -465,12 +507,7 @@ class CFS(KernelScheduler):
                 self.put_prev_task(rq, prev)
             return None
         if prev is None:
-            se = None
-            while cfs_rq is not None:
-                se = self.pick_next_entity(cfs_rq, None)
-                self.set_next_entity(cfs_rq, se)
-                cfs_rq = se.my_q
-            return se.task
+            return self._pick_next_task_simple(rq)
         # walk down without touching prev's entities, then put/set only the
         # levels that differ (the common ancestors keep running)
         se = None
@@ -481,6 +518,13 @@ class CFS(KernelScheduler):
                     self._update_curr(cfs_rq)
                 else:
                     curr = None
+                # out of runtime: the throttle takes its entity off the
+                # parent, so pick again from the root
+                if cfs_rq.runtime_enabled and self.bandwidth.check_cfs_rq_runtime(cfs_rq):
+                    self.put_prev_task(rq, prev)
+                    if not rq.cfs.nr_running:
+                        return None
+                    return self._pick_next_task_simple(rq)
             se = self.pick_next_entity(cfs_rq, curr)
             cfs_rq = se.my_q
         p = se.task
@@ -686,6 +730,10 @@ class CFS(KernelScheduler):
         if p is src_rq.curr:
             return False
         if p.cpus_allowed is not None and dst_cpu not in p.cpus_allowed:
+            return False
+        # throttled_lb_pair(): no moves out of or into a throttled hierarchy
+        tg_cfs_rq = p.tg.cfs_rq
+        if tg_cfs_rq[src_rq.cpu].throttle_count or tg_cfs_rq[dst_cpu].throttle_count:
             return False
         if self.task_hot(p, now):
             return src_rq.nr_balance_failed > self.cache_nice_tries

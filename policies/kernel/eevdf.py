@@ -371,8 +371,13 @@ class EEVDF(CFS):
     def put_prev_entity(self, cfs_rq, prev):
         if prev.on_rq:
             self._update_curr(cfs_rq)
+            if cfs_rq.runtime_enabled:
+                # throttle cfs_rqs exceeding runtime (sim/bandwidth.py)
+                self.bandwidth.check_cfs_rq_runtime(cfs_rq)
             self.__enqueue_entity(cfs_rq, prev)
             self.update_load_avg(cfs_rq, prev)
+        elif cfs_rq.runtime_enabled:
+            self.bandwidth.check_cfs_rq_runtime(cfs_rq)
         cfs_rq.curr = None
 
     # ------------------------------------------------------------------

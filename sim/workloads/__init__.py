@@ -16,6 +16,11 @@ from sim.workloads.trace import TraceWorkload, read_trace
 
 def build(cfg, machine, recorder, trace=None):
     name = cfg["name"]
+    own = _module(cfg.get("model") or name)
+    # workloads with an input format or a load of their own (noisy_jobs' job
+    # trace, the webserver's backlog and closed loop) read their trace themselves
+    if own is not None and getattr(own, "READS_TRACE", False):
+        return own.WORKLOAD(cfg, machine, recorder, trace)
     if cfg.get("trace_file"):
         trace = read_trace(cfg["trace_file"])
     if trace is not None:
@@ -30,3 +35,13 @@ def build(cfg, machine, recorder, trace=None):
     except ModuleNotFoundError:
         raise ValueError(f"workload {name!r} is not available") from None
     return module.WORKLOAD(cfg, machine, recorder)
+
+
+def _module(model: str):
+    """The workload module named ``model``, or None if there is none."""
+    try:
+        return importlib.import_module(f"{__name__}.{model}")
+    except ModuleNotFoundError as err:
+        if err.name != f"{__name__}.{model}":
+            raise
+        return None

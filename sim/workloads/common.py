@@ -1,6 +1,7 @@
 """Pieces the workloads share: service-time sampling and cgroup settings."""
 from __future__ import annotations
 
+from sim.bandwidth import DEFAULT_CFS_PERIOD, NSEC_PER_USEC, parse_cpu_max
 from sim.engine import NSEC_PER_SEC, RngStream
 from sim.rq import MAX_SHARES, MIN_SHARES
 from sim.task import BURST_EXIT, Request
@@ -15,6 +16,36 @@ def cgroup_shares(cfg) -> int:
     weight = cfg.get("cgroup_weight")
     weight = 100 if weight is None else int(weight)
     return max(MIN_SHARES, (weight * 1024 + 50) // 100)
+
+
+# the keys that set a cgroup's cpu.max (v1 spelling, then v2)
+BANDWIDTH_KEYS = ("quota_us", "period_us", "burst_us", "cpu_max", "cpu_max_burst")
+
+
+def cgroup_bandwidth(cfg) -> tuple[int | None, int, int] | None:
+    """cpu.max of a cgroup config as (quota_us, period_us, burst_us), quota
+    None for no limit; None if the config sets no limit at all.  cgroup v2
+    ``cpu_max`` ("max 100000", "15000 100000") and ``cpu_max_burst``, or
+    v1 ``quota_us`` (cpu.cfs_quota_us; -1 is no limit), ``period_us``
+    (default 100000) and ``burst_us`` (default 0)."""
+    period = cfg.get("period_us")
+    period = DEFAULT_CFS_PERIOD // NSEC_PER_USEC if period is None else int(period)
+    if cfg.get("cpu_max") is not None:
+        quota, period = parse_cpu_max(cfg["cpu_max"], period)
+        burst = cfg.get("cpu_max_burst")
+    elif cfg.get("quota_us") is not None:
+        quota = int(cfg["quota_us"])
+        burst = cfg.get("burst_us")
+    else:
+        return None
+    return (None if quota == -1 else quota), period, int(burst or 0)
+
+
+def apply_cgroup_bandwidth(machine, tg, cfg) -> None:
+    """Write the cgroup's cpu.max if its config sets one."""
+    bandwidth = cgroup_bandwidth(cfg)
+    if bandwidth is not None:
+        machine.set_cfs_bandwidth(tg, *bandwidth)
 
 
 def parse_cpuset(spec) -> frozenset[int] | None:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from sim.engine import NSEC_PER_MSEC
 from sim.task import Request
-from sim.workloads.common import cgroup_shares, parse_cpuset
+from sim.workloads.common import (BANDWIDTH_KEYS, apply_cgroup_bandwidth, cgroup_shares,
+                                   parse_cpuset)
 
 
 def _nices(nice, threads: int, where: str) -> list[int]:
@@ -29,8 +30,10 @@ class PeriodicWorkload:
         self.engine = machine.engine
         self.recorder = recorder
         ws_bytes = int(cfg.get("working_set_kb", 0)) * 1024
+        # without groups, one cgroup named after the workload (ebizzy reuses this model)
         groups = cfg.get("groups") or [{
-            "name": "periodic", "threads": cfg["threads"], "nice": cfg.get("nice", 0),
+            "name": cfg.get("name") or "periodic", "threads": cfg["threads"],
+            "nice": cfg.get("nice", 0),
             "cgroup_weight": cfg.get("cgroup_weight"), "cgroup_shares": cfg.get("cgroup_shares"),
             "cpuset": cfg.get("cpuset")}]
         self.threads = []
@@ -43,6 +46,9 @@ class PeriodicWorkload:
             if run_ns <= 0 or sleep_ns < 0:
                 raise ValueError(f"workload group {gname}: run_ms must be > 0, sleep_ms >= 0")
             tg = machine.create_group(gname, cgroup_shares(g), parse_cpuset(g.get("cpuset")))
+            # a group's own cpu.max keys, if it sets any, else the workload's
+            own = any(g.get(k) is not None for k in BANDWIDTH_KEYS)
+            apply_cgroup_bandwidth(machine, tg, g if own else cfg)
             if g.get("task_policy") is not None:
                 machine.set_group_task_policy(tg, g["task_policy"],
                                               int(g.get("rt_priority") or 50))

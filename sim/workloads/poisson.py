@@ -4,7 +4,7 @@ the demand split evenly; the request ends when its last thread exits)."""
 from __future__ import annotations
 
 from sim.engine import NSEC_PER_SEC
-from sim.workloads.common import ForkJoin, ServiceTime, cgroup_shares
+from sim.workloads.common import ForkJoin, ServiceTime, apply_cgroup_bandwidth, cgroup_shares
 
 
 class PoissonWorkload(ForkJoin):
@@ -24,6 +24,7 @@ class PoissonWorkload(ForkJoin):
         for i in range(int(cfg["functions"])):
             name = f"func-{i}"
             tg = machine.create_group(f"{parent}/{name}" if parent else name, shares)
+            apply_cgroup_bandwidth(machine, tg, cfg)
             service = ServiceTime(cfg.get("service", "exp"), float(cfg["mean_service_s"]),
                                   float(cfg.get("service_sigma", 1.0)),
                                   self.engine.rng(f"workload/{name}/service"))

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 
 from sim.engine import NSEC_PER_SEC
-from sim.workloads.common import ForkJoin, ServiceTime, cgroup_shares
+from sim.workloads.common import ForkJoin, ServiceTime, apply_cgroup_bandwidth, cgroup_shares
 
 
 class Pid:
@@ -90,6 +90,7 @@ class ResctlWorkload(ForkJoin):
         for i in range(int(cfg["functions"])):
             name = f"func-{i}"
             tg = machine.create_group(f"{parent}/{name}" if parent else name, shares)
+            apply_cgroup_bandwidth(machine, tg, cfg)
             service = ServiceTime(cfg.get("service", "lognormal"), float(cfg["mean_service_s"]),
                                   float(cfg.get("service_sigma", 0.33)),
                                   self.engine.rng(f"workload/{name}/service"),

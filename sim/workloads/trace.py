@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sim.engine import NSEC_PER_SEC
-from sim.workloads.common import ForkJoin, cgroup_shares
+from sim.workloads.common import ForkJoin, apply_cgroup_bandwidth, cgroup_shares
 
 TRACE_SCHEMA = pa.schema([
     ("function", pa.string()),
@@ -150,6 +150,7 @@ class TraceWorkload(ForkJoin):
         parent = str(cfg.get("parent_cgroup") or "").strip("/")
         shares = cgroup_shares(cfg)
         trace = trace.sort_by([("arrival_s", "ascending"), ("function", "ascending")])
+        self.trace = trace  # what offline-knowledge controllers may read
         names = trace.column("function").to_pylist()
         arrivals = np.rint(trace.column("arrival_s").to_numpy() * NSEC_PER_SEC).astype(np.int64)
         demands = np.maximum(1, np.rint(trace.column("demand_s").to_numpy() *
@@ -160,6 +161,7 @@ class TraceWorkload(ForkJoin):
         for name in sorted(set(names)):
             self.groups[name] = machine.create_group(f"{parent}/{name}" if parent else name,
                                                      shares)
+            apply_cgroup_bandwidth(machine, self.groups[name], cfg)
             self.hints[name] = len(self.hints) % ncpus
         self.rows = list(zip(arrivals.tolist(), names, demands.tolist(),
                              trace.column("threads").to_pylist()))

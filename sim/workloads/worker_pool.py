@@ -37,9 +37,18 @@ class WorkerPoolWorkload:
         self.engine.call_later(int(self.arrivals.exponential(self.mean_gap_ns)), self._arrive)
 
     def _arrive(self):
-        now = self.engine.now
-        req = Request(NAME, self.tg.name, now, self.service.sample_ns())
+        req = Request(NAME, self.tg.name, self.engine.now, self.service.sample_ns())
         self.recorder.request_arrived(req)
+        self.receive(req)
+        self.engine.call_later(int(self.arrivals.exponential(self.mean_gap_ns)), self._arrive)
+
+    def receive(self, req):
+        """A request reaches the server (the webserver overrides this to put
+        it through its listen backlog and accept thread first)."""
+        self.admit(req)
+
+    def admit(self, req):
+        """Hand ``req`` to an idle worker, else queue it, else drop it."""
         m = self.machine
         if self.idle:
             w = self.idle.popleft()
@@ -55,14 +64,13 @@ class WorkerPoolWorkload:
             self.queue.append(req)
         else:
             req.dropped = True
-            self.recorder.request_done(req)
-        self.engine.call_later(int(self.arrivals.exponential(self.mean_gap_ns)), self._arrive)
+            self.request_done(req)
 
     def burst_done(self, w):
         now = self.engine.now
         req = w.request
         req.end = now
-        self.recorder.request_done(req)
+        self.request_done(req)
         if self.queue:
             nxt = self.queue.popleft()
             nxt.start = now
@@ -72,6 +80,10 @@ class WorkerPoolWorkload:
         w.request = None
         self.idle.append(w)
         return BURST_BLOCK
+
+    def request_done(self, req) -> None:
+        """Completed or dropped (closed-loop clients hear of both)."""
+        self.recorder.request_done(req)
 
 
 WORKLOAD = WorkerPoolWorkload

@@ -1,0 +1,188 @@
+"""What the host's kernel can provide: which fair scheduler it runs, and a
+fingerprint of the machine recorded with every real run.
+
+- EEVDF replaced CFS as the fair class in Linux 6.6; before it, CFS.
+- CFS-LAGS is a patched kernel; it exists only where the cpu controller has
+  a ``cpu.latency_awareness`` file (checked at the cpu hierarchy's root and
+  in its first-level cgroups, since the file may be absent on the root).
+- SCHED_RR (``scheduler=rr``) is available on every kernel.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from backends.real.cgroupfs import Layout, detect_layout
+
+EEVDF_SINCE = (6, 6)
+
+
+class SchedulerUnavailable(RuntimeError):
+    pass
+
+
+def kernel_version(release: str | None = None) -> tuple[int, int]:
+    release = release or platform.release()
+    m = re.match(r"(\d+)\.(\d+)", release)
+    if not m:
+        raise ValueError(f"cannot parse kernel release {release!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+def has_latency_awareness(layout: Layout | None = None) -> bool:
+    try:
+        layout = layout or detect_layout()
+    except OSError:
+        return False
+    m = layout.by_controller.get("cpu")
+    if m is None:
+        return False
+    if (m.path / "cpu.latency_awareness").exists():
+        return True
+    try:
+        return any((d / "cpu.latency_awareness").exists()
+                   for d in m.path.iterdir() if d.is_dir())
+    except OSError:
+        return False
+
+
+def fair_scheduler(release: str | None = None, latency_awareness: bool | None = None) -> str:
+    """'lags', 'eevdf' or 'cfs': the fair class this kernel runs."""
+    if latency_awareness is None:
+        latency_awareness = has_latency_awareness()
+    if latency_awareness:
+        return "lags"
+    return "eevdf" if kernel_version(release) >= EEVDF_SINCE else "cfs"
+
+
+def describe(release: str | None = None, latency_awareness: bool | None = None) -> str:
+    release = release or platform.release()
+    return f"{release} ({fair_scheduler(release, latency_awareness).upper()})"
+
+
+def check_scheduler(requested: str, release: str | None = None,
+                    latency_awareness: bool | None = None) -> str:
+    """Return the fair scheduler the host runs if it can provide
+    ``requested`` (a ``scheduler=`` option), else raise SchedulerUnavailable
+    naming what was found."""
+    release = release or platform.release()
+    if latency_awareness is None:
+        latency_awareness = has_latency_awareness()
+    found = fair_scheduler(release, latency_awareness)
+    here = f"this host runs {release} ({found.upper()})"
+    base = requested.removesuffix("_tuned")
+    if requested.endswith("_tuned"):
+        raise SchedulerUnavailable(
+            f"scheduler={requested}: the real backend does not change scheduler tunables "
+            f"(/sys/kernel/debug/sched is outside colosim's prefix); use scheduler={base}")
+    if base == "rr":
+        return found
+    if base == "cfs":
+        if found == "cfs":
+            return found
+        if found == "lags":
+            raise SchedulerUnavailable(f"scheduler=cfs: {here}, a CFS-LAGS kernel; "
+                                       f"boot an unpatched kernel before 6.6")
+        raise SchedulerUnavailable(f"scheduler=cfs needs a kernel before 6.6; {here}")
+    if base == "eevdf":
+        if found == "eevdf":
+            return found
+        raise SchedulerUnavailable(f"scheduler=eevdf needs a kernel 6.6 or later; {here}")
+    if base == "lags":
+        if found == "lags":
+            return found
+        raise SchedulerUnavailable(
+            f"scheduler=lags needs a CFS-LAGS kernel (cpu.latency_awareness in the cpu "
+            f"controller); {here}, which has no cpu.latency_awareness")
+    raise SchedulerUnavailable(f"scheduler={requested}: unknown to the real backend")
+
+
+def _cpuinfo() -> dict:
+    model, cores, sockets = None, set(), set()
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        text = ""
+    for block in text.split("\n\n"):
+        kv = {}
+        for line in block.splitlines():
+            if ":" in line:
+                k, v = line.split(":", 1)
+                kv[k.strip()] = v.strip()
+        if not kv:
+            continue
+        model = model or kv.get("model name")
+        pkg, core = kv.get("physical id", "0"), kv.get("core id", kv.get("processor"))
+        sockets.add(pkg)
+        cores.add((pkg, core))
+    return {"cpu_model": model or platform.processor() or None,
+            "sockets": len(sockets) or None, "cores": len(cores) or None,
+            "threads": os.cpu_count()}
+
+
+def perf_events(probe: bool = True) -> dict:
+    """Which perf events count here: ``perf stat`` once per event class."""
+    perf = shutil.which("perf")
+    if perf is None:
+        return {"perf": None, "software": False, "hardware": False,
+                "reason": "perf not installed (Debian: apt-get install linux-perf)"}
+    out = {"perf": perf, "software": False, "hardware": False, "reason": ""}
+    if not probe:
+        return out
+    try:
+        r = subprocess.run([perf, "stat", "-x,", "-e", "task-clock,cycles,instructions",
+                            "--", "true"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        out["reason"] = f"perf stat failed: {e}"
+        return out
+    from backends.real.perf import parse_perf_csv
+    samples = {s.event.split(":")[0]: s.value for s in parse_perf_csv(r.stderr, interval=False,
+                                                                      has_cgroup=False)}
+    out["software"] = samples.get("task-clock") is not None
+    out["hardware"] = (samples.get("cycles") is not None
+                       and samples.get("instructions") is not None)
+    if not out["software"]:
+        out["reason"] = (r.stderr.strip().splitlines() or ["perf stat counted nothing"])[-1]
+    elif not out["hardware"]:
+        out["reason"] = "no hardware PMU events (cycles/instructions <not supported>)"
+    return out
+
+
+def fingerprint(probe_perf: bool = True) -> dict:
+    """CPU model, cores/threads, kernel, scheduler, cgroup layout, resctrl, perf."""
+    fp = _cpuinfo()
+    try:
+        layout = detect_layout()
+        cg = layout.describe()
+        versions = {m.version for c, m in layout.by_controller.items()
+                    if c in ("cpu", "cpuacct", "cpuset")}
+        cgv = "+".join(f"v{v}" for v in sorted(versions)) or None
+    except OSError:
+        layout, cg, cgv = None, None, None
+    resctrl = Path("/sys/fs/resctrl/schemata").exists() or any(
+        line.split()[2:3] == ["resctrl"] for line in _read("/proc/mounts").splitlines())
+    resctrl_fs = "resctrl" in _read("/proc/filesystems")
+    pe = perf_events(probe_perf)
+    fp.update({
+        "kernel": platform.release(),
+        "scheduler": fair_scheduler(latency_awareness=has_latency_awareness(layout)),
+        "cgroup_version": cgv,
+        "cgroup_layout": cg,
+        "resctrl": resctrl,
+        "resctrl_kernel_support": resctrl_fs,
+        "perf": pe["perf"],
+        "perf_software_events": pe["software"],
+        "perf_hardware_events": pe["hardware"],
+    })
+    return fp
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""

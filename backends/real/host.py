@@ -1,0 +1,163 @@
+"""``RealHost``: the ``Host`` protocol (backends/host.py) over the kernel's
+cgroup files, so a controller written against ``SimHost`` runs unchanged on
+the machine itself.
+
+Cgroups are scenario paths (``/faas.slice/func-3``); ``RealHost`` maps them
+into its ``colosim-<run>`` tree through :class:`CgroupFS`.  The clock is
+CLOCK_MONOTONIC since the host object was created (or :meth:`reset_clock`).
+Requests complete in whatever runs the load (the load generator of issue 7,
+later); until then they are pushed with :meth:`push_completed`.
+
+``set_rt_policy`` calls ``sched_setscheduler`` on every thread present in
+the cgroup at the time of the call (not its children, not threads created
+later: a worker that forks a thread per request must inherit the policy from
+its parent thread, which it does because sched_setscheduler's policy is
+inherited on clone unless SCHED_RESET_ON_FORK is set).  On a kernel with RT
+group scheduling (v1 ``cpu.rt_runtime_us`` present), an RT thread may only
+join a cgroup that has RT runtime, so the first promotion under a parent
+splits that parent's RT runtime equally among its children (the run's top
+cgroup gets the root's unallocated runtime).  Each function then has an RT
+budget of (its share) per ``cpu.rt_period_us`` per CPU, a stricter cap than
+the simulator's global 95 % RT throttling.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import numpy as np
+
+from backends.host import Completed, CpuStat
+from backends.real.cgroupfs import CgroupError, CgroupFS
+
+_POLICIES = {"rr": os.SCHED_RR, "normal": os.SCHED_OTHER}
+
+
+class RealHost:
+    def __init__(self, cg: CgroupFS, functions: list[str], trace=None,
+                 parent_cgroup: str = "", create: bool = True):
+        self.cg = cg
+        self._functions = ["/" + CgroupFS.norm(f) for f in functions]
+        self._trace = trace
+        p = parent_cgroup.strip("/")
+        self._parent = "/" + p if p else ""
+        self._done: list[tuple[str, float, float]] = []
+        self._lock = threading.Lock()
+        if create:
+            for f in self._functions:
+                cg.create(f)
+        self._t0 = time.monotonic_ns()
+
+    def reset_clock(self) -> None:
+        self._t0 = time.monotonic_ns()
+
+    # --- reads --------------------------------------------------------------
+    def now_ns(self) -> int:
+        return time.monotonic_ns() - self._t0
+
+    def functions(self) -> list[str]:
+        return list(self._functions)
+
+    def function_demand(self) -> dict[str, float]:
+        if self._trace is None:
+            raise ValueError("the workload is not trace-driven, so its future demand is unknown")
+        demand = (self._trace.column("demand_s").to_numpy()
+                  * self._trace.column("threads").to_numpy())
+        totals: dict[str, float] = {}
+        for name, d in zip(self._trace.column("function").to_pylist(), demand.tolist()):
+            cgroup = f"{self._parent}/{name}"
+            totals[cgroup] = totals.get(cgroup, 0.0) + d
+        return totals
+
+    def cpu_usage_ns(self, cgroup: str) -> int:
+        return self.cg.usage_ns(self._known(cgroup))
+
+    def cpu_stat(self, cgroup: str) -> CpuStat:
+        return self.cg.cpu_stat(self._known(cgroup))
+
+    def push_completed(self, cgroup: str, latency_s: float, end_s: float) -> None:
+        """Record one finished request (thread-safe; the load generator calls it)."""
+        with self._lock:
+            self._done.append(("/" + CgroupFS.norm(cgroup), float(latency_s), float(end_s)))
+
+    def completed(self) -> Completed:
+        with self._lock:
+            rows, self._done = self._done, []
+        return Completed(np.array([r[0] for r in rows], dtype=object),
+                         np.array([r[1] for r in rows], dtype=np.float64),
+                         np.array([r[2] for r in rows], dtype=np.float64))
+
+    def snapshot(self) -> list[dict]:
+        """One row per function cgroup: the counters an interval sampler
+        differences into intervals.parquet (usage, throttling, cpu.max)."""
+        t = self.now_ns()
+        rows = []
+        for f in self._functions:
+            st = self.cg.cpu_stat(f)
+            quota, period, burst = self.cg.cpu_max(f)
+            rows.append({"t_ns": t, "cgroup": f, "usage_ns": self.cg.usage_ns(f),
+                         "nr_periods": st.nr_periods, "nr_throttled": st.nr_throttled,
+                         "throttled_usec": st.throttled_usec, "quota_us": quota,
+                         "period_us": period, "burst_us": burst})
+        return rows
+
+    # --- levers -------------------------------------------------------------
+    def set_cpu_max(self, cgroup: str, quota_us: int | None, period_us: int,
+                    burst_us: int = 0) -> None:
+        self.cg.set_cpu_max(self._known(cgroup), quota_us, period_us, burst_us)
+
+    def set_rt_policy(self, cgroup: str, policy: str, rt_priority: int = 50) -> None:
+        if policy not in _POLICIES:
+            raise ValueError(f"policy {policy!r}: use one of {', '.join(_POLICIES)}")
+        cgroup = self._known(cgroup)
+        if policy == "rr":
+            if not 1 <= rt_priority <= 99:
+                raise ValueError(f"rt_priority {rt_priority}: allowed 1..99")
+            self._ensure_rt_runtime(cgroup)
+            param = os.sched_param(rt_priority)
+        else:
+            param = os.sched_param(0)
+        for tid in self.cg.threads(cgroup):
+            try:
+                os.sched_setscheduler(tid, _POLICIES[policy], param)
+            except ProcessLookupError:
+                continue   # exited since the cgroup was read
+            except OSError as e:
+                raise CgroupError(f"sched_setscheduler({tid}, {policy}) in {cgroup}: "
+                                  f"{e.strerror}") from e
+
+    def _ensure_rt_runtime(self, cgroup: str) -> None:
+        if self.cg.layout.version("cpu") != 1:
+            return
+        root = self.cg.controllers["cpu"].path
+        if not (root / "cpu.rt_runtime_us").exists():
+            return   # no RT group scheduling: nothing to allocate
+        rel = CgroupFS.norm(cgroup)
+        chain = [""] + ["/".join(rel.split("/")[:i + 1]) for i in range(len(rel.split("/")))]
+        parent = root
+        for sub in chain:
+            d = self.cg.dir("cpu", sub)
+            if int((d / "cpu.rt_runtime_us").read_text()) == 0:
+                siblings = [c for c in parent.iterdir() if c.is_dir()]
+                if parent == root:
+                    taken = sum(int((c / "cpu.rt_runtime_us").read_text()) for c in siblings
+                                if c != d)
+                    share = int((root / "cpu.rt_runtime_us").read_text()) - taken
+                    self.cg._write(d / "cpu.rt_runtime_us", str(max(share, 0)))
+                else:
+                    share = int((parent / "cpu.rt_runtime_us").read_text()) // len(siblings)
+                    for c in siblings:   # all inside our tree
+                        if int((c / "cpu.rt_runtime_us").read_text()) == 0:
+                            self.cg._write(c / "cpu.rt_runtime_us", str(share))
+            parent = d
+
+    def _known(self, cgroup: str) -> str:
+        c = "/" + CgroupFS.norm(cgroup)
+        if c not in self._functions and not self.cg.dir("cpu", c).is_dir():
+            raise ValueError(f"no cgroup {cgroup}; the scenario has: "
+                             f"{', '.join(self._functions)}")
+        return c
+
+    def close(self) -> None:
+        self.cg.remove()

@@ -1,0 +1,218 @@
+"""Kubernetes Vertical Pod Autoscaler: the upstream recommender's CPU path
+(kubernetes/autoscaler vertical-pod-autoscaler/pkg/recommender, facts in
+/work/shared/notes/reference-facts.md §3) with the updater the CATCloud
+thesis evaluated against (seed 002, L392: usage every 15 s, limits applied
+every 300 s).
+
+Per container (here: per function cgroup):
+- a usage sample, in cores, every ``interval_s`` (metrics-server's 15 s
+  resolution): cgroup CPU time used over the window / window length, added
+  to a decaying exponential histogram with weight ``sample_weight`` (0.1,
+  minSampleWeight; upstream stopped weighting by the CPU request in 2025);
+- every ``recommender_interval_s``: target = p90 x (1 + margin), lower =
+  p50 x (1 + margin) x (1 + 0.001/conf)^-2, upper = p95 x (1 + margin) x
+  (1 + 1/conf), each at least ``min_mcpu``; conf = min(history span, number
+  of samples / 1440) in days;
+- every ``update_interval_s``: the latest target becomes the container's
+  limit, quota = target x ``period_us``.  Upstream's updater evicts only
+  when the request leaves [lower, upper]; the thesis's VPA applied the
+  recommendation on a fixed cadence, which is what is modelled.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+from policies.control import ControlConfig, Controller
+from policies.control.static import PERIOD_RANGE_US
+from sim.sched_class import tunable
+
+DAY_S = 24 * 3600.0
+MAX_DECAY_EXPONENT = 100       # decaying_histogram.go: renormalise beyond 2^100
+
+
+class ExponentialHistogram:
+    """util/histogram.go with exponential bucket options: bucket n starts
+    at first x (ratio^n - 1) / (ratio - 1); the last bucket is unbounded."""
+
+    def __init__(self, max_value: float = 1000.0, first: float = 0.01, ratio: float = 1.05,
+                 epsilon: float = 1e-4):
+        self.first, self.ratio, self.epsilon = first, ratio, epsilon
+        self.num_buckets = math.ceil(math.log(max_value * (ratio - 1) / first + 1, ratio)) + 1
+        self.weight = [0.0] * self.num_buckets
+        self.total = 0.0
+        self.min_bucket = self.num_buckets - 1
+        self.max_bucket = 0
+
+    def bucket_start(self, n: int) -> float:
+        return self.first * (self.ratio ** n - 1) / (self.ratio - 1)
+
+    def find_bucket(self, value: float) -> int:
+        if value < self.first:
+            return 0
+        n = int(math.floor(math.log(value * (self.ratio - 1) / self.first + 1, self.ratio)))
+        return min(n, self.num_buckets - 1)
+
+    def add(self, value: float, weight: float) -> None:
+        n = self.find_bucket(value)
+        self.weight[n] += weight
+        self.total += weight
+        self.min_bucket = min(self.min_bucket, n)
+        self.max_bucket = max(self.max_bucket, n)
+
+    def scale(self, factor: float) -> None:
+        self.weight = [w * factor for w in self.weight]
+        self.total *= factor
+        # buckets that fell below epsilon no longer bound the walk
+        last = self.num_buckets - 1
+        while self.weight[self.min_bucket] < self.epsilon and self.min_bucket < last:
+            self.min_bucket += 1
+        while self.weight[self.max_bucket] < self.epsilon and self.max_bucket > 0:
+            self.max_bucket -= 1
+
+    def empty(self) -> bool:
+        return self.weight[self.min_bucket] < self.epsilon
+
+    def percentile(self, p: float) -> float:
+        """The end of the bucket where the cumulative weight reaches p x
+        total (the start of the last bucket if it is that one)."""
+        if self.empty():
+            return 0.0
+        threshold, partial = p * self.total, 0.0
+        n = self.min_bucket
+        while n < self.max_bucket:
+            partial += self.weight[n]
+            if partial >= threshold:
+                break
+            n += 1
+        return self.bucket_start(n + 1 if n < self.num_buckets - 1 else n)
+
+
+class DecayingHistogram(ExponentialHistogram):
+    """util/decaying_histogram.go: a sample at time t weighs 2^((t - ref) /
+    half_life), so older samples count half as much per half-life; the
+    reference moves forward (rescaling every weight) before 2^exponent
+    overflows."""
+
+    def __init__(self, half_life_s: float, **options):
+        super().__init__(**options)
+        self.half_life_s = half_life_s
+        self.reference_s = 0.0
+
+    def add_sample(self, value: float, weight: float, t_s: float) -> None:
+        if t_s > self.reference_s + self.half_life_s * MAX_DECAY_EXPONENT:
+            new_reference = round(t_s / self.half_life_s) * self.half_life_s
+            self.scale(2.0 ** round((self.reference_s - new_reference) / self.half_life_s))
+            self.reference_s = new_reference
+        self.add(value, weight * 2.0 ** ((t_s - self.reference_s) / self.half_life_s))
+
+
+@dataclass
+class VpaConfig(ControlConfig):
+    interval_s: float = tunable(15.0, range=(0.001, None))           # usage sample period
+    recommender_interval_s: float = tunable(60.0, range=(0.001, None))
+    update_interval_s: float = tunable(300.0, range=(0.001, None))
+    target_percentile: float = tunable(0.9, range=(0, 1))
+    lower_percentile: float = tunable(0.5, range=(0, 1))
+    upper_percentile: float = tunable(0.95, range=(0, 1))
+    margin: float = tunable(0.15, range=(0, None))
+    min_mcpu: float = tunable(25.0, range=(0, None))
+    half_life_h: float = tunable(24.0, range=(0.001, None))
+    sample_weight: float = tunable(0.1, range=(0, None))
+    period_us: int = tunable(100_000, range=PERIOD_RANGE_US)
+    # the limit before the first update: null = none (cpu.max "max")
+    initial_quota_us: Optional[int] = tunable(None, range=(1_000, None))
+
+
+@dataclass
+class Recommendation:
+    target: float      # cores
+    lower: float
+    upper: float
+
+
+class Container:
+    """What the recommender keeps per container."""
+
+    def __init__(self, half_life_s: float, usage_ns: int, t_s: float):
+        self.histogram = DecayingHistogram(half_life_s)
+        self.first_sample_s: float | None = None
+        self.last_sample_s = 0.0
+        self.samples = 0
+        self.last_usage_ns, self.last_t_s = usage_ns, t_s
+        self.recommendation: Recommendation | None = None
+
+    def confidence(self) -> float:
+        """Days of history, or of 1-per-minute samples, whichever is fewer."""
+        if self.first_sample_s is None:
+            return 0.0
+        return min((self.last_sample_s - self.first_sample_s) / DAY_S, self.samples / 1440.0)
+
+
+class Vpa(Controller):
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.containers: dict[str, Container] = {}
+        self._next_recommend_s = float(cfg["recommender_interval_s"])
+        self._next_update_s = float(cfg["update_interval_s"])
+
+    def start(self, host) -> None:
+        t = host.now_ns() / 1e9
+        half_life = float(self.cfg["half_life_h"]) * 3600.0
+        initial = self.cfg["initial_quota_us"]
+        for cgroup in host.functions():
+            self.containers[cgroup] = Container(half_life, host.cpu_usage_ns(cgroup), t)
+            if initial is not None:
+                self._apply(host, cgroup, initial / self.cfg["period_us"])
+
+    def step(self, host) -> None:
+        t = host.now_ns() / 1e9
+        for cgroup, c in self.containers.items():
+            usage = host.cpu_usage_ns(cgroup)
+            cores = (usage - c.last_usage_ns) / 1e9 / (t - c.last_t_s)
+            c.last_usage_ns, c.last_t_s = usage, t
+            c.histogram.add_sample(cores, float(self.cfg["sample_weight"]), t)
+            if c.first_sample_s is None:
+                c.first_sample_s = t
+            c.last_sample_s = t
+            c.samples += 1
+        # small epsilon: the intervals are sums of float steps
+        if t >= self._next_recommend_s - 1e-9:
+            self._next_recommend_s += float(self.cfg["recommender_interval_s"])
+            for c in self.containers.values():
+                c.recommendation = self.recommend(c)
+        if t >= self._next_update_s - 1e-9:
+            self._next_update_s += float(self.cfg["update_interval_s"])
+            for cgroup, c in self.containers.items():
+                if c.recommendation is not None:
+                    self._apply(host, cgroup, c.recommendation.target)
+
+    def recommend(self, c: Container) -> Recommendation:
+        """logic/estimator.go's chain: percentile, margin, confidence, minimum."""
+        h, cfg = c.histogram, self.cfg
+        with_margin = 1.0 + float(cfg["margin"])
+        conf = c.confidence()
+        floor = float(cfg["min_mcpu"]) / 1000.0
+        target = h.percentile(float(cfg["target_percentile"])) * with_margin
+        lower = h.percentile(float(cfg["lower_percentile"])) * with_margin
+        upper = h.percentile(float(cfg["upper_percentile"])) * with_margin
+        lower = lower * (1.0 + 0.001 / conf) ** -2 if conf > 0 else 0.0
+        upper = upper * (1.0 + 1.0 / conf) if conf > 0 else math.inf
+        return Recommendation(max(target, floor), max(lower, floor), max(upper, floor))
+
+    def _apply(self, host, cgroup: str, cores: float) -> None:
+        period = int(self.cfg["period_us"])
+        # the kernel refuses quotas under 1 ms
+        quota = max(1_000, int(round(cores * period)))
+        host.set_cpu_max(cgroup, quota, period)
+
+    def summary(self) -> dict:
+        targets = [c.recommendation.target for c in self.containers.values()
+                   if c.recommendation is not None]
+        return {"vpa_target_mcpu_mean": (1000.0 * sum(targets) / len(targets)
+                                         if targets else float("nan"))}
+
+
+CONTROLLER = Vpa
+CONFIG = VpaConfig

@@ -1,0 +1,370 @@
+"""`colosim report`: one self-contained HTML file for a run or sweep directory.
+
+Plots are drawn with matplotlib's Agg canvas (no display, no pyplot global
+state) and embedded as base64 PNG, so the file can be mailed or archived
+alone. Every section either shows data read from the run directories or says
+why it has none; nothing is interpolated or made up.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from results.compare import Comparison, compare, display_unit, table_cells, table_title
+from results.readers import Results, open_results
+
+REPORT_FILE = "report.html"
+MAX_PANELS = 6          # subplots per figure; more groups are sampled evenly
+CDF_POINTS = 400        # quantiles drawn per CDF line: the PNG stays small
+DENSITY_KEYS = ("workload.functions", "workload.workers", "workload.threads")
+CPU_LIMIT_COLUMN = "cpu_limit_mcpu"
+
+
+@dataclass
+class Section:
+    title: str
+    figures: list[tuple[str, str]] = field(default_factory=list)  # (png base64, caption)
+    notes: list[str] = field(default_factory=list)                # plain sentences
+    html: str = ""                                                 # prebuilt body
+
+
+def write_report(path: str | Path, out: str | Path | None = None, baseline: str | None = None,
+                 ci: float = 0.95, resamples: int = 2000) -> Path:
+    """Read ``path`` (run or sweep directory), write the HTML report, return its path."""
+    path = Path(path)
+    results = open_results(path)
+    comparison = compare(results, baseline=baseline, ci=ci, resamples=resamples)
+    out = Path(out) if out else path / REPORT_FILE
+    page = render(results, comparison, title=f"colosim report: {path.absolute().name}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(page, encoding="utf-8")
+    tmp.replace(out)    # a reader never sees half a report
+    return out.absolute()
+
+
+def render(results: Results, comparison: Comparison, title: str) -> str:
+    summary = results.summary_frame()
+    summary["policy"] = _policies(summary)
+    colors = _colors(comparison, summary)
+    sections = [
+        overview(results, comparison, summary),
+        latency_cdfs(results, comparison, summary, colors),
+        versus_density(comparison, summary, colors, "Goodput and throughput vs density",
+                       ("goodput_rps", "throughput_rps")),
+        versus_density(comparison, summary, colors,
+                       "Scheduler overhead and cost per switch vs density",
+                       ("sched_overhead_frac", "ctx_switch_cost_mean_us")),
+        cpu_entitlement(results, comparison, summary, colors),
+        tables(comparison),
+    ]
+    return _page(title, sections)
+
+
+# ---------------------------------------------------------------- sections
+
+def overview(results: Results, comparison: Comparison, summary: pd.DataFrame) -> Section:
+    seeds = sorted(summary["seed"].unique().tolist()) if "seed" in summary else []
+    items = [
+        ("directories", ", ".join(str(p) for p in results.paths)),
+        ("runs", str(len(summary))),
+        ("policies", ", ".join(comparison.frame["policy"].unique())),
+        ("baseline", comparison.baseline),
+        ("seeds", ", ".join(map(str, seeds))),
+        ("varying parameters", ", ".join(comparison.params) or "none (one scenario)"),
+    ]
+    for column in ("scenario", "host", "duration_s"):
+        if column in summary and column not in comparison.params:
+            items.append((column, ", ".join(map(str, summary[column].unique()))))
+    body = "<dl>" + "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>"
+                            for k, v in items) + "</dl>"
+    section = Section("Runs", html=body)
+    if "n_unfinished" in summary and (summary["n_unfinished"] > 0).any():
+        worst = summary.loc[summary["n_unfinished"].idxmax()]
+        section.notes.append(
+            f"{int((summary['n_unfinished'] > 0).sum())} run(s) ended with requests still "
+            f"unfinished (up to {int(worst['n_unfinished'])} in run {worst['run_id']}); their "
+            "latencies are not in the statistics, so those runs' latency is biased low.")
+    return section
+
+
+def latency_cdfs(results: Results, comparison: Comparison, summary: pd.DataFrame,
+                 colors: dict) -> Section:
+    section = Section("Latency CDFs per policy")
+    requests = results.table("requests", columns=["run_id", "latency_s", "dropped"]).to_pandas()
+    done = requests[~requests["dropped"].astype(bool) & requests["latency_s"].notna()
+                    & (requests["latency_s"] > 0)]
+    if done.empty:
+        section.notes.append("No run completed a request after warmup, so there is no "
+                             "latency distribution to plot.")
+        return section
+    done = done.merge(summary[["run_id", "policy", *comparison.params]], on="run_id")
+    groups = _groups(done, comparison.params)
+    shown = _sample(groups)
+    fig, axes = _panels(len(shown))
+    for ax, (key, frame) in zip(axes, shown):
+        for policy, cell in sorted(frame.groupby("policy"), key=lambda pc: _rank(colors, pc[0])):
+            ms = cell["latency_s"].to_numpy() * 1e3
+            q = np.linspace(0, 1, min(CDF_POINTS, ms.size))
+            ax.plot(np.quantile(ms, q), q, label=f"{policy} (n={ms.size:,})",
+                    color=colors.get(policy))
+        ax.set_xscale("log")
+        ax.set_xlabel("latency (ms, log scale)")
+        ax.set_ylabel("fraction of requests")
+        ax.set_title(_key_text(comparison.params, key) or "all runs", fontsize=9)
+        ax.grid(True, alpha=0.3)   # major only: minor log ticks are slow to draw
+        ax.legend(fontsize=7)
+    caption = ("Completed requests after warmup, all seeds pooled; dropped requests are "
+               "excluded.")
+    if len(shown) < len(groups):
+        caption += (f" {len(shown)} of {len(groups)} parameter groups shown (evenly "
+                    "spaced); the tables below cover all of them.")
+    section.figures.append((_png(fig), caption))
+    return section
+
+
+def versus_density(comparison: Comparison, summary: pd.DataFrame, colors: dict,
+                   title: str, metrics: tuple[str, ...]) -> Section:
+    section = Section(title)
+    x = density_key(comparison.params, summary)
+    if x is None:
+        section.notes.append(
+            "No numeric parameter varies across these runs (varying: "
+            f"{', '.join(comparison.params) or 'none'}), so there is no density axis to plot "
+            "against; see the comparison tables.")
+        return section
+    present = [m for m in metrics if m in comparison.metrics]
+    missing = [m for m in metrics if m not in present]
+    if missing:
+        section.notes.append(f"{', '.join(missing)}: not in these runs' summaries, not plotted.")
+    if not present:
+        return section
+    others = [p for p in comparison.params if p != x]
+    frame = comparison.frame
+    facets = _groups(frame, others)
+    fig, axes = _panels(len(present) * len(facets[:MAX_PANELS]), columns=len(present))
+    axes = iter(axes)
+    for key, facet in facets[:MAX_PANELS]:
+        for metric in present:
+            ax = next(axes)
+            scale, unit = display_unit(metric)
+            rows = facet[facet["metric"] == metric]
+            for policy, line in sorted(rows.groupby("policy"),
+                                       key=lambda pl: _rank(colors, pl[0])):
+                line = line.sort_values(x)
+                xs = line[x].to_numpy(dtype=float)
+                ys = line["mean"].to_numpy(dtype=float) * scale
+                lo = (line["mean"] - line["ci_low"]).to_numpy(dtype=float) * scale
+                hi = (line["ci_high"] - line["mean"]).to_numpy(dtype=float) * scale
+                has_ci = not np.all(np.isnan(lo))
+                ax.errorbar(xs, ys, yerr=np.vstack([lo, hi]) if has_ci else None,
+                            marker="o", ms=3, capsize=2, label=policy, color=colors.get(policy))
+            xs = np.unique(rows[x].to_numpy(dtype=float))
+            if len(xs) <= 12:   # the swept values themselves, not 2.5 functions
+                ax.set_xticks(xs, [f"{v:g}" for v in xs])
+            ax.set_xlabel(x)
+            ax.set_ylabel(f"{metric}{f' ({unit})' if unit else ''}")
+            name = _key_text(others, key)
+            ax.set_title(f"{metric}{f' — {name}' if name else ''}", fontsize=9)
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize=7)
+    caption = (f"Mean over seeds; error bars are the {int(round(comparison.ci * 100))}% "
+               "bootstrap CI where there is more than one seed.")
+    if len(facets) > MAX_PANELS:
+        caption += f" First {MAX_PANELS} of {len(facets)} combinations of {', '.join(others)}."
+    section.figures.append((_png(fig), caption))
+    return section
+
+
+def cpu_entitlement(results: Results, comparison: Comparison, summary: pd.DataFrame,
+                    colors: dict) -> Section:
+    section = Section("CPU entitlement over time (autoscalers)")
+    schema = results.dataset("intervals").schema.names
+    has_limit = CPU_LIMIT_COLUMN in schema or {"quota_us", "period_us"} <= set(schema)
+    frame = None
+    if has_limit:
+        wanted = [c for c in ("run_id", "interval_start_s", "interval_end_s", "cgroup",
+                              "usage_s", CPU_LIMIT_COLUMN, "quota_us", "period_us")
+                  if c in schema]
+        frame = results.table("intervals", columns=wanted).to_pandas()
+        frame["limit_mcpu"] = _limit_mcpu(frame)
+        frame = frame[frame["limit_mcpu"].notna()]
+    if frame is None or frame.empty:
+        section.notes.append(
+            "No controller limited CPU in these runs: the intervals tables have no "
+            f"{CPU_LIMIT_COLUMN} (or quota_us/period_us) values, so there is no entitlement "
+            "to plot.")
+        return section
+    # One run per policy: the densest group, lowest seed, so policies line up.
+    limited = summary[summary["run_id"].isin(frame["run_id"].unique())]
+    x = density_key(comparison.params, summary)
+    if x is not None:
+        limited = limited[limited[x] == limited[x].max()]
+    picks = limited.sort_values("seed").groupby("policy", sort=False).head(1)
+    picks = picks.sort_values("policy", key=lambda p: p.map(lambda x: _rank(colors, x)))
+    picks = picks[:MAX_PANELS]
+    fig, axes = _panels(len(picks))
+    for ax, (_, run) in zip(axes, picks.iterrows()):
+        rows = frame[frame["run_id"] == run["run_id"]]
+        rows = rows[rows["cgroup"].isin(_innermost(rows["cgroup"].unique()))]
+        length = (rows["interval_end_s"] - rows["interval_start_s"]).where(lambda s: s > 0)
+        rows = rows.assign(usage_mcpu=rows["usage_s"] / length * 1e3)
+        per_t = rows.groupby(["interval_start_s", "interval_end_s"])[
+            ["limit_mcpu", "usage_mcpu"]].sum().reset_index()
+        # each value holds for its whole interval: stairs over the interval edges
+        edges = np.append(per_t["interval_start_s"], per_t["interval_end_s"].iloc[-1])
+        color = colors.get(run["policy"])
+        ax.stairs(per_t["limit_mcpu"], edges, baseline=None, color=color, lw=1.5,
+                  label="limit (sum)")
+        ax.stairs(per_t["usage_mcpu"], edges, baseline=None, color=color, ls=":", lw=1.5,
+                  label="usage (sum)")
+        ax.set_ylim(bottom=0)   # entitlement is read against zero, not a zoomed band
+        ax.set_xlabel("time (s)")
+        ax.set_ylabel("millicores")
+        ax.set_title(f"{run['policy']}, run {run['run_id']} "
+                     f"({rows['cgroup'].nunique()} limited cgroups)", fontsize=9)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    section.figures.append((_png(fig), "Sum over the innermost CPU-limited cgroups of their "
+                            "limit (cpu.max quota/period in force at each interval's end, or "
+                            f"{CPU_LIMIT_COLUMN}) and of their usage in the interval; one run "
+                            "per policy (densest point, lowest seed)."))
+    return section
+
+
+def tables(comparison: Comparison) -> Section:
+    parts = []
+    for metric in comparison.metrics:
+        head, body = table_cells(comparison, metric)
+        numeric = len(comparison.params) + 1
+        row_html = "".join(
+            "<tr>" + "".join(f"<td{' class=num' if i >= numeric else ''}>{html.escape(c)}</td>"
+                             for i, c in enumerate(row)) + "</tr>"
+            for row in body)
+        parts.append(f"<h3>{html.escape(table_title(comparison, metric))}</h3>"
+                     "<table><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head)
+                     + f"</tr></thead><tbody>{row_html}</tbody></table>")
+    return Section("Comparison tables", html="".join(parts))
+
+
+# ---------------------------------------------------------------- helpers
+
+def density_key(params: list[str], summary: pd.DataFrame) -> str | None:
+    """The x axis of the density plots: a known density key if it is swept,
+    else the first numeric varying parameter."""
+    numeric = [p for p in params if pd.api.types.is_numeric_dtype(summary[p])
+               and not pd.api.types.is_bool_dtype(summary[p])]
+    preferred = [k for k in DENSITY_KEYS if k in numeric]
+    return (preferred or numeric or [None])[0]
+
+
+def _policies(summary: pd.DataFrame) -> pd.Series:
+    from results.compare import policy_labels
+    return policy_labels(summary)
+
+
+def _colors(comparison: Comparison, summary: pd.DataFrame) -> dict:
+    import matplotlib
+    policies = list(dict.fromkeys(comparison.frame["policy"]))
+    policies += [p for p in summary["policy"].unique() if p not in policies]
+    cmap = matplotlib.colormaps["tab10"]
+    return {p: cmap(i % 10) for i, p in enumerate(policies)}
+
+
+def _rank(colors: dict, policy: str) -> int:
+    """Baseline first, then the comparison's order, in every legend."""
+    return list(colors).index(policy)
+
+
+def _groups(frame: pd.DataFrame, params: list[str]) -> list[tuple[tuple, pd.DataFrame]]:
+    if not params:
+        return [((), frame)]
+    return [(k if isinstance(k, tuple) else (k,), g)
+            for k, g in frame.groupby(params, dropna=False, sort=True)]
+
+
+def _sample(groups: list) -> list:
+    if len(groups) <= MAX_PANELS:
+        return groups
+    picks = np.linspace(0, len(groups) - 1, MAX_PANELS).round().astype(int)
+    return [groups[i] for i in dict.fromkeys(picks)]
+
+
+def _key_text(params: list[str], key: tuple) -> str:
+    return ", ".join(f"{p}={v}" for p, v in zip(params, key))
+
+
+def _limit_mcpu(frame: pd.DataFrame) -> pd.Series:
+    if CPU_LIMIT_COLUMN in frame:
+        return frame[CPU_LIMIT_COLUMN].astype(float)
+    # cpu.max: quota per period; a null quota means no limit
+    return frame["quota_us"].astype(float) / frame["period_us"].astype(float) * 1e3
+
+
+def _innermost(cgroups) -> list[str]:
+    """Limited cgroups with no limited descendant, so nested limits are not
+    counted twice."""
+    names = [str(c).rstrip("/") or "/" for c in cgroups]
+    return [c for c, name in zip(cgroups, names)
+            if not any(o != name and o.startswith(name.rstrip("/") + "/") for o in names)]
+
+
+def _panels(n: int, columns: int | None = None):
+    columns = columns or min(n, 3)
+    rows = math.ceil(n / columns)
+    # Fixed margins: a layout engine measures every tick label's extent and
+    # was most of the report's run time.
+    fig = Figure(figsize=(4.4 * columns, 3.4 * rows))
+    axes = fig.subplots(rows, columns, squeeze=False).ravel()
+    fig.subplots_adjust(left=0.65 / (4.4 * columns), right=0.98,
+                        bottom=0.55 / (3.4 * rows), top=1 - 0.3 / (3.4 * rows),
+                        wspace=0.3, hspace=0.45)
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    return fig, axes[:n]
+
+
+def _png(fig: Figure) -> str:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=96)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1300px; color: #222; }
+h1 { font-size: 1.5em; } h2 { border-bottom: 1px solid #ccc; margin-top: 2em; }
+h3 { font-size: 0.95em; margin-top: 1.5em; }
+dl { display: grid; grid-template-columns: max-content auto; gap: 0.2em 1em; }
+dt { font-weight: 600; } dd { margin: 0; }
+figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
+figcaption, p.note { font-size: 0.9em; color: #555; }
+table { border-collapse: collapse; font-size: 0.85em; margin-bottom: 1em; }
+th, td { border: 1px solid #ddd; padding: 0.2em 0.5em; } th { background: #f4f4f4; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+"""
+
+
+def _page(title: str, sections: list[Section]) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    body = []
+    for s in sections:
+        slug = "".join(ch if ch.isalnum() else "-" for ch in s.title.lower()).strip("-")
+        parts = [f'<section id="{slug}"><h2>{html.escape(s.title)}</h2>', s.html]
+        parts += [f'<p class="note">{html.escape(n)}</p>' for n in s.notes]
+        parts += [f'<figure><img class="plot" alt="{html.escape(s.title)}" '
+                  f'src="data:image/png;base64,{png}"><figcaption>{html.escape(c)}</figcaption>'
+                  "</figure>" for png, c in s.figures]
+        body.append("".join(parts) + "</section>")
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>"
+            f"<h1>{html.escape(title)}</h1><p class=note>Generated {stamp} by colosim report."
+            f"</p>{''.join(body)}</body></html>\n")

@@ -1,0 +1,193 @@
+"""``workload=webserver``: seed 000's HTTP server (notes/affinity-000 §A.3).
+
+Connections complete their handshake into the kernel's listen queue
+(``backlog``, 512 in the thesis; a connection that finds it full is refused,
+i.e. dropped).  One accept thread takes them out, ``accept_us`` of CPU each,
+into a batch; a batch is handed to the shared application queue when it
+holds ``batch_size`` connections or ``batch_window_ms`` after its first
+connection was accepted, whichever comes first.  The hand-over never blocks:
+connections that find the queue full (``capacity`` waiting, the thesis's
+QUEUE_SIZE) are discarded.  ``workers`` threads serve the queue, each
+request ``mean_service_s`` of CPU (400 ms in the thesis).  The worker side is
+worker_pool's (sim/workloads/worker_pool.py); this module adds the backlog,
+the accept thread and the batching.  With ``batch_size`` 1 and a negligible
+``accept_us`` on a host with a CPU to spare, the server is worker_pool's
+M/G/c/K with K = workers + capacity.
+
+Load: open loop (``clients`` null) with Poisson arrivals at ``rate_rps``,
+drawn on the fly or replayed from an invocation trace (``trace_file``, or
+the table ``arrival_trace`` makes from the seed, which holds the very
+arrivals and demands the on-the-fly draw would make; every row is one
+request to this server, whatever its ``function``, and ``threads`` is
+ignored); or ``clients``
+closed-loop clients, each sending its next request ``think_s`` after the
+response (or the refusal) of its last, as seed 000's ``hey -c 10`` load test
+(all clients send their first request at time 0; a connection refused by a
+full backlog is retried after at least TCP's 1 s SYN retransmission timeout).
+
+Modelling choices the thesis leaves open: its accept loop polls a
+non-blocking socket; here the accept thread sleeps while there is nothing to
+accept (as a blocking accept or epoll would), so it costs CPU only per
+connection.  A batch wakes one idle worker per connection it brings (no
+thundering herd).  Latency runs from the connection's arrival in the backlog
+to the end of its request's CPU work.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+import pyarrow as pa
+
+from sim.engine import NSEC_PER_MSEC, NSEC_PER_SEC, RngStream, s_to_ns
+from sim.task import BURST_BLOCK, Request
+from sim.workloads.common import ServiceTime
+from sim.workloads.trace import make_trace, read_trace
+from sim.workloads.worker_pool import NAME, WorkerPoolWorkload
+
+# the workload replays (or draws) its arrivals itself (sim.workloads.build)
+READS_TRACE = True
+# A full listen queue drops the handshake (tcp_abort_on_overflow = 0) and the
+# client retransmits after the initial RTO, TCP_TIMEOUT_INIT = 1 s; a closed-
+# loop client whose connection is refused tries again no sooner than that.
+SYN_RETRY_NS = NSEC_PER_SEC
+
+
+def _service(cfg, stream: RngStream) -> ServiceTime:
+    return ServiceTime(cfg.get("service", "exp"), float(cfg["mean_service_s"]),
+                       float(cfg.get("service_sigma", 1.0)), stream)
+
+
+def arrival_trace(cfg, seed: int, duration_s: float) -> pa.Table | None:
+    """The open-loop arrivals over [0, duration_s) as an invocation trace
+    (sim/workloads/trace.py), from the same random streams the simulator
+    draws on the fly; None for a closed loop, whose arrivals depend on the
+    responses."""
+    if cfg.get("clients") is not None:
+        return None
+    gaps = RngStream(seed, f"workload/{NAME}/arrivals")
+    service = _service(cfg, RngStream(seed, f"workload/{NAME}/service"))
+    mean_gap_ns = NSEC_PER_SEC / float(cfg["rate_rps"])
+    end = s_to_ns(duration_s)
+    arrivals, demands = [], []
+    t = int(gaps.exponential(mean_gap_ns))
+    while t < end:
+        arrivals.append(t)
+        demands.append(service.sample_ns())
+        t += int(gaps.exponential(mean_gap_ns))
+    n = len(arrivals)
+    return make_trace([NAME] * n, np.asarray(arrivals, np.int64) / NSEC_PER_SEC,
+                      np.asarray(demands, np.int64) / NSEC_PER_SEC, [1] * n)
+
+
+class WebserverWorkload(WorkerPoolWorkload):
+    def __init__(self, cfg, machine, recorder, trace: pa.Table | None = None):
+        super().__init__(cfg, machine, recorder)
+        self.clients = cfg.get("clients")
+        if cfg.get("trace_file"):
+            trace = read_trace(cfg["trace_file"])
+        if trace is not None and self.clients is not None:
+            raise ValueError("workload webserver: a trace replays open-loop arrivals; "
+                             "set workload.clients = null to replay it")
+        self.trace = trace
+        self.think_ns = s_to_ns(float(cfg.get("think_s", 0.0)))
+        self.backlog_cap = int(cfg.get("backlog", 512))
+        self.batch_size = int(cfg.get("batch_size", 1))
+        self.window_ns = int(round(float(cfg.get("batch_window_ms", 0.0)) * NSEC_PER_MSEC))
+        self.accept_ns = max(1, int(round(float(cfg.get("accept_us", 1.0)) * 1000)))
+        self.backlog: deque[Request] = deque()
+        self.batch: list[Request] = []
+        self.window_end = 0
+        self.cycle = 0             # batches started; a window timer fires for its own only
+        self.acceptor = machine.new_task("accept", self.tg, self.nice, self.accept_ns,
+                                         self.ws_bytes, self)
+        self.acceptor_forked = False
+        self.acceptor_idle = True  # blocked, waiting for a connection or a window's end
+
+    # --- load --------------------------------------------------------------------------
+    def start(self):
+        if self.clients is not None:
+            for _ in range(int(self.clients)):
+                self._client_request()
+        elif self.trace is not None:
+            t = self.trace.sort_by("arrival_s")
+            self.rows = list(zip(
+                np.rint(t.column("arrival_s").to_numpy() * NSEC_PER_SEC).astype(np.int64).tolist(),
+                np.maximum(1, np.rint(t.column("demand_s").to_numpy() * NSEC_PER_SEC))
+                .astype(np.int64).tolist()))
+            self.next_row = 0
+            if self.rows:
+                self.engine.call_at(self.rows[0][0], self._replay)
+        else:
+            super().start()
+
+    def _replay(self):
+        rows, now = self.rows, self.engine.now
+        while self.next_row < len(rows) and rows[self.next_row][0] <= now:
+            req = Request(NAME, self.tg.name, now, rows[self.next_row][1])
+            self.next_row += 1
+            self.recorder.request_arrived(req)
+            self.receive(req)
+        if self.next_row < len(rows):
+            self.engine.call_at(rows[self.next_row][0], self._replay)
+
+    def _client_request(self):
+        req = Request(NAME, self.tg.name, self.engine.now, self.service.sample_ns())
+        self.recorder.request_arrived(req)
+        self.receive(req)
+
+    def request_done(self, req, retry_ns: int | None = None) -> None:
+        super().request_done(req)
+        if self.clients is not None:
+            self.engine.call_later(self.think_ns if retry_ns is None else retry_ns,
+                                   self._client_request)
+
+    # --- listen backlog and accept thread ------------------------------------------------
+    def receive(self, req):
+        """The connection is established: it waits in the listen backlog."""
+        if len(self.backlog) >= self.backlog_cap:
+            req.dropped = True       # refused: the listen queue is full
+            self.request_done(req, max(self.think_ns, SYN_RETRY_NS))
+            return
+        self.backlog.append(req)
+        if self.acceptor_idle:
+            self._run_acceptor()
+
+    def _run_acceptor(self):
+        a = self.acceptor
+        self.acceptor_idle = False
+        a.remaining = self.accept_ns
+        if self.acceptor_forked:
+            self.machine.wake_up(a)
+        else:
+            self.acceptor_forked = True
+            self.machine.wake_up_new_task(a, 0)
+
+    def _window_closed(self, cycle: int):
+        # the accept thread's wait times out: it wakes to hand the batch over
+        if cycle == self.cycle and self.batch and self.acceptor_idle:
+            self._run_acceptor()
+
+    def burst_done(self, t):
+        if t is not self.acceptor:
+            return super().burst_done(t)
+        now = self.engine.now
+        if self.backlog:             # this pass accepted a connection
+            self.batch.append(self.backlog.popleft())
+            if len(self.batch) == 1:
+                self.cycle += 1
+                self.window_end = now + self.window_ns
+                if self.batch_size > 1 and self.window_ns > 0:
+                    self.engine.call_at(self.window_end, self._window_closed, self.cycle)
+        if self.batch and (len(self.batch) >= self.batch_size or now >= self.window_end):
+            batch, self.batch = self.batch, []
+            for req in batch:
+                self.admit(req)
+        if self.backlog:
+            t.remaining = self.accept_ns
+            return 0
+        self.acceptor_idle = True
+        return BURST_BLOCK
+
+
+WORKLOAD = WebserverWorkload

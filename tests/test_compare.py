@@ -1,0 +1,240 @@
+"""Readers and `colosim compare`: bootstrap CIs checked against cases that
+can be worked out by hand, and the command on a small real sweep."""
+import copy
+import io
+import math
+
+import numpy as np
+import pandas as pd
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+
+from results.compare import (NO_CI, bootstrap_delta_ci, bootstrap_mean_ci, choose_baseline,
+                             compare)
+from results.readers import ResultsError, dir_kind, open_results
+from scenarios.cli import main
+
+BASE = ["host=this-vm", "duration_s=0.5", "warmup_s=0.1", "interval_s=0.1",
+        "workload.rate_rps=40"]
+SCHEDULERS, SEEDS, FUNCTIONS = ("cfs", "lags"), (0, 1), (2, 4)
+
+
+def make_sweep(sweep_dir, schedulers=SCHEDULERS, seeds=SEEDS, functions=FUNCTIONS):
+    """A sweep directory laid out exactly as `colosim sweep` writes it (same
+    run-directory naming, runner and collect), without the Hydra launcher:
+    its process start-up would dominate these sub-second runs. The launcher
+    itself is tested in test_sweep.py."""
+    from scenarios.config import compose
+    from scenarios.runner import run_scenario
+    from scenarios.sweep import collect, run_dir_of
+
+    for scheduler in schedulers:
+        base = compose(BASE + [f"scheduler={scheduler}"])
+        for seed in seeds:
+            for n in functions:
+                cfg = copy.deepcopy(base)
+                cfg.seed, cfg.workload.functions = seed, n
+                run_scenario(cfg, run_dir_of(sweep_dir, cfg))
+    collect(sweep_dir, ["scheduler", "seed", "workload.functions"])
+    return sweep_dir
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    return make_sweep(tmp_path_factory.mktemp("cmp") / "sweep")
+
+
+@pytest.fixture(scope="module")
+def summary(sweep):
+    return pq.read_table(sweep / "summary.parquet").to_pandas()
+
+
+# ---------------------------------------------------------------- bootstrap
+
+def test_constant_differences_have_a_zero_width_interval():
+    assert bootstrap_delta_ci([5, 6, 7], [4, 5, 6], paired=True) == (1.0, 1.0, 1.0)
+    assert bootstrap_mean_ci([2.5] * 4) == (2.5, 2.5, 2.5)
+
+
+def test_two_samples_interval_is_the_hand_computed_one():
+    # Resampling [0, 2] gives a mean of 0, 1 or 2 with probability 1/4, 1/2,
+    # 1/4. The 95% interval's quantiles (2.5%, 97.5%) fall in the outer
+    # masses: [0, 2]. A 40% interval (30%, 70%) falls in the middle: [1, 1].
+    assert bootstrap_delta_ci([0, 2], [0, 0], paired=True, ci=0.95) == (1.0, 0.0, 2.0)
+    assert bootstrap_delta_ci([0, 2], [0, 0], paired=True, ci=0.40) == (1.0, 1.0, 1.0)
+
+
+def test_one_sample_has_no_interval():
+    mean, lo, hi = bootstrap_mean_ci([3.0])
+    assert mean == 3.0 and math.isnan(lo) and math.isnan(hi)
+    delta, lo, hi = bootstrap_delta_ci([3.0, 4.0], [1.0], paired=False)
+    assert delta == 2.5 and math.isnan(lo) and math.isnan(hi)
+
+
+def test_unpaired_delta_is_the_difference_of_means():
+    delta, lo, hi = bootstrap_delta_ci([10, 10, 10], [1, 3], paired=False)
+    # the baseline resamples to 1, 2 or 3 (1/4, 1/2, 1/4): delta in {9, 8, 7}
+    assert delta == 8.0 and (lo, hi) == (7.0, 9.0)
+
+
+def test_resampling_is_seeded():
+    x = np.random.default_rng(1).normal(size=7)
+    assert bootstrap_mean_ci(x) == bootstrap_mean_ci(x)
+
+
+def test_interval_covers_the_true_delta_and_narrows_with_more_seeds():
+    rng = np.random.default_rng(42)
+    true_delta = 0.5
+
+    def interval(n):
+        base = rng.normal(10, 1, n)
+        policy = base + true_delta + rng.normal(0, 1, n)   # paired by seed
+        return bootstrap_delta_ci(policy, base, paired=True, resamples=1000,
+                                  rng=np.random.default_rng(rng.integers(1 << 31)))
+
+    trials = [interval(20) for _ in range(200)]
+    coverage = np.mean([lo <= true_delta <= hi for _, lo, hi in trials])
+    # percentile bootstrap slightly under-covers at n=20 (about 0.93); a
+    # broken interval (e.g. the sample SD instead of the SE) is far off
+    assert 0.86 <= coverage <= 0.99
+    width = {n: np.mean([hi - lo for _, lo, hi in (interval(n) for _ in range(50))])
+             for n in (5, 80)}
+    # width scales as 1/sqrt(n): 16x the seeds, about a quarter of the width
+    assert 2.8 < width[5] / width[80] < 5.5
+
+
+def test_default_baseline_is_cfs_else_the_first_policy():
+    assert choose_baseline(["eevdf", "cfs"], None) == "cfs"
+    assert choose_baseline(["eevdf", "lags"], None) == "eevdf"
+    assert choose_baseline(["cfs+none", "cfs+vpa", "lags+none"], "lags") == "lags+none"
+
+
+# ---------------------------------------------------------------- readers
+
+def test_readers_open_a_sweep_as_one_dataset_per_table(sweep, summary):
+    assert dir_kind(sweep) == "sweep"
+    results = open_results(sweep)
+    assert results.keys == ["workload.functions"]
+    requests = results.dataset("requests")
+    assert isinstance(requests, ds.Dataset)
+    table = requests.to_table(columns=["run_id", "scheduler", "seed", "workload.functions",
+                                       "latency_s"])
+    assert table.num_rows == sum(pq.read_metadata(r / "requests.parquet").num_rows
+                                 for r in results.runs)
+    # every row carries its run's labels, as in the summary
+    labels = (table.to_pandas().drop(columns="latency_s").drop_duplicates("run_id")
+              .set_index("run_id").sort_index())
+    expected = summary.set_index("run_id").sort_index()[labels.columns]
+    pd.testing.assert_frame_equal(labels, expected, check_dtype=False)
+    # and filters on them
+    cfs4 = requests.to_table(filter=(ds.field("scheduler") == "cfs")
+                             & (ds.field("workload.functions") == 4))
+    assert set(cfs4.column("seed").to_pylist()) == set(SEEDS)
+    intervals = results.intervals()
+    assert {"usage_s", "run_id", "workload.functions"} <= set(intervals.columns)
+
+
+def test_run_directories_read_like_a_sweep(sweep, summary):
+    seed0 = summary[summary["seed"] == 0]["run_id"]
+    results = open_results(*(sweep / "runs" / r for r in seed0))
+    assert dir_kind(results.runs[0]) == "run"
+    # no sweep summary here: the varying key comes from the runs' configs
+    assert results.keys == ["workload.functions"]
+    frame = results.summary_frame()
+    assert sorted(frame["workload.functions"]) == sorted(summary[summary["seed"] == 0]
+                                                        ["workload.functions"])
+
+
+def test_a_run_given_twice_is_an_error(sweep):
+    one = next((sweep / "runs").iterdir())
+    with pytest.raises(ResultsError, match="more than once"):
+        open_results(sweep, one)
+
+
+# ---------------------------------------------------------------- compare
+
+def test_values_and_deltas_match_the_summary(sweep, summary):
+    comparison = compare(open_results(sweep), ["goodput_rps", "latency_p99_s"])
+    assert comparison.params == ["workload.functions"] and comparison.baseline == "cfs"
+    frame = comparison.frame.set_index(["metric", "workload.functions", "policy"])
+    for metric in ("goodput_rps", "latency_p99_s"):
+        for n in FUNCTIONS:
+            cells = summary[summary["workload.functions"] == n].sort_values("seed")
+            lags = cells[cells.scheduler == "lags"][metric].to_numpy()
+            cfs = cells[cells.scheduler == "cfs"][metric].to_numpy()
+            row = frame.loc[(metric, n, "lags")]
+            assert row["n"] == len(SEEDS) and row["paired"]
+            assert row["mean"] == pytest.approx(lags.mean())
+            assert row["delta"] == pytest.approx((lags - cfs).mean())
+            assert row["delta_pct"] == pytest.approx(100 * (lags - cfs).mean() / cfs.mean())
+            # two paired seeds: the bootstrap interval spans the two differences
+            diffs = sorted(lags - cfs)
+            assert (row["delta_ci_low"], row["delta_ci_high"]) == pytest.approx(diffs)
+            assert math.isnan(frame.loc[(metric, n, "cfs")]["delta"])
+
+
+def test_baseline_choice_flips_the_deltas(sweep):
+    results = open_results(sweep)
+    vs_cfs = compare(results, ["throughput_rps"]).frame
+    vs_lags = compare(results, ["throughput_rps"], baseline="lags").frame
+    a = vs_cfs[vs_cfs.policy == "lags"].set_index("workload.functions")["delta"]
+    b = vs_lags[vs_lags.policy == "cfs"].set_index("workload.functions")["delta"]
+    pd.testing.assert_series_equal(a, -b, check_names=False)
+
+
+def test_compare_prints_a_table_per_default_metric(sweep, capsys):
+    assert main(["compare", str(sweep)]) == 0
+    out = capsys.readouterr().out
+    for metric in ("goodput_rps", "throughput_rps", "latency_p50_s", "latency_p99_s",
+                   "sched_overhead_frac", "ctx_switch_cost_mean_us", "ctx_switch_rate_per_s",
+                   "cpu_util"):
+        assert f"\n{metric}" in "\n" + out
+    header = next(line for line in out.splitlines() if line.startswith("workload.functions"))
+    assert header.split() == ["workload.functions", "policy", "n", "mean", "95%", "CI",
+                              "delta", "vs", "cfs", "delta", "%", "delta", "95%", "CI"]
+    assert out.count("baseline") == 8 * len(FUNCTIONS)
+    assert NO_CI not in out      # two seeds everywhere
+
+
+def test_compare_markdown_and_csv(sweep, capsys):
+    assert main(["compare", str(sweep), "--metric", "goodput_rps,cpu_util",
+                 "--format", "markdown"]) == 0
+    md = capsys.readouterr().out
+    assert md.count("\n| workload.functions | policy | n | mean |") == 2
+    assert md.startswith("### goodput_rps")
+    assert main(["compare", str(sweep), "--metric", "goodput_rps", "--metric",
+                 "latency_p99_s", "--format", "csv", "--ci", "0.9"]) == 0
+    frame = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    assert set(frame["metric"]) == {"goodput_rps", "latency_p99_s"}
+    assert len(frame) == 2 * len(FUNCTIONS) * len(SCHEDULERS)
+    assert (frame["ci"] == 0.9).all() and (frame["baseline"] == "cfs").all()
+
+
+def test_a_single_seed_says_so_instead_of_inventing_an_interval(sweep, summary, capsys):
+    seed0 = summary[(summary["seed"] == 0)]["run_id"]
+    assert main(["compare", *(str(sweep / "runs" / r) for r in seed0),
+                 "--metric", "goodput_rps"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.split()[:1] in (["2"], ["4"])]
+    assert len(rows) == 4 and all(NO_CI in line for line in rows)
+
+
+def test_bad_directory_metric_and_baseline_are_clear_errors(sweep, tmp_path, capsys):
+    assert main(["compare", str(tmp_path)]) == 2
+    assert "is neither a run directory" in capsys.readouterr().err
+    assert main(["compare", str(tmp_path / "nope")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["compare", str(sweep), "--metric", "goodput"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown metric goodput; valid metrics:" in err and "goodput_rps" in err
+    assert main(["compare", str(sweep), "--baseline", "eevdf"]) == 2
+    assert "baseline 'eevdf' is not among the policies present: cfs, lags" in \
+        capsys.readouterr().err
+
+
+def test_compare_help(capsys):
+    with pytest.raises(SystemExit):
+        main(["compare", "--help"])
+    out = capsys.readouterr().out
+    assert "--baseline" in out and "--format" in out and "bootstrap" in out

@@ -1,0 +1,207 @@
+"""cgroupfs v1/v2 path and spelling translation, the path guard, preflight
+and cleanup, against a fake cgroupfs in a temp dir (no root, no kernel)."""
+import os
+
+import pytest
+
+from backends.real import cgroupfs
+from backends.real.cgroupfs import (CgroupError, CgroupFS, PathGuardError, check_owned,
+                                    cpu_stat_from, parse_mounts, shares_to_weight,
+                                    weight_to_shares)
+
+
+def fake_v1(tmp_path, with_cpuset=True):
+    lines = []
+    for c in ("cpu", "cpuacct") + (("cpuset",) if with_cpuset else ()):
+        d = tmp_path / c
+        d.mkdir()
+        lines.append(f"cgroup {d} cgroup rw,nosuid,nodev,noexec,relatime,{c} 0 0")
+    (tmp_path / "cpuset" / "cpuset.cpus").write_text("0-3\n") if with_cpuset else None
+    (tmp_path / "cpuset" / "cpuset.mems").write_text("0\n") if with_cpuset else None
+    u = tmp_path / "unified"
+    u.mkdir()
+    lines.append(f"cgroup2 {u} cgroup2 rw,nosuid,nodev,noexec,relatime 0 0")
+    return "\n".join(lines) + "\n", {str(u): []}
+
+
+def fake_v2(tmp_path, enabled="cpu cpuset"):
+    root = tmp_path / "cg2"
+    root.mkdir()
+    (root / "cgroup.subtree_control").write_text(enabled + "\n")
+    text = f"cgroup2 {root} cgroup2 rw,nosuid,nodev,noexec,relatime,nsdelegate 0 0\n"
+    return text, {str(root): ["cpuset", "cpu", "io", "memory", "pids"]}
+
+
+def make(tmp_path, text, v2c, run="t1"):
+    return CgroupFS(run, mounts_text=text, v2_controllers=v2c, require_root=False,
+                    cleanup_on_exit=False)
+
+
+def test_parse_mounts_v1_comounted_and_v2():
+    text = ("cgroup /sys/fs/cgroup/cpu,cpuacct cgroup rw,nosuid,cpu,cpuacct 0 0\n"
+            "cgroup /sys/fs/cgroup/systemd cgroup rw,xattr,name=systemd 0 0\n"
+            "cgroup2 /sys/fs/cgroup/unified cgroup2 rw,nsdelegate 0 0\n"
+            "proc /proc proc rw 0 0\n")
+    ms = parse_mounts(text, {"/sys/fs/cgroup/unified": []})
+    assert [m.version for m in ms] == [1, 1, 2]
+    assert ms[0].controllers == {"cpu", "cpuacct"}
+    lay = cgroupfs.Layout.from_mounts(ms)
+    assert lay.by_controller["cpu"] is lay.by_controller["cpuacct"]
+    assert lay.by_controller["perf_event"].version == 2
+    assert "cpuset" not in lay.by_controller
+
+
+def test_v1_spelling(tmp_path):
+    text, v2c = fake_v1(tmp_path)
+    cg = make(tmp_path, text, v2c)
+    cg.create("/faas.slice/func-1")
+    for h in ("cpu", "cpuacct", "cpuset", "unified"):
+        assert (tmp_path / h / "colosim-t1" / "faas.slice" / "func-1").is_dir()
+    leaf = tmp_path / "cpu" / "colosim-t1" / "faas.slice" / "func-1"
+    # a new v1 cpuset inherits cpus and mems
+    assert (tmp_path / "cpuset/colosim-t1/faas.slice/func-1/cpuset.cpus").read_text() == "0-3"
+    assert (tmp_path / "cpuset/colosim-t1/cpuset.mems").read_text() == "0"
+    cg.set_weight("/faas.slice/func-1", 50)
+    assert (leaf / "cpu.shares").read_text() == "512"
+    (leaf / "cpu.cfs_burst_us").write_text("0")
+    cg.set_cpu_max("faas.slice/func-1", 20_000, 100_000, 5_000)
+    assert (leaf / "cpu.cfs_quota_us").read_text() == "20000"
+    assert (leaf / "cpu.cfs_period_us").read_text() == "100000"
+    assert (leaf / "cpu.cfs_burst_us").read_text() == "5000"
+    assert cg.cpu_max("/faas.slice/func-1") == (20_000, 100_000, 5_000)
+    cg.set_cpu_max("/faas.slice/func-1", None, 50_000)
+    assert (leaf / "cpu.cfs_quota_us").read_text() == "-1"
+    assert (leaf / "cpu.cfs_burst_us").read_text() == "0"
+    assert cg.cpu_max("/faas.slice/func-1") == (None, 50_000, 0)
+    cg.set_cpuset("/faas.slice/func-1", "1", "0")
+    cs = tmp_path / "cpuset/colosim-t1/faas.slice/func-1"
+    assert (cs / "cpuset.cpus").read_text() == "1" and (cs / "cpuset.mems").read_text() == "0"
+    cg.attach("/faas.slice/func-1", 4242)
+    for h in ("cpu", "cpuacct", "cpuset", "unified"):
+        assert (tmp_path / h / "colosim-t1/faas.slice/func-1/cgroup.procs").read_text() == "4242"
+    cg.attach_thread("/faas.slice/func-1", 4243)
+    assert (leaf / "tasks").read_text() == "4243"
+    assert (tmp_path / "unified/colosim-t1/faas.slice/func-1/cgroup.threads").read_text() == "4243"
+    (tmp_path / "cpuacct/colosim-t1/faas.slice/func-1/cpuacct.usage").write_text("123456789\n")
+    assert cg.usage_ns("/faas.slice/func-1") == 123456789
+    (leaf / "cpu.stat").write_text("nr_periods 30\nnr_throttled 29\nthrottled_time 2500000\n"
+                                   "nr_bursts 0\nburst_time 0\n")
+    st = cg.cpu_stat("/faas.slice/func-1")
+    assert (st.nr_periods, st.nr_throttled, st.throttled_usec) == (30, 29, 2500)
+    assert cg.perf_name("/faas.slice/func-1") == "colosim-t1/faas.slice/func-1"
+    with pytest.raises(CgroupError, match="refusing to attach the colosim process"):
+        cg.attach("/faas.slice/func-1", os.getpid())
+
+
+def test_v2_spelling(tmp_path):
+    text, v2c = fake_v2(tmp_path)
+    cg = make(tmp_path, text, v2c)
+    cg.create("/faas.slice/func-2")
+    top = tmp_path / "cg2" / "colosim-t1"
+    leaf = top / "faas.slice" / "func-2"
+    assert leaf.is_dir()
+    # controllers enabled for children inside the tree only
+    assert (top / "cgroup.subtree_control").read_text() == "+cpu +cpuset"
+    assert (top / "faas.slice" / "cgroup.subtree_control").read_text() == "+cpu +cpuset"
+    assert (tmp_path / "cg2" / "cgroup.subtree_control").read_text() == "cpu cpuset\n"
+    cg.set_weight("/faas.slice/func-2", 200)
+    assert (leaf / "cpu.weight").read_text() == "200"
+    cg.set_shares("/faas.slice/func-2", 2048)
+    assert (leaf / "cpu.weight").read_text() == "200"
+    (leaf / "cpu.max.burst").write_text("0")
+    cg.set_cpu_max("/faas.slice/func-2", 20_000, 100_000, 1000)
+    assert (leaf / "cpu.max").read_text() == "20000 100000"
+    assert (leaf / "cpu.max.burst").read_text() == "1000"
+    cg.set_cpu_max("/faas.slice/func-2", None, 100_000)
+    assert (leaf / "cpu.max").read_text() == "max 100000"
+    assert cg.cpu_max("/faas.slice/func-2") == (None, 100_000, 0)
+    cg.set_cpuset("/faas.slice/func-2", "0-1")
+    assert (leaf / "cpuset.cpus").read_text() == "0-1"
+    assert not (leaf / "cpuset.mems").exists()
+    (leaf / "cpu.stat").write_text("usage_usec 1500\nuser_usec 1000\nsystem_usec 500\n"
+                                   "nr_periods 10\nnr_throttled 4\nthrottled_usec 777\n")
+    assert cg.usage_ns("/faas.slice/func-2") == 1_500_000
+    st = cg.cpu_stat("/faas.slice/func-2")
+    assert (st.nr_periods, st.nr_throttled, st.throttled_usec) == (10, 4, 777)
+    cg.attach_thread("/faas.slice/func-2", 99)
+    assert (leaf / "cgroup.threads").read_text() == "99"
+    assert cg.perf_name("") == "colosim-t1"
+
+
+def test_remove_bottom_up(tmp_path):
+    # The fake's "cgroups" are plain dirs holding files, so remove() fails on
+    # them; check the order on empty dirs instead.
+    text, v2c = fake_v2(tmp_path, enabled="cpu cpuset")
+    cg = make(tmp_path, text, v2c)
+    top = tmp_path / "cg2" / "colosim-t1"
+    (top / "a" / "b").mkdir(parents=True)
+    (top / "c").mkdir()
+    removed, killed = cg.remove()
+    assert removed[-1] == top and removed[0] == top / "a" / "b"
+    assert killed == [] and not top.exists()
+
+
+def test_weight_shares_conversion():
+    assert weight_to_shares(100) == 1024
+    assert weight_to_shares(200) == 2048
+    assert weight_to_shares(1) == 10
+    assert shares_to_weight(1024) == 100
+    assert shares_to_weight(2) == 1
+    assert cpu_stat_from({"nr_periods": 1, "nr_throttled": 1,
+                          "throttled_time": 1999}).throttled_usec == 1
+
+
+def test_path_guard(tmp_path):
+    text, v2c = fake_v1(tmp_path)
+    ms = parse_mounts(text, v2c)
+    cpu = tmp_path / "cpu"
+    assert check_owned(cpu / "colosim-x" / "cpu.shares", ms) == cpu / "colosim-x" / "cpu.shares"
+    assert check_owned(cpu / "colosim-x", ms) == cpu / "colosim-x"
+    for bad in (cpu / "cpu.shares", cpu / "other" / "cpu.shares", cpu / "colosim-",
+                cpu / "colosim-x" / ".." / "cpu.shares", cpu / "sub" / "colosim-x" / "tasks",
+                tmp_path / "elsewhere" / "colosim-x" / "f", "/etc/passwd"):
+        with pytest.raises(PathGuardError, match="refusing to write"):
+            check_owned(bad, ms)
+    cg = make(tmp_path, text, v2c)
+    with pytest.raises(PathGuardError):
+        cg._write(cpu / "cpu.shares", "2")
+    assert not (cpu / "cpu.shares").exists()
+    with pytest.raises(ValueError, match=r"'\.\.'"):
+        cg.create("/faas/../../etc")
+
+
+def test_preflight_names_what_is_missing(tmp_path, monkeypatch):
+    text, v2c = fake_v1(tmp_path, with_cpuset=False)
+    with pytest.raises(CgroupError, match="the cpuset controller") as e:
+        make(tmp_path, text, v2c)
+    assert not any(p.name.startswith("colosim-") for p in tmp_path.rglob("*"))
+    assert "mounted: v1: cpu,cpuacct" in str(e.value)
+    t2, c2 = fake_v2(tmp_path, enabled="memory")
+    with pytest.raises(CgroupError, match=r"cpu controller enabled for children.*echo \+cpu"):
+        make(tmp_path, t2, c2)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    sub = tmp_path / "x"
+    sub.mkdir()
+    text, v2c = fake_v1(sub)
+    with pytest.raises(CgroupError, match=r"root \(running as uid 1000"):
+        CgroupFS("t2", mounts_text=text, v2_controllers=v2c, cleanup_on_exit=False)
+
+
+def test_leftovers_found_in_every_hierarchy(tmp_path):
+    text, v2c = fake_v1(tmp_path)
+    lay = cgroupfs.Layout.from_mounts(parse_mounts(text, v2c))
+    for h in ("cpu", "cpuset", "unified"):
+        (tmp_path / h / "colosim-dead" / "f").mkdir(parents=True)
+    (tmp_path / "cpu" / "not-ours").mkdir()
+    found = cgroupfs.find_leftovers(lay)
+    assert sorted(p.parent.name for p in found) == ["cpu", "cpuset", "unified"]
+    removed, killed = cgroupfs.cleanup_leftovers(lay)
+    assert len(removed) == 6 and killed == []
+    assert (tmp_path / "cpu" / "not-ours").is_dir()
+    assert cgroupfs.find_leftovers(lay) == []
+
+
+def test_run_name_checked(tmp_path):
+    text, v2c = fake_v1(tmp_path)
+    with pytest.raises(ValueError, match="run name"):
+        make(tmp_path, text, v2c, run="../x")
