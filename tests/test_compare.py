@@ -1,6 +1,5 @@
 """Readers and `colosim compare`: bootstrap CIs checked against cases that
 can be worked out by hand, and the command on a small real sweep."""
-import copy
 import io
 import math
 
@@ -14,30 +13,7 @@ from results.compare import (NO_CI, bootstrap_delta_ci, bootstrap_mean_ci, choos
                              compare)
 from results.readers import ResultsError, dir_kind, open_results
 from scenarios.cli import main
-
-BASE = ["host=this-vm", "duration_s=0.5", "warmup_s=0.1", "interval_s=0.1",
-        "workload.rate_rps=40"]
-SCHEDULERS, SEEDS, FUNCTIONS = ("cfs", "lags"), (0, 1), (2, 4)
-
-
-def make_sweep(sweep_dir, schedulers=SCHEDULERS, seeds=SEEDS, functions=FUNCTIONS):
-    """A sweep directory laid out exactly as `colosim sweep` writes it (same
-    run-directory naming, runner and collect), without the Hydra launcher:
-    its process start-up would dominate these sub-second runs. The launcher
-    itself is tested in test_sweep.py."""
-    from scenarios.config import compose
-    from scenarios.runner import run_scenario
-    from scenarios.sweep import collect, run_dir_of
-
-    for scheduler in schedulers:
-        base = compose(BASE + [f"scheduler={scheduler}"])
-        for seed in seeds:
-            for n in functions:
-                cfg = copy.deepcopy(base)
-                cfg.seed, cfg.workload.functions = seed, n
-                run_scenario(cfg, run_dir_of(sweep_dir, cfg))
-    collect(sweep_dir, ["scheduler", "seed", "workload.functions"])
-    return sweep_dir
+from tests.sweeps import FUNCTIONS, SCHEDULERS, SEEDS, make_sweep
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@ non-blank image, says why the others are missing, and renders in headless
 Chromium."""
 import base64
 import contextlib
-import copy
 import html.parser
 import io
 import json
@@ -18,32 +17,12 @@ import pytest
 from matplotlib import image as mpimg
 
 from scenarios.cli import main
+from tests.sweeps import make_sweep
 
-BASE = ["host=this-vm", "duration_s=0.5", "warmup_s=0.1", "interval_s=0.1",
-        "workload.rate_rps=40"]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 PLOTS = ("latency-cdfs-per-policy", "goodput-and-throughput-vs-density",
          "scheduler-overhead-and-cost-per-switch-vs-density")
 ENTITLEMENT = "cpu-entitlement-over-time--autoscalers"
-
-
-def make_sweep(sweep_dir, schedulers=("cfs", "lags"), seeds=(0, 1), functions=(2, 4)):
-    """A sweep directory as `colosim sweep` lays it out (same naming, runner
-    and collect) without the Hydra launcher's process start-up; the launcher
-    is tested in test_sweep.py."""
-    from scenarios.config import compose
-    from scenarios.runner import run_scenario
-    from scenarios.sweep import collect, run_dir_of
-
-    for scheduler in schedulers:
-        base = compose(BASE + [f"scheduler={scheduler}"])
-        for seed in seeds:
-            for n in functions:
-                cfg = copy.deepcopy(base)
-                cfg.seed, cfg.workload.functions = seed, n
-                run_scenario(cfg, run_dir_of(sweep_dir, cfg))
-    collect(sweep_dir, ["scheduler", "seed", "workload.functions"])
-    return sweep_dir
 
 
 class _Sections(html.parser.HTMLParser):

@@ -16,18 +16,10 @@ import pytest
 from omegaconf import OmegaConf
 
 from scenarios.cli import main
+from tests.extras import LAUNCHER_BASE, require_extra
 
-try:
-    import ray
-    from hydra_plugins.hydra_ray_launcher.ray_launcher import RayLauncher  # noqa: F401
-except ImportError as err:
-    if os.environ.get("CI", "") not in ("", "0", "false"):
-        raise   # CI installs '.[dev]', which includes the ray extra: fail loudly
-    pytest.skip(f"the ray extra is not installed ({err}); pip install -e '.[ray]'",
-                allow_module_level=True)
-
-BASE = ["host=this-vm", "duration_s=1", "warmup_s=0.2", "workload.functions=2",
-        "workload.rate_rps=20"]
+ray, _ = require_extra("ray", "ray", "hydra_plugins.hydra_ray_launcher.ray_launcher")
+BASE = LAUNCHER_BASE
 SWEEP = ["scheduler=cfs,rr", "seed=0,1"]
 # what the launcher may change: where and how fast the run happened
 UNCOMPARED = {"run_id", "wall_time_s", "sim_s_per_wall_s"}

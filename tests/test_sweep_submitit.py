@@ -9,17 +9,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from scenarios.cli import main
+from tests.extras import LAUNCHER_BASE, require_extra
 
-try:
-    from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher  # noqa: F401
-except ImportError as err:
-    if os.environ.get("CI", "") not in ("", "0", "false"):
-        raise   # CI installs '.[dev]', which includes the slurm extra: fail loudly
-    pytest.skip(f"the slurm extra is not installed ({err}); pip install -e '.[slurm]'",
-                allow_module_level=True)
-
-BASE = ["host=this-vm", "duration_s=1", "warmup_s=0.2", "workload.functions=2",
-        "workload.rate_rps=20"]
+require_extra("slurm", "hydra_plugins.hydra_submitit_launcher.submitit_launcher")
+BASE = LAUNCHER_BASE
 
 
 def test_submitit_local_runs_a_sweep(tmp_path, capfd, monkeypatch):

@@ -29,14 +29,11 @@ sensitivity changes nothing in the simulation.
 """
 from __future__ import annotations
 
-import csv
-from pathlib import Path
-
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from sim.workloads.trace import TraceError, TraceWorkload, make_trace
+from sim.workloads.tablefile import TableFormat, TraceError
+from sim.workloads.trace import TraceWorkload, make_trace
 
 JOB_SCHEMA = pa.schema([
     ("job", pa.string()),
@@ -65,71 +62,6 @@ def make_jobs(job, arrival_s, length_s, cores, sensitivity, priority) -> pa.Tabl
         "priority": pa.array(priority, pa.bool_()),
     }, schema=JOB_SCHEMA)
     check_jobs(table, "job trace", first_row=0, what="row")
-    return table
-
-
-def write_jobs(table: pa.Table, path: str | Path) -> Path:
-    path = Path(path)
-    table = table.select(JOB_SCHEMA.names).cast(JOB_SCHEMA)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.suffix == ".csv":
-        with path.open("w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(JOB_SCHEMA.names)
-            for row in zip(*(table.column(n).to_pylist() for n in JOB_SCHEMA.names)):
-                w.writerow([row[0], repr(row[1]), repr(row[2]), row[3], row[4],
-                            "true" if row[5] else "false"])
-    else:
-        pq.write_table(table, path)
-    return path
-
-
-def read_jobs(path: str | Path) -> pa.Table:
-    path = Path(path)
-    if not path.is_file():
-        raise TraceError(f"job trace {path} does not exist; expected {JOB_FORMAT}")
-    if path.suffix == ".csv":
-        return _read_csv(path)
-    try:
-        table = pq.read_table(path)
-    except (pa.ArrowInvalid, OSError) as err:
-        raise TraceError(f"{path}: not a Parquet file ({err}); expected {JOB_FORMAT}") from None
-    missing = [n for n in JOB_SCHEMA.names if n not in table.column_names]
-    if missing:
-        raise TraceError(f"{path}: missing column(s) {', '.join(missing)}; expected {JOB_FORMAT}")
-    try:
-        table = table.select(JOB_SCHEMA.names).cast(JOB_SCHEMA)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
-        raise TraceError(f"{path}: wrong column type ({err}); expected {JOB_FORMAT}") from None
-    check_jobs(table, str(path), first_row=0, what="row")
-    return table
-
-
-def _read_csv(path: Path) -> pa.Table:
-    cols: dict[str, list] = {n: [] for n in JOB_SCHEMA.names}
-    with path.open(newline="") as f:
-        reader = csv.reader(f)
-        header = next(reader, None)
-        if header != JOB_SCHEMA.names:
-            raise TraceError(f"{path}, line 1: header {header} is not "
-                             f"{','.join(JOB_SCHEMA.names)}; expected {JOB_FORMAT}")
-        for line, row in enumerate(reader, start=2):
-            if len(row) != len(JOB_SCHEMA):
-                raise TraceError(f"{path}, line {line}: {len(row)} fields, "
-                                 f"expected {len(JOB_SCHEMA)}")
-            job, arrival, length, cores, sensitivity, priority = row
-            if priority.lower() not in ("true", "false"):
-                raise TraceError(f"{path}, line {line}: priority must be true or false "
-                                 f"(got {priority!r})")
-            try:
-                values = (job, float(arrival), float(length), int(cores), sensitivity,
-                          priority.lower() == "true")
-            except ValueError as err:
-                raise TraceError(f"{path}, line {line}: {err}") from None
-            for name, value in zip(JOB_SCHEMA.names, values):
-                cols[name].append(value)
-    table = pa.table(cols, schema=JOB_SCHEMA)
-    check_jobs(table, str(path), first_row=2, what="line")
     return table
 
 
@@ -164,6 +96,22 @@ def check_jobs(table: pa.Table, where: str, first_row: int, what: str) -> None:
         dup = int(np.setdiff1d(np.arange(len(jobs)), first)[0])
         raise TraceError(f"{where}, {what} {dup + first_row}: job {jobs[dup]!r} "
                          "appears twice (job names must be unique)")
+
+
+def _parse_csv_row(row: list[str]) -> tuple:
+    job, arrival, length, cores, sensitivity, priority = row
+    if priority.lower() not in ("true", "false"):
+        raise ValueError(f"priority must be true or false (got {priority!r})")
+    return (job, float(arrival), float(length), int(cores), sensitivity,
+            priority.lower() == "true")
+
+
+JOB_FILE = TableFormat(
+    noun="job trace", schema=JOB_SCHEMA, description=JOB_FORMAT, parse=_parse_csv_row,
+    format=lambda r: [r[0], repr(r[1]), repr(r[2]), r[3], r[4], "true" if r[5] else "false"],
+    check_rows=check_jobs)
+write_jobs = JOB_FILE.write
+read_jobs = JOB_FILE.read
 
 
 def to_invocations(jobs: pa.Table) -> pa.Table:

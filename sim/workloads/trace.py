@@ -17,15 +17,15 @@ is wrong, before anything runs.
 """
 from __future__ import annotations
 
-import csv
-from pathlib import Path
-
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from sim.engine import NSEC_PER_SEC
 from sim.workloads.common import ForkJoin, apply_cgroup_bandwidth, cgroup_shares
+from sim.workloads.tablefile import TableFormat, TraceError
+
+__all__ = ["TRACE_SCHEMA", "TRACE_FORMAT", "TraceError", "TraceWorkload", "make_trace",
+           "read_trace", "write_trace"]
 
 TRACE_SCHEMA = pa.schema([
     ("function", pa.string()),
@@ -38,10 +38,6 @@ TRACE_FORMAT = ("an invocation trace: Parquet or CSV with columns "
                 "threads (int, >= 1)")
 
 
-class TraceError(ValueError):
-    """A trace file that cannot be replayed; the message names file and row."""
-
-
 def make_trace(function, arrival_s, demand_s, threads) -> pa.Table:
     """Build a trace table from columns, checking every row."""
     table = pa.table({
@@ -51,69 +47,6 @@ def make_trace(function, arrival_s, demand_s, threads) -> pa.Table:
         "threads": pa.array(threads, pa.int32()),
     }, schema=TRACE_SCHEMA)
     _check_rows(table, "trace", first_row=0, what="row")
-    return table
-
-
-def write_trace(table: pa.Table, path: str | Path) -> Path:
-    path = Path(path)
-    table = table.cast(TRACE_SCHEMA)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.suffix == ".csv":
-        with path.open("w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(TRACE_SCHEMA.names)
-            for row in zip(*(table.column(n).to_pylist() for n in TRACE_SCHEMA.names)):
-                w.writerow([row[0], repr(row[1]), repr(row[2]), row[3]])
-    else:
-        pq.write_table(table, path)
-    return path
-
-
-def read_trace(path: str | Path) -> pa.Table:
-    path = Path(path)
-    if not path.is_file():
-        raise TraceError(f"trace file {path} does not exist; expected {TRACE_FORMAT}")
-    if path.suffix == ".csv":
-        return _read_csv(path)
-    try:
-        table = pq.read_table(path)
-    except (pa.ArrowInvalid, OSError) as err:
-        raise TraceError(f"{path}: not a Parquet file ({err}); expected {TRACE_FORMAT}") \
-            from None
-    missing = [n for n in TRACE_SCHEMA.names if n not in table.column_names]
-    if missing:
-        raise TraceError(f"{path}: missing column(s) {', '.join(missing)}; "
-                         f"expected {TRACE_FORMAT}")
-    try:
-        table = table.select(TRACE_SCHEMA.names).cast(TRACE_SCHEMA)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
-        raise TraceError(f"{path}: wrong column type ({err}); expected {TRACE_FORMAT}") \
-            from None
-    _check_rows(table, str(path), first_row=0, what="row")
-    return table
-
-
-def _read_csv(path: Path) -> pa.Table:
-    cols: dict[str, list] = {n: [] for n in TRACE_SCHEMA.names}
-    with path.open(newline="") as f:
-        reader = csv.reader(f)
-        header = next(reader, None)
-        if header != TRACE_SCHEMA.names:
-            raise TraceError(f"{path}, line 1: header {header} is not "
-                             f"{','.join(TRACE_SCHEMA.names)}; expected {TRACE_FORMAT}")
-        for line, row in enumerate(reader, start=2):
-            if len(row) != 4:
-                raise TraceError(f"{path}, line {line}: {len(row)} fields, expected 4")
-            name, arrival, demand, threads = row
-            try:
-                cols["function"].append(name)
-                cols["arrival_s"].append(float(arrival))
-                cols["demand_s"].append(float(demand))
-                cols["threads"].append(int(threads))
-            except ValueError as err:
-                raise TraceError(f"{path}, line {line}: {err}") from None
-    table = pa.table(cols, schema=TRACE_SCHEMA)
-    _check_rows(table, str(path), first_row=2, what="line")
     return table
 
 
@@ -135,6 +68,18 @@ def _check_rows(table: pa.Table, where: str, first_row: int, what: str) -> None:
             bad = int(np.flatnonzero(~good)[0])
             raise TraceError(f"{where}, {what} {bad + first_row}: {rule} "
                              f"(got {values[bad]!r})")
+
+
+def _parse_csv_row(row: list[str]) -> tuple:
+    name, arrival, demand, threads = row
+    return name, float(arrival), float(demand), int(threads)
+
+
+TRACE_FILE = TableFormat(
+    noun="trace file", schema=TRACE_SCHEMA, description=TRACE_FORMAT, parse=_parse_csv_row,
+    format=lambda r: [r[0], repr(r[1]), repr(r[2]), r[3]], check_rows=_check_rows)
+write_trace = TRACE_FILE.write
+read_trace = TRACE_FILE.read
 
 
 class TraceWorkload(ForkJoin):
