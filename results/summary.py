@@ -51,6 +51,14 @@ def format_summary(summary: pa.Table) -> str:
         ),
         ("migrations", num("migrations", ",d")),
         ("runqueue wait", f"{num('runqueue_wait_mean_s', ',.3f', 1e3)} ms mean"),
+    ]
+    if get("nr_periods"):   # some cgroup had a cpu.max
+        lines.append((
+            "throttling",
+            f"{num('nr_throttled', ',d')} of {num('nr_periods', ',d')} periods throttled, "
+            f"{num('throttled_time_s', ',.3f')} s throttled in all",
+        ))
+    lines += [
         ("wall time", f"{num('wall_time_s', ',.2f')} s ({speed})"),
         ("events", num("sim_events", ",d")),
     ]

@@ -169,6 +169,16 @@ def test_format_summary_shows_the_headline_numbers():
     assert len(text.splitlines()) <= 20
 
 
+def test_format_summary_shows_throttling_and_the_controller_only_when_present():
+    plain = format_summary(make_result().summary)
+    assert "throttling" not in plain and "controller" not in plain
+    row = dict(SUMMARY_ROW, controllers="static", nr_periods=100, nr_throttled=51,
+               throttled_time_s=1.7371)
+    text = format_summary(pa.Table.from_pylist([row], schema=SUMMARY))
+    assert "scheduler cfs, controller static, seed 0" in text
+    assert "51 of 100 periods throttled, 1.737 s throttled in all" in text
+
+
 def test_format_summary_tolerates_missing_values():
     row = dict(SUMMARY_ROW, n_requests=0, latency_mean_s=None, latency_p99_s=float("nan"))
     text = format_summary(pa.Table.from_pylist([row], schema=SUMMARY))
