@@ -484,7 +484,8 @@ def run_fit(quick: bool = False, seeds=(0,), iterations: int = 4, n_jobs: int = 
     metrics = _metrics(final)
     return fit, {"points": points, "metrics": metrics, "duration": dur, "seeds": vseeds,
                  "residuals": _point_residuals(points, metrics),
-                 "without_queue_term": structural_check(designs, points, params, log)}
+                 "without_queue_term": structural_check(designs, points, params, log),
+                 "propagated": propagated(designs, points, params, log)}
 
 
 def structural_check(designs: dict, points: list[dict], params: dict, log=print) -> dict:
@@ -613,6 +614,7 @@ def write_record(fit: Fit, report: dict, wall_s: float, path: Path = RECORD_FILE
         "final_metrics": [{"workload": k[0], "functions": k[1], **v}
                           for k, v in report["metrics"].items()],
         "without_queue_term": report.get("without_queue_term"),
+        "propagated": report.get("propagated"),
         "iterations": fit.iterations,
         "evaluations": fit.evaluations,
         "wall_s": wall_s,
@@ -671,6 +673,36 @@ def designs_from_record(record: dict, phase: str = "final") -> dict:
     return pooled
 
 
+def propagated(designs: dict, points: list[dict], params: dict, log=print) -> dict:
+    """Parameter covariance from the Jacobian of the scaled residuals (and
+    priors) on ``designs``, and the 1-sigma it implies for each run's mean
+    switch cost.  Direct, per-level and run-queue costs are strongly
+    correlated here, so the per-switch costs are far better determined than
+    the parameters one by one."""
+    names = list(FIT)
+    lo = np.array([FIT[k][1] for k in names])
+    hi = np.array([FIT[k][2] for k in names])
+    scale = np.maximum(hi - lo, 1e-9)
+    x = np.array([float(params[k]) for k in names])
+    jac = _numeric_jac(lambda u: surrogate_residuals(lo + u * scale, names, FIXED, points,
+                                                     designs), (x - lo) / scale)
+    cov = np.linalg.pinv(jac.T @ jac) * np.outer(scale, scale)
+    sd = np.sqrt(np.clip(np.diag(cov), 0, None))
+    corr = cov / np.outer(np.where(sd > 0, sd, 1), np.where(sd > 0, sd, 1))
+    out = {"params": names, "cov": cov.tolist(), "corr": corr.tolist(), "cost_us": {}}
+    for key, (d, n, cap) in designs.items():
+        g = np.array([d[k] for k in names]) / n / 1000.0
+        c = predict(d, n, cap, {**FIXED, **params})["ctx_switch_cost_mean_us"]
+        out["cost_us"][f"{key[0]}/{key[1]}"] = {"value": c,
+                                                "sd": float(np.sqrt(max(g @ cov @ g, 0.0)))}
+        log(f"  {key[0]:9s} {key[1]:3d} fn: cost per switch {c:6.2f} +/- "
+            f"{out['cost_us'][f'{key[0]}/{key[1]}']['sd']:.2f} us (1 sigma, propagated)")
+    log("  parameter correlations: " + "; ".join(
+        f"{names[i]}~{names[j]} {corr[i][j]:+.2f}" for i in range(len(names))
+        for j in range(i + 1, len(names))))
+    return out
+
+
 def alternatives(log=print) -> dict:
     """Surrogate-only variants on the final runs' features (indicative, no
     feedback): the old model without the run-queue term, and the model fitted
@@ -691,6 +723,7 @@ def alternatives(log=print) -> dict:
     out["cost_points_only"] = {"params": got, "stderr": sd, "residuals": res,
                                "ssr_cost_points": float(2 * sol.cost)}
     record["alternatives"] = out
+    record["propagated"] = propagated(designs, points, params, log)
     RECORD_FILE.write_text(json.dumps(record, indent=1, default=float) + "\n")
     return out
 
