@@ -2,7 +2,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: install demo test test-slow bench clean
+.PHONY: install demo test test-slow bench clean workers
 
 install: $(VENV)/.installed
 
@@ -13,15 +13,28 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -e '.[dev]'
 	touch $@
 
+# Native workers of the real-host backend (backends/workers/; gcc).  The
+# backend also builds them on first use (backends/real/workers.py).
+WORKERS := backends/workers/build/funcworker
+WORKER_CC ?= gcc
+workers: $(WORKERS)
+
+# Without gcc the real backend cannot run; its tests skip, so make test goes on.
+$(WORKERS): backends/workers/funcworker.c
+	@if ! command -v $(WORKER_CC) >/dev/null; then \
+	  echo "note: $(WORKER_CC) not found: backends/workers not built (backend=real needs it)"; \
+	else mkdir -p $(@D) && echo "$(WORKER_CC) -O2 -Wall -Wextra -pthread -o $@ $<" && \
+	  $(WORKER_CC) -O2 -Wall -Wextra -pthread -o $@ $<; fi
+
 # The default scenario under each kernel scheduler, side by side.
-demo: $(VENV)/.installed
+demo: $(VENV)/.installed $(WORKERS)
 	rm -rf runs/demo
 	$(BIN)/colosim sweep --dir runs/demo scheduler=cfs,eevdf,lags,rr
 	@echo "Results: runs/demo (summary.parquet; one run directory per scheduler under runs/demo/runs)"
 	$(BIN)/colosim compare runs/demo --metric goodput_rps,latency_p99_s,sched_overhead_frac
 	$(BIN)/colosim report runs/demo
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed $(WORKERS)
 	$(BIN)/python -m pytest -q
 
 test-slow: $(VENV)/.installed

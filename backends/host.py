@@ -31,6 +31,57 @@ class Completed:
     end_s: np.ndarray        # float64
 
 
+@dataclass(frozen=True)
+class PendingJob:
+    """A job waiting for admission (``Host.pending_jobs``)."""
+    cgroup: str
+    arrival_s: float
+    threads: int
+    priority: bool = False   # the job's priority hint (seed 004: the only label a scheduler sees)
+
+
+@dataclass(frozen=True)
+class PerfCounts:
+    """Cumulative perf counts of a cgroup.  Over an interval:
+    IPC = dInstructions / dCycles; IPCE = 1 - dStallCycles / dCycles (memory
+    stalls, seed 004 Eq. 3.4); IPC relative to alone = dAloneCycles / dCycles."""
+    instructions: float = 0.0
+    cycles: float = 0.0
+    stall_cycles: float = 0.0
+    alone_cycles: float = 0.0     # cycles the same instructions take alone (the model knows)
+    llc_references: float = 0.0
+    llc_misses: float = 0.0
+
+
+@dataclass(frozen=True)
+class RdtLimits:
+    """resctrl info/: what RDT classes may use."""
+    ways: int                     # info/L3/cbm_mask bits
+    domains: tuple[int, ...]      # L3 domains (one per LLC / socket)
+    num_closids: int              # root included
+    min_cbm_bits: int
+    mba_min: int                  # percent; 0 = no MBA
+    mba_gran: int
+
+
+class RdtError(OSError):
+    """A rejected resctrl operation; ``str(e)`` is info/last_cmd_status."""
+
+
+def trace_demand(trace, parent_cgroup: str) -> dict[str, float]:
+    """``Host.function_demand`` of a run replaying ``trace`` (a table of
+    sim.workloads.trace.TRACE_SCHEMA) with its functions under
+    ``parent_cgroup`` ("/faas.slice", or "" at the root)."""
+    if trace is None:
+        raise ValueError("the workload is not trace-driven, so its future demand is unknown")
+    demand = trace.column("demand_s").to_numpy() * trace.column("threads").to_numpy()
+    totals: dict[str, float] = {}
+    for name, d in zip(trace.column("function").to_pylist(), demand.tolist()):
+        cgroup = f"{parent_cgroup}/{name}"
+        totals[cgroup] = totals.get(cgroup, 0.0) + d
+    return totals
+
+
 class Host(Protocol):
     # --- what a controller may read ---------------------------------------
     def now_ns(self) -> int:
@@ -62,3 +113,90 @@ class Host(Protocol):
     def set_rt_policy(self, cgroup: str, policy: str, rt_priority: int = 50) -> None:
         """chrt for the cgroup's threads: ``rr`` (SCHED_RR at rt_priority) or
         ``normal``."""
+
+    # --- topology and placement (seed 004's admission controllers) ----------
+    def cores_by_socket(self) -> dict[int, list[tuple[int, ...]]]:
+        """Physical cores of each socket, each as its hardware threads (CPU ids)."""
+
+    def set_cpuset(self, cgroup: str, cpus: set[int] | None) -> None:
+        """cpuset.cpus of the cgroup (None: every CPU); threads started from now on."""
+
+    def hold_jobs(self) -> None:
+        """From now on arriving jobs wait for ``admit_job`` instead of starting
+        (workloads that support admission: noisy_jobs).  Call it in start()."""
+
+    def pending_jobs(self) -> list[PendingJob]:
+        """Jobs that arrived and wait for admission, in arrival (FIFO) order."""
+
+    def admit_job(self, cgroup: str, cpus: set[int] | None = None) -> None:
+        """Start a pending job, its threads confined to ``cpus``."""
+
+    # --- RDT: resctrl classes (CAT L3 CBM, MBA percent), CMT/MBM, perf ------
+    # Raise backends.host.RdtError (an OSError) with resctrl's own wording
+    # ("The mask 5 has non-consecutive 1-bits", "Out of CLOSIDs", ...).
+    def rdt_info(self) -> RdtLimits:
+        """What resctrl's info/ says: ways, domains (one per LLC), CLOSIDs, MB range."""
+
+    def rdt_create_class(self, name: str, l3_cbm: int | dict[int, int],
+                         mb_percent: int | dict[int, int] = 100,
+                         exclusive: bool = False) -> None:
+        """mkdir a control group; write its schemata (one CBM / MB value for
+        every domain, or per domain); optionally mode=exclusive.  All or
+        nothing: a rejected class is removed again."""
+
+    def rdt_update_class(self, name: str, l3_cbm: int | dict[int, int] | None = None,
+                         mb_percent: int | dict[int, int] | None = None) -> None:
+        """Rewrite a class's schemata (None keeps that resource)."""
+
+    def rdt_remove_class(self, name: str) -> None:
+        """rmdir: its cgroups fall back to the root group (system/default)."""
+
+    def rdt_assign(self, cgroup: str, name: str) -> None:
+        """Move the cgroup's tasks to class ``name`` ("" = system/default)."""
+
+    def rdt_class_of(self, cgroup: str) -> str:
+        """The class the cgroup's tasks are in ("" = system/default)."""
+
+    def rdt_mon(self, name: str) -> dict[int, dict[str, int]]:
+        """Per domain: ``llc_occupancy`` (bytes now), ``mbm_total_bytes``,
+        ``mbm_local_bytes`` (cumulative)."""
+
+    def perf_counts(self, cgroup: str) -> PerfCounts:
+        """Cumulative perf counters of the cgroup (instructions, cycles,
+        memory stall cycles); IPC and IPCE over an interval come from deltas."""
+
+
+class CpuMaxReading(Protocol):
+    """An optional Host read (controllers check ``hasattr(host, "cpu_max")``)."""
+
+    def cpu_max(self, cgroup: str) -> tuple[int | None, int]:
+        """The cgroup's cpu.max: (quota_us, None for "max"; period_us)."""
+
+
+class BandwidthTracing(Protocol):
+    """An optional Host capability: in-kernel tracing of CFS bandwidth
+    control, the hooks a kernel-level controller (CATCloud, seed 002 §3)
+    patches into fair.c.  The simulated host provides it (SimHost); a real
+    host running an unpatched kernel does not, and controllers check with
+    ``hasattr(host, "trace_bandwidth")`` and fall back to a user-space
+    approximation (labelled as such in their summary columns)."""
+
+    def bandwidth_slice_ns(self) -> int:
+        """sched_cfs_bandwidth_slice: the chunk a CPU borrows from the pool."""
+
+    def trace_bandwidth(self, cgroup: str, observer) -> None:
+        """From now on, for the cgroup's own cfs_rqs (one per CPU):
+
+        - ``observer.runtime_assigned(cpu, now_ns, exec_ns, throttled_ns,
+          group_exec_ns)`` each time a cfs_rq borrows runtime from the
+          group's pool (``__assign_cfs_rq_runtime``): ``exec_ns`` is the CPU
+          time that cfs_rq has consumed so far (monotonic), ``throttled_ns``
+          how long it was throttled since its previous borrow (0 if it was
+          not), ``group_exec_ns`` the CPU time of all the group's cfs_rqs;
+        - ``observer.period_elapsed(now_ns, period_ns, runtime_ns, throttled)``
+          at each bandwidth-period boundary of the group (the period
+          timer's phase): the group's CPU time in the period that ended and
+          whether any of its cfs_rqs was throttled in it.
+
+        Tracing follows cpu.max changes (a new period re-phases the
+        boundaries); it only sees borrows while the group has a quota."""

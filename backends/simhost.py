@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from backends.host import Completed, CpuStat
+from backends.host import (Completed, CpuStat, PendingJob, PerfCounts, RdtError, RdtLimits,
+                           trace_demand)
 from sim.engine import NSEC_PER_SEC, s_to_ns
 
 
 class SimHost:
-    def __init__(self, machine, trace=None, parent_cgroup: str = ""):
+    def __init__(self, machine, trace=None, parent_cgroup: str = "", workload=None):
         self.machine = machine
+        self.workload = workload
         self._trace = trace
         self._parent = "/" + parent_cgroup.strip("/") if parent_cgroup.strip("/") else ""
         self._done: list[tuple[str, int, int]] = []
@@ -30,15 +32,7 @@ class SimHost:
                 if tg.parent is not None and not tg.children]
 
     def function_demand(self) -> dict[str, float]:
-        if self._trace is None:
-            raise ValueError("the workload is not trace-driven, so its future demand is unknown")
-        demand = (self._trace.column("demand_s").to_numpy()
-                  * self._trace.column("threads").to_numpy())
-        totals: dict[str, float] = {}
-        for name, d in zip(self._trace.column("function").to_pylist(), demand.tolist()):
-            cgroup = f"{self._parent}/{name}"
-            totals[cgroup] = totals.get(cgroup, 0.0) + d
-        return totals
+        return trace_demand(self._trace, self._parent)
 
     def cpu_usage_ns(self, cgroup: str) -> int:
         self.machine.sync()
@@ -67,12 +61,206 @@ class SimHost:
         # policy they started with (the real backend chrt's them too).
         self.machine.set_group_task_policy(self._group(cgroup), policy, rt_priority)
 
+    def cpu_max(self, cgroup: str) -> tuple[int | None, int]:
+        b = self._group(cgroup).cfs_bandwidth
+        return (None if not b.enabled else b.quota // 1000), b.period // 1000
+
+    # --- optional capability: in-kernel bandwidth tracing --------------------
+    # (backends.host.BandwidthTracing; a real host has no such hook)
+    def bandwidth_slice_ns(self) -> int:
+        return self.machine.policy.bandwidth.slice
+
+    def trace_bandwidth(self, cgroup: str, observer) -> None:
+        tg = self._group(cgroup)
+        _BandwidthTrace(self.machine, tg, observer)
+
+    # --- topology, placement and admission ---------------------------------
+    def cores_by_socket(self) -> dict[int, list[tuple[int, ...]]]:
+        topo = self.machine.topology
+        out: dict[int, dict[int, list[int]]] = {}
+        for c in topo.cpus:
+            out.setdefault(c.socket, {}).setdefault(c.core, []).append(c.cpu)
+        return {s: [tuple(v) for _, v in sorted(cores.items())] for s, cores in sorted(out.items())}
+
+    def set_cpuset(self, cgroup: str, cpus) -> None:
+        tg = self._group(cgroup)
+        allowed = None if cpus is None else frozenset(int(c) for c in cpus)
+        if allowed is not None and not allowed <= set(range(self.machine.topology.nr_cpus)):
+            raise ValueError(f"cpuset {sorted(allowed)} names CPUs the host does not have")
+        if allowed is not None and not allowed:
+            raise ValueError(f"cgroup {cgroup}: cpuset leaves no CPU to run on")
+        tg.cpus_allowed = allowed
+
+    def _admission(self):
+        w = self.workload
+        if w is None or not hasattr(w, "hold_jobs"):
+            raise ValueError("this workload does not support admission control "
+                             "(hold_jobs/admit_job): use workload=noisy_jobs")
+        return w
+
+    def hold_jobs(self) -> None:
+        self._admission().hold_jobs()
+
+    def pending_jobs(self) -> list[PendingJob]:
+        return [PendingJob(cg, arrival_ns / NSEC_PER_SEC, threads, prio)
+                for cg, arrival_ns, threads, prio in self._admission().pending_jobs()]
+
+    def admit_job(self, cgroup: str, cpus=None) -> None:
+        w = self._admission()
+        if cpus is not None:
+            self.set_cpuset(cgroup, cpus)
+        w.admit_job("/" + cgroup.strip("/"))
+
+    # --- RDT ------------------------------------------------------------------
+    def _mem(self):
+        return self.machine.memory_model()
+
+    def rdt_info(self) -> RdtLimits:
+        i = self._mem().resctrl.info
+        return RdtLimits(i.cbm_len, tuple(i.domains), i.num_closids, i.min_cbm_bits,
+                         i.mba_min_bandwidth if i.has_mba else 0, i.mba_bandwidth_gran)
+
+    def _schemata(self, l3, mb) -> str:
+        rc = self._mem().resctrl
+        doms = rc.info.domains
+        lines = []
+        if l3 is not None:
+            vals = l3 if isinstance(l3, dict) else dict.fromkeys(doms, l3)
+            lines.append("L3:" + ";".join(f"{d}={int(v):x}" for d, v in sorted(vals.items())))
+        if mb is not None and rc.info.has_mba:
+            vals = mb if isinstance(mb, dict) else dict.fromkeys(doms, mb)
+            lines.append("MB:" + ";".join(f"{d}={int(v)}" for d, v in sorted(vals.items())))
+        return "\n".join(lines)
+
+    def rdt_create_class(self, name: str, l3_cbm, mb_percent=100, exclusive: bool = False) -> None:
+        mem = self._mem()
+        rc = mem.resctrl
+        try:
+            rc.mkdir(name)
+        except OSError as err:
+            raise RdtError(err.errno, getattr(err, "status", str(err))) from None
+        try:
+            rc.write_schemata(name, self._schemata(l3_cbm, mb_percent))
+            if exclusive:
+                rc.write_mode(name, "exclusive")
+        except OSError as err:
+            rc.rmdir(name)
+            raise RdtError(err.errno, getattr(err, "status", str(err))) from None
+        mem.changed()
+
+    def rdt_update_class(self, name: str, l3_cbm=None, mb_percent=None) -> None:
+        mem = self._mem()
+        text = self._schemata(l3_cbm, mb_percent)
+        if text:
+            try:
+                mem.resctrl.write_schemata(name, text)
+            except OSError as err:
+                raise RdtError(err.errno, getattr(err, "status", str(err))) from None
+            mem.changed()
+
+    def rdt_remove_class(self, name: str) -> None:
+        mem = self._mem()
+        try:
+            mem.resctrl.rmdir(name)
+        except OSError as err:
+            raise RdtError(err.errno, getattr(err, "status", str(err))) from None
+        mem.changed()
+
+    def rdt_assign(self, cgroup: str, name: str) -> None:
+        try:
+            self._mem().assign(self._group(cgroup), name)
+        except OSError as err:
+            raise RdtError(err.errno, getattr(err, "status", str(err))) from None
+
+    def rdt_class_of(self, cgroup: str) -> str:
+        return self._mem().class_of(self._group(cgroup))
+
+    def rdt_mon(self, name: str) -> dict[int, dict[str, int]]:
+        mem = self._mem()
+        return {int(k[len("mon_L3_"):]): v for k, v in mem.resctrl.mon_data(name).items()}
+
+    def perf_counts(self, cgroup: str) -> PerfCounts:
+        tg = self._group(cgroup)
+        mem = self.machine.memory
+        if mem is None or tg not in mem.cgroups:
+            # no memory profile: no memory stalls, IPC = IPC alone (CPI 1)
+            self.machine.sync()
+            cycles = float(_hier_usage(tg))
+            return PerfCounts(cycles, cycles, 0.0, cycles)
+        c = mem.counters(tg)
+        return PerfCounts(c.instructions, c.cycles, c.stall_cycles, c.alone_cycles,
+                          c.llc_refs, c.llc_misses)
+
     def _group(self, cgroup: str):
         try:
             return self.machine.groups["/" + cgroup.strip("/")]
         except KeyError:
             raise ValueError(f"no cgroup {cgroup}; the scenario has: "
                              f"{', '.join(self.functions())}") from None
+
+
+class _BandwidthTrace:
+    """One traced cgroup: the ``__assign_cfs_rq_runtime`` observer
+    (CfsBandwidthControl.assign_observers) filtered to the group's cfs_rqs,
+    and a timer on the group's bandwidth-period phase.
+
+    sim/bandwidth.py has no throttle/unthrottle or period-timer observers,
+    so two things are derived: the throttled time reported with a borrow is
+    measured from the cfs_rq's ``throttled_clock`` to that borrow (the
+    first borrow after an unthrottle follows it by one context switch when
+    the CPU is free; any wait for the CPU after the unthrottle is counted
+    as throttled), and the period boundaries are the period timer's
+    expiries (``cfs_b.expires``) observed from a timer of our own."""
+
+    def __init__(self, machine, tg, observer):
+        self.machine, self.tg, self.observer = machine, tg, observer
+        self.engine = machine.engine
+        self.cfs_rqs = set(tg.cfs_rq)
+        self.seen_throttle = {c: c.throttled_clock for c in tg.cfs_rq}
+        machine.policy.bandwidth.assign_observers.append(self._assigned)
+        machine.sync()
+        self.last_usage = _hier_usage(tg)
+        self.last_boundary = self.engine.now
+        self.first = True
+        self._arm()
+
+    def _assigned(self, cfs_rq, amount, now) -> None:
+        if cfs_rq not in self.cfs_rqs:
+            return
+        throttled_ns = 0
+        if cfs_rq.throttled_clock > self.seen_throttle[cfs_rq]:
+            throttled_ns = max(0, now - cfs_rq.throttled_clock)
+            self.seen_throttle[cfs_rq] = cfs_rq.throttled_clock
+        exec_ns = _se_exec(cfs_rq.se, now)
+        group_ns = sum(_se_exec(c.se, now) for c in self.tg.cfs_rq)
+        self.observer.runtime_assigned(cfs_rq.cpu, now, exec_ns, throttled_ns, group_ns)
+
+    def _arm(self) -> None:
+        now = self.engine.now
+        cfs_b = self.tg.cfs_bandwidth
+        at = cfs_b.expires if cfs_b.period_active and cfs_b.expires > now else now + cfs_b.period
+        self.engine.call_at(at, self._boundary)
+
+    def _boundary(self) -> None:
+        now = self.engine.now
+        self.machine.sync()
+        usage = _hier_usage(self.tg)
+        throttled = any(c.throttled or c.throttled_clock > self.last_boundary
+                        for c in self.tg.cfs_rq)
+        if not self.first:
+            self.observer.period_elapsed(now, now - self.last_boundary,
+                                         usage - self.last_usage, throttled)
+        self.first = False          # the period under way at registration is partial
+        self.last_usage, self.last_boundary = usage, now
+        self._arm()
+
+
+def _se_exec(se, now: int) -> int:
+    """CPU time of a group entity, the running one charged up to now
+    (update_curr charges the levels bottom-up, so at a borrow ours may lag)."""
+    if se.cfs_rq.curr is se:
+        return se.sum_exec_runtime + max(0, now - se.exec_start)
+    return se.sum_exec_runtime
 
 
 def _hier_usage(tg) -> int:

@@ -31,7 +31,11 @@ if TYPE_CHECKING:  # pandas loads on first use, so the CLI's parser stays light
 
 DEFAULT_METRICS = ("goodput_rps", "throughput_rps", "latency_p50_s", "latency_p99_s",
                    "sched_overhead_frac", "ctx_switch_cost_mean_us", "ctx_switch_rate_per_s",
-                   "cpu_util")
+                   "cpu_util",
+                   # memory model (docs/memory.md); shown only where some run has them
+                   "llc_miss_rate", "llc_occupancy_mb", "ipce_global", "ipce_priority",
+                   "ipce_batch", "time_above_target_frac")
+MEMORY_METRICS = DEFAULT_METRICS[8:]
 DEFAULT_BASELINE = "cfs"
 FORMATS = ("text", "markdown", "csv")
 NO_CI = "n=1, no CI"
@@ -179,7 +183,8 @@ def compare(results: Results, metrics: Sequence[str] | None = None,
     summary = results.summary_frame()
     params = swept_params(results, summary)
     valid = metric_columns(summary, [*params, *results.keys])
-    metrics = list(metrics or [m for m in DEFAULT_METRICS if m in valid])
+    metrics = list(metrics or [m for m in DEFAULT_METRICS if m in valid and (
+        m not in MEMORY_METRICS or summary[m].notna().any())])
     unknown = [m for m in metrics if m not in valid]
     if unknown:
         raise CompareError(f"unknown metric{'s' if len(unknown) > 1 else ''} "

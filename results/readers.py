@@ -100,7 +100,7 @@ def open_results(*paths: str | Path) -> "Results":
         if not found:
             raise ResultsError(f"{path} is a sweep directory without any complete run")
         table = _read_summaries(path, found)
-        sweep_keys += [c for c in _sweep_key_columns(table, found[0]) if c not in sweep_keys]
+        sweep_keys += [c for c in _sweep_key_columns(table, found) if c not in sweep_keys]
         runs += found
         summaries.append(table)
     summary = pa.concat_tables(summaries, promote_options="default")
@@ -130,9 +130,11 @@ def _read_summaries(path: Path, runs: list[Path]) -> pa.Table:
                             promote_options="default")
 
 
-def _sweep_key_columns(table: pa.Table, any_run: Path) -> list[str]:
-    """Columns a sweep added to its runs' own summary columns: its swept keys."""
-    own = set(pq.read_schema(any_run / SUMMARY).names)
+def _sweep_key_columns(table: pa.Table, runs: list[Path]) -> list[str]:
+    """Columns a sweep added to its runs' own summary columns: its swept keys.
+    Runs of different controllers have different extra columns, so a column
+    any run wrote itself is not a key."""
+    own = set().union(*(pq.read_schema(run / SUMMARY).names for run in runs))
     return [c for c in table.column_names if c not in own]
 
 

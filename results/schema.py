@@ -6,6 +6,9 @@ optional interval columns have their types fixed too, so every writer spells
 them the same way. Units are in the column names; times are seconds.
 """
 
+import uuid
+
+import numpy as np
 import pyarrow as pa
 
 SUMMARY = pa.schema(
@@ -82,8 +85,30 @@ INTERVALS_OPTIONAL = pa.schema(
     ]
 )
 
+# Optional summary columns: free to omit (a real-host run may lack them),
+# typed when present.
+SUMMARY_OPTIONAL = pa.schema(
+    [
+        # CPU limit (1000 x quota / period) of the cgroups that had a cpu.max,
+        # summed over them: time-averaged over the window after warmup, and at
+        # the end; NaN when no cgroup was ever limited (sim/api.py)
+        ("cpu_limit_mcpu_mean", pa.float64()),
+        ("cpu_limit_mcpu_final", pa.float64()),
+        # memory model (sim/memory/progress.py, docs/memory.md); NaN when no
+        # cgroup had a memory profile
+        ("llc_miss_rate", pa.float64()),
+        ("llc_miss_rate_min", pa.float64()),
+        ("llc_miss_rate_max", pa.float64()),
+        ("llc_occupancy_mb", pa.float64()),
+        ("ipce_global", pa.float64()),
+        ("ipce_priority", pa.float64()),
+        ("ipce_batch", pa.float64()),
+        ("time_above_target_frac", pa.float64()),
+    ]
+)
+
 TABLES = {"summary": SUMMARY, "requests": REQUESTS, "intervals": INTERVALS}
-_OPTIONAL = {"intervals": INTERVALS_OPTIONAL}
+_OPTIONAL = {"summary": SUMMARY_OPTIONAL, "intervals": INTERVALS_OPTIONAL}
 
 
 class SchemaError(ValueError):
@@ -105,3 +130,41 @@ def check_table(name: str, table: pa.Table) -> None:
     ]
     if wrong:
         raise SchemaError(f"{name} table has columns of the wrong type: {'; '.join(wrong)}")
+
+
+def run_identity(cfg: dict, backend: str) -> dict:
+    """The summary columns that say what ran (a fresh run id, to be replaced
+    by the run directory's name): the same for every backend."""
+    return {
+        "run_id": uuid.uuid4().hex[:12],
+        "experiment": str(cfg.get("experiment") or "default"),
+        "scenario": str(cfg["workload"]["name"]),
+        "scheduler": str(cfg["scheduler"]["name"]),
+        "controllers": str((cfg.get("controller") or {}).get("name", "none")),
+        "backend": backend,
+        "host": str(cfg["host"].get("name", "generic")),
+        "seed": int(cfg.get("seed", 0)),
+        "duration_s": float(cfg["duration_s"]),
+    }
+
+
+def request_columns(requests: pa.Table, window_s: float, slo_s: float) -> dict:
+    """The summary columns computed from requests.parquet (dropped requests
+    count in n_requests, not in throughput or latency)."""
+    dropped = requests.column("dropped").to_numpy(zero_copy_only=False)
+    lat = requests.column("latency_s").to_numpy(zero_copy_only=False)[~dropped]
+    if lat.size:
+        mean, (p50, p95, p99) = float(lat.mean()), np.percentile(lat, [50, 95, 99])
+    else:
+        mean = p50 = p95 = p99 = float("nan")
+    return {
+        "n_requests": int(requests.num_rows),
+        "n_dropped": int(dropped.sum()),
+        "throughput_rps": int(lat.size) / window_s,
+        "goodput_rps": int((lat <= slo_s).sum()) / window_s,
+        "slo_s": slo_s,
+        "latency_mean_s": mean,
+        "latency_p50_s": float(p50),
+        "latency_p95_s": float(p95),
+        "latency_p99_s": float(p99),
+    }

@@ -18,6 +18,7 @@ def format_summary(summary: pa.Table) -> str:
             return MISSING
         return format(value * scale if scale != 1.0 else value, fmt)
 
+    real = get("backend") == "real"
     wall, simulated = get("wall_time_s"), get("duration_s")
     speed = (
         f"{simulated / wall:,.1f} simulated s per wall s" if wall and simulated else MISSING
@@ -34,7 +35,8 @@ def format_summary(summary: pa.Table) -> str:
                else "")
             + f"seed {get('seed')}",
         ),
-        ("duration", f"{num('duration_s', ',.1f')} s simulated"),
+        ("duration", f"{num('duration_s', ',.1f')} s "
+                     + ("on the real host" if real else "simulated")),
         ("requests", f"{num('n_requests', ',d')}, {num('n_dropped', ',d')} dropped"),
         (
             "throughput",
@@ -58,10 +60,11 @@ def format_summary(summary: pa.Table) -> str:
             f"{num('nr_throttled', ',d')} of {num('nr_periods', ',d')} periods throttled, "
             f"{num('throttled_time_s', ',.3f')} s throttled in all",
         ))
-    lines += [
-        ("wall time", f"{num('wall_time_s', ',.2f')} s ({speed})"),
-        ("events", num("sim_events", ",d")),
-    ]
+    if not real:   # a real run's wall time is its duration, and it has no events
+        lines += [
+            ("wall time", f"{num('wall_time_s', ',.2f')} s ({speed})"),
+            ("events", num("sim_events", ",d")),
+        ]
     width = max(len(label) for label, _ in lines)
     return "\n".join(f"{label:<{width}}  {text}" for label, text in lines)
 

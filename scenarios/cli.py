@@ -337,7 +337,7 @@ def _run(args: argparse.Namespace) -> int:
     except RunDirExistsError as err:
         return _fail(f"{err}; choose another output_dir")
 
-    from scenarios.runner import run_scenario
+    from scenarios.runner import RunError, run_scenario
     from sim.workloads.trace import TraceError
 
     progress = _ProgressBar(sys.stderr) if sys.stderr.isatty() else None
@@ -346,7 +346,7 @@ def _run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("\ncolosim: interrupted; no run directory was written", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except TraceError as err:   # nothing was written
+    except (TraceError, RunError) as err:   # nothing was written
         return _fail(err)
     finally:
         if progress:

@@ -24,7 +24,10 @@ def generated_trace(cfg: DictConfig):
 def run_scenario(cfg: DictConfig, out_dir: Path, progress=None) -> pa.Table:
     """Simulate ``cfg`` and write its run directory at ``out_dir`` (named
     after the run id); returns the summary table.  Nothing is written if
-    the run fails or is interrupted."""
+    the run fails or is interrupted.  ``backend=real`` runs it on this
+    machine instead (backends/real/run.py; same tables)."""
+    if cfg.get("backend") is not None and cfg.backend.name == "real":
+        return _run_real(cfg, out_dir, progress)
     # Imported here so `--help` and config errors work without loading the
     # simulator, and tests can substitute sim.simulate.
     from sim import simulate
@@ -39,6 +42,25 @@ def run_scenario(cfg: DictConfig, out_dir: Path, progress=None) -> pa.Table:
                              intervals=result.intervals, trace=trace)
     write_run_dir(tables, out_dir, cfg)
     return summary
+
+
+def _run_real(cfg: DictConfig, out_dir: Path, progress=None) -> pa.Table:
+    from backends.real.run import RealRunError, run_real
+
+    try:
+        result = run_real(cfg, generated_trace(cfg), progress, run_name=out_dir.name)
+    except RealRunError as err:
+        raise RunError(str(err)) from None
+    summary = with_run_id(result.summary, out_dir.name)
+    tables = SimpleNamespace(summary=summary, requests=result.requests,
+                             intervals=result.intervals, trace=result.trace)
+    write_run_dir(tables, out_dir, cfg)
+    return summary
+
+
+class RunError(RuntimeError):
+    """A run that could not start (e.g. backend=real on a host that cannot
+    provide the scenario) or was rejected; nothing was written."""
 
 
 def with_run_id(summary: pa.Table, run_id: str) -> pa.Table:

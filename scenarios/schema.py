@@ -33,6 +33,11 @@ class HostConfig:
     rdt_min_cbm_bits: int = MISSING  # resctrl info/L3/min_cbm_bits
     mba_min_bandwidth: int = MISSING  # resctrl info/MB/min_bandwidth, percent
     mba_bandwidth_gran: int = MISSING  # resctrl info/MB/bandwidth_gran, percent; 0 = no MBA
+    # CPI model of the memory model (sim/memory/progress.py); defaults when a preset omits them
+    cpu_ghz: float = 2.4  # core clock the memory latencies are counted in
+    mem_latency_ns: float = 90.0  # loaded DRAM latency of an LLC miss
+    llc_latency_ns: float = 20.0  # LLC hit latency
+    llc_hash: str = "auto"  # slice hash: auto (XOR for 2^n slices) | xor | uniform (sim/memory/slicehash.py)
 
 
 @dataclass
@@ -71,6 +76,10 @@ class FunctionsWorkload:
     burst_us: Optional[int] = 0
     cpu_max: Optional[str] = None  # "max 100000", "15000 100000" or "15000"
     cpu_max_burst: Optional[int] = None
+    # the hops of a request (sim/workloads/request_path.py): direct (threads
+    # forked in the function cgroup) | knative (a pod: queue-proxy in, the
+    # user container, queue-proxy out, each in its container's cgroup)
+    request_path: str = "direct"
 
 
 @dataclass
@@ -173,6 +182,27 @@ class NoisyJobsWorkload:
     nice: int = MISSING
     parent_cgroup: str = MISSING
     trace_file: Optional[str] = None  # set: replay this job trace instead of generating one
+    # memory profiles by sensitivity class ({moderate: {...}, high: {...}}; keys of
+    # sim.memory.progress.MemoryProfile); null: the jobs have no memory model
+    memory: Optional[Any] = None
+
+
+@dataclass
+class MemLookupWorkload:
+    """Random-lookup containers in RDT partitions (sim/workloads/memlookup.py)."""
+    name: str = MISSING
+    containers: int = MISSING
+    threads: int = MISSING  # per container, one physical core each
+    burst_ms: float = MISSING  # CPU per request, as alone
+    socket: int = 0
+    memory: Any = MISSING  # sim.memory.progress.MemoryProfile keys
+    partitions: Optional[List[Optional[str]]] = None  # per container: null or "lo-hi" ways
+    mb: Optional[List[int]] = None  # per container MB percent
+    exclusive: bool = True
+    tag: str = "priority"
+    cgroup_weight: int = 100
+    cgroup_shares: Optional[int] = None
+    parent_cgroup: str = MISSING
 
 
 @dataclass
@@ -209,6 +239,31 @@ class ResctlWorkload(FunctionsWorkload):
 
 
 @dataclass
+class SimBackend:
+    """backend=sim: the simulated host (sim/); no keys of its own."""
+    name: str = MISSING
+
+
+@dataclass
+class RealBackend:
+    """backend=real: this machine (backends/real/, docs/real-backend.md)."""
+    name: str = MISSING
+    cpus: Optional[str] = None  # cpuset of the workers, e.g. "1" or "0-3"; null: all CPUs
+    loadgen_cpu: Optional[int] = None  # pin the load generator to this CPU; null: not pinned
+    loadgen_rt_priority: Optional[int] = None  # SCHED_FIFO priority of the replay; null: normal
+    perf: bool = True  # per-cgroup perf counts (context switches, migrations)
+    perf_interval_ms: int = 100  # perf stat -I resolution
+    worker: Optional[str] = None  # native worker binary; null: build backends/workers/funcworker.c
+    spin_us: int = 100  # busy-wait this long before each dispatch instead of sleeping
+    max_lateness_p99_s: Optional[float] = 0.002  # load-generator lateness bound; null: none
+    lateness_action: str = "reject"  # reject | flag, when the bound is exceeded
+    grace_s: float = 5.0  # workers are killed duration_s + grace_s after they start
+
+
+BACKEND_SCHEMAS = {"sim": SimBackend, "real": RealBackend}
+
+
+@dataclass
 class Config:
     host: HostConfig = MISSING
     calibration: CalibrationConfig = MISSING
@@ -217,6 +272,7 @@ class Config:
     workload: Any = MISSING
     scheduler: Any = MISSING
     controller: Any = MISSING
+    backend: Any = MISSING  # sim | real (BACKEND_SCHEMAS)
     experiment: str = MISSING
     seed: int = MISSING
     duration_s: float = MISSING
@@ -240,6 +296,7 @@ WORKLOAD_SCHEMAS = {
     "ebizzy": EbizzyWorkload,
     "webserver": WebserverWorkload,
     "noisy_jobs": NoisyJobsWorkload,
+    "memlookup": MemLookupWorkload,
 }
 
 
@@ -265,6 +322,7 @@ PLANNED_OPTIONS = {
     "scheduler": (),
     "controller": PLANNED_CONTROLLERS,
     "workload": (),
+    "backend": (),
 }
 
 
@@ -278,3 +336,5 @@ def register() -> None:
         cs.store(group="scheduler", name=f"{SCHEMA_PREFIX}{name}", node=node)
     for name, node in controller_schemas().items():
         cs.store(group="controller", name=f"{SCHEMA_PREFIX}{name}", node=node)
+    for name, node in BACKEND_SCHEMAS.items():
+        cs.store(group="backend", name=f"{SCHEMA_PREFIX}{name}", node=node)

@@ -182,6 +182,9 @@ def collect(sweep_dir: Path, swept: list[str]) -> pa.Table | None:
         cfg = OmegaConf.load(run / "config.yaml")
         for key in swept:
             value = OmegaConf.select(cfg, key)
+            if OmegaConf.is_list(value):
+                # a swept list (memlookup's partitions): its text, e.g. "[0-5, 4-9]"
+                value = "[" + ", ".join("null" if v is None else str(v) for v in value) + "]"
             # group choices (scheduler, host, ...) and top-level keys such as
             # seed already have their summary column
             if key in summary.column_names or not isinstance(value, (int, float, str, bool)):

@@ -17,14 +17,16 @@ from policies.kernel import PLANNED as PLANNED_POLICIES
 from sim.bandwidth import (MAX_CFS_QUOTA_PERIOD, MAX_CFS_RUNTIME, MIN_CFS_QUOTA_PERIOD,
                            NSEC_PER_USEC, parse_cpu_max)
 from sim.sched_class import RT_PRIORITY_RANGE, TASK_POLICIES
-from scenarios.schema import (PLANNED_OPTIONS, WORKLOAD_SCHEMAS, Azure2021Workload,
+from scenarios.schema import (BACKEND_SCHEMAS, PLANNED_OPTIONS, WORKLOAD_SCHEMAS,
+                              Azure2021Workload,
                               FunctionsWorkload, PeriodicWorkload, PoissonWorkload,
                               RandomWorkload, ResctlWorkload, WorkerPoolWorkload,
                               EbizzyWorkload, NoisyJobsWorkload, WebserverWorkload,
-                              controller_schemas, scheduler_schemas)
+                              MemLookupWorkload, controller_schemas, scheduler_schemas)
 from scenarios.workloads.azure2021 import DEMAND_FROM, SOURCES
 from scenarios.workloads.noisy_jobs import SCENARIOS as NOISY_SCENARIOS
 from sim.workloads.ebizzy import PRESETS as EBIZZY_PRESETS
+from sim.workloads.request_path import REQUEST_PATHS
 
 SERVICE_DISTRIBUTIONS = ("exp", "det", "lognormal")
 KERNEL_HZ = (100, 250, 300, 1000)  # the CONFIG_HZ choices
@@ -65,6 +67,7 @@ def validate(cfg: DictConfig) -> None:
         _check_plugin(checks, "controller", controller_schemas(), key="controller")
         _check_calibration(checks)
         _check_workload(checks)
+        _check_backend(checks)
         problems = checks.problems
     if problems:
         raise ConfigError("\n".join(problems))
@@ -370,6 +373,7 @@ def _check_functions(c: _Checks) -> None:
     c.optional_within("workload.cgroup_shares", CPU_SHARES_RANGE)
     c.within("workload.nice", NICE_RANGE)
     c.cgroup_name("workload.parent_cgroup")
+    c.one_of("workload.request_path", REQUEST_PATHS)
 
 
 def _check_poisson(c: _Checks) -> None:
@@ -543,6 +547,54 @@ def _check_noisy_jobs(c: _Checks) -> None:
     if c.get("workload.trace_file") is not None:
         c.require("workload.trace_file", bool(c.get("workload.trace_file")),
                   "must be a path (or null to generate the job trace)")
+    memory = c.get("workload.memory")
+    if memory is not None:
+        for cls in memory:
+            _check_memory_profile(c, f"workload.memory.{cls}", memory[cls])
+
+
+def _check_memory_profile(c: _Checks, key: str, spec) -> None:
+    """A memory profile (sim.memory.progress.MemoryProfile) builds."""
+    from omegaconf import OmegaConf
+    from sim.memory.progress import MemoryProfile
+    try:
+        plain = OmegaConf.to_container(spec, resolve=True) if OmegaConf.is_config(spec) else spec
+        MemoryProfile.from_spec(plain)
+    except (TypeError, ValueError) as err:
+        c.require(key, False, str(err), spec)
+
+
+def _check_memlookup(c: _Checks) -> None:
+    c.at_least("workload.containers", 1)
+    c.at_least("workload.threads", 1)
+    c.positive("workload.burst_ms")
+    c.at_least("workload.socket", 0)
+    _check_memory_profile(c, "workload.memory", c.get("workload.memory"))
+    c.within("workload.cgroup_weight", CPU_WEIGHT_RANGE)
+    c.optional_within("workload.cgroup_shares", CPU_SHARES_RANGE)
+    c.cgroup_name("workload.parent_cgroup")
+
+
+def _check_backend(c: _Checks) -> None:
+    """backend=real keys (backends/real/run.py); whether this machine can
+    run it (root, controllers, scheduler=) is checked when the run starts."""
+    if not _check_option(c, "backend", BACKEND_SCHEMAS) or c.get("backend.name") != "real":
+        return
+    if c.get("backend.cpus") is not None:
+        c.cpuset("backend.cpus", 4096)
+    if c.get("backend.loadgen_cpu") is not None:
+        c.at_least("backend.loadgen_cpu", 0)
+    if c.get("backend.loadgen_rt_priority") is not None:
+        c.within("backend.loadgen_rt_priority", (1, 99))
+    c.within("backend.perf_interval_ms", (10, 60_000))
+    c.at_least("backend.spin_us", 0)
+    if c.get("backend.max_lateness_p99_s") is not None:
+        c.positive("backend.max_lateness_p99_s")
+    c.one_of("backend.lateness_action", ("reject", "flag"))
+    c.at_least("backend.grace_s", 0)
+    path = c.get("workload.request_path")
+    c.require("workload.request_path", path in (None, "direct"),
+              "backend=real replays the direct path only (knative is simulated)", path)
 
 
 def _check_schema_matches(c: _Checks, group: str, schema: type, key: str = "name") -> bool:
@@ -568,4 +620,5 @@ CHECKS = {
     EbizzyWorkload: _check_ebizzy,
     WebserverWorkload: _check_webserver,
     NoisyJobsWorkload: _check_noisy_jobs,
+    MemLookupWorkload: _check_memlookup,
 }

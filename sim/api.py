@@ -3,16 +3,16 @@ from __future__ import annotations
 
 import importlib
 import time
-import uuid
 from dataclasses import dataclass
 
 import pyarrow as pa
 
+from results.schema import request_columns, run_identity
 from sim import workloads
 from sim.costmodel import CostModel
 from sim.engine import NSEC_PER_SEC, Engine, s_to_ns
 from sim.machine import Machine
-from sim.metrics import HostCounters, IntervalSampler, Recorder, latency_stats
+from sim.metrics import HostCounters, IntervalSampler, Recorder
 from sim.topology import Topology
 
 
@@ -48,6 +48,7 @@ def build(cfg: dict, trace=None):
     # plain-dict configs may leave out `policy` when the option is named after it
     machine = Machine(engine, topology, load_policy(sched.get("policy", sched["name"])), sched,
                       CostModel.from_config(cfg["calibration"]))
+    machine.host_cfg = dict(cfg["host"])
     recorder = Recorder(s_to_ns(float(cfg.get("warmup_s", 0.0))))
     workload = workloads.build(cfg["workload"], machine, recorder, trace)
     return engine, machine, recorder, workload
@@ -63,7 +64,7 @@ def attach_controller(cfg: dict, engine, machine, recorder, workload):
     if controller is None:
         return None
     host = SimHost(machine, getattr(workload, "trace", None),
-                   str(cfg["workload"].get("parent_cgroup") or ""))
+                   str(cfg["workload"].get("parent_cgroup") or ""), workload=workload)
     recorder.observers.append(host.request_done)
     drive(controller, host, engine)
     return controller
@@ -93,6 +94,8 @@ def simulate(cfg, progress=None, trace=None) -> SimResult:
         machine.sync()
         at_warmup.append(HostCounters.read(machine))
     engine.call_at(warmup_ns, snapshot)
+    if machine.memory is not None:
+        machine.memory.warmup_ns = warmup_ns
     workload.start()
     sampler.start()
     report = None
@@ -106,39 +109,60 @@ def simulate(cfg, progress=None, trace=None) -> SimResult:
     requests = recorder.table()
     summary = _summary(cfg, machine, recorder, requests, totals,
                        (duration_ns - warmup_ns) / NSEC_PER_SEC, wall, events)
+    for column, value in cpu_limit_columns(machine, warmup_ns, duration_ns).items():
+        summary = summary.append_column(column, pa.array([value], pa.float64()))
+    for column, value in memory_columns(machine).items():
+        summary = summary.append_column(column, pa.array([value], pa.float64()))
     if controller is not None:
         for column, value in controller.summary().items():
             summary = summary.append_column(column, pa.array([value]))
     return SimResult(summary, requests, sampler.table(), cfg)
 
 
+def memory_columns(machine) -> dict:
+    """LLC/IPCE columns of the memory model (sim/memory/progress.py); NaN
+    when no cgroup had a memory profile."""
+    from sim.memory.progress import empty_summary
+    return empty_summary() if machine.memory is None else machine.memory.summary()
+
+
+def cpu_limit_columns(machine, start_ns: int, end_ns: int) -> dict:
+    """``cpu_limit_mcpu_mean``: the CPU limit (1000 x quota / period) of every
+    cgroup that had a cpu.max at some point in the run, summed over those
+    cgroups and averaged over [start_ns, end_ns) exactly, from the
+    machine's log of cpu.max writes; ``cpu_limit_mcpu_final``: the same
+    sum at the end.  While such a cgroup has no limit (before its first
+    write, or "max") it counts as the whole host (1000 x CPUs).  NaN when
+    no cgroup was ever limited."""
+    host_mcpu = 1000.0 * machine.topology.nr_cpus
+    writes: dict = {}
+    for t, tg, quota_us, period_us in machine.cpu_max_log:
+        mcpu = host_mcpu if quota_us is None else 1000.0 * quota_us / period_us
+        writes.setdefault(tg, []).append((t, mcpu))
+    limited = [w for tg, w in writes.items()
+               if any(e[1] is tg and e[2] is not None for e in machine.cpu_max_log)]
+    if not limited or end_ns <= start_ns:
+        return {"cpu_limit_mcpu_mean": float("nan"), "cpu_limit_mcpu_final": float("nan")}
+    area, final = 0.0, 0.0
+    for w in limited:
+        level, t_prev = host_mcpu, start_ns
+        for t, mcpu in w:
+            if t > start_ns:
+                area += level * (min(t, end_ns) - t_prev)
+                t_prev = min(t, end_ns)
+            if t < end_ns:
+                level = mcpu
+        area += level * (end_ns - t_prev)
+        final += level
+    return {"cpu_limit_mcpu_mean": area / (end_ns - start_ns), "cpu_limit_mcpu_final": final}
+
+
 def _summary(cfg, machine, recorder, requests, c: HostCounters, window_s, wall_s, events):
-    slo_s = float(cfg.get("slo_s", 1.0))
-    stats = latency_stats(requests)
-    dropped = requests.column("dropped").to_numpy(zero_copy_only=False)
-    lat = requests.column("latency_s").to_numpy(zero_copy_only=False)[~dropped]
-    completed = int(lat.size)
     capacity_ns = window_s * NSEC_PER_SEC * machine.topology.nr_cpus
     row = {
-        "run_id": uuid.uuid4().hex[:12],
-        "experiment": str(cfg.get("experiment") or "default"),
-        "scenario": str(cfg["workload"]["name"]),
-        "scheduler": str(cfg["scheduler"]["name"]),
-        "controllers": str((cfg.get("controller") or {}).get("name", "none")),
-        "backend": "sim",
-        "host": str(cfg["host"].get("name", "generic")),
-        "seed": int(cfg.get("seed", 0)),
-        "duration_s": float(cfg["duration_s"]),
-        "n_requests": int(requests.num_rows),
-        "n_dropped": int(dropped.sum()),
+        **run_identity(cfg, "sim"),
+        **request_columns(requests, window_s, float(cfg.get("slo_s", 1.0))),
         "n_unfinished": int(recorder.arrived - requests.num_rows),
-        "throughput_rps": completed / window_s,
-        "goodput_rps": int((lat <= slo_s).sum()) / window_s,
-        "slo_s": slo_s,
-        "latency_mean_s": stats["mean"],
-        "latency_p50_s": stats["p50"],
-        "latency_p95_s": stats["p95"],
-        "latency_p99_s": stats["p99"],
         "cpu_util": (c.busy_ns + c.overhead_ns) / capacity_ns,
         "sched_overhead_frac": c.overhead_ns / capacity_ns,
         "ctx_switches": c.switches,

@@ -64,6 +64,13 @@ class Machine:
         # cfs_bandwidth_used(): some group has a quota, so switches arm the
         # runtime-expiry event (groups without limits pay nothing)
         self.cfs_bandwidth_used = False
+        # every cpu.max write that took effect: (t_ns, tg, quota_us or None, period_us),
+        # for the time-averaged limit in the summary (sim/api.py)
+        self.cpu_max_log: list = []
+        # the memory model (sim/memory/progress.py): None until a cgroup gets a
+        # memory profile or RDT is used, so runs without one never consult it
+        self.memory = None
+        self.host_cfg: dict | None = None     # the host preset (set by sim.api.build)
 
     def _by_distance(self, cpu: int) -> list[int]:
         me = self.topology.cpus[cpu]
@@ -116,6 +123,8 @@ class Machine:
         bw = self.policy.bandwidth
         bw.tg_set_cfs_bandwidth(tg, int(period_us) * NSEC_PER_USEC, quota,
                                 int(burst_us) * NSEC_PER_USEC)
+        self.cpu_max_log.append((self.engine.env._now, tg,
+                                 None if quota == RUNTIME_INF else int(quota_us), int(period_us)))
         self.cfs_bandwidth_used = bw.nr_enabled > 0
         for rq in self.rqs:
             if rq.curr is not None:
@@ -303,6 +312,8 @@ class Machine:
             req.start = start
         if self.smt and prev is None:
             self._smt_update(rq, now)
+        if self.memory is not None:
+            rq.speed = self._smt_speed(rq) * self.memory.task_speed(nxt, rq.cpu)
         self._arm_completion(rq)
         self._arm_hrtick(rq)
         if self.cfs_bandwidth_used:
@@ -362,9 +373,12 @@ class Machine:
         siblings = self.topology.siblings[rq.cpu]
         rqs = self.rqs
         busy = sum(1 for c in siblings if rqs[c].curr is not None)
-        speed = 1.0 if busy <= 1 else self.topology.smt_throughput / busy
+        smt = 1.0 if busy <= 1 else self.topology.smt_throughput / busy
+        mem = self.memory
         for c in siblings:
             other = rqs[c]
+            speed = smt if mem is None or other.curr is None else \
+                smt * mem.task_speed(other.curr, c)
             if other.speed == speed:
                 continue
             if other.curr is not None and other is not rq:
@@ -374,6 +388,38 @@ class Machine:
                 self._arm_completion(other)
             else:
                 other.speed = speed
+
+    # ------------------------------------------------------------------
+    # memory-model hooks (only called once self.memory exists)
+    def memory_model(self):
+        """The run's memory system (sim/memory/progress.py), created on first use."""
+        if self.memory is None:
+            from sim.memory.progress import MemorySystem
+            if self.host_cfg is None:
+                raise ValueError("the memory model needs the host preset (Machine.host_cfg)")
+            self.memory = MemorySystem(self, self.host_cfg)
+        return self.memory
+
+    def _smt_speed(self, rq: Rq) -> float:
+        if not self.smt:
+            return 1.0
+        rqs = self.rqs
+        busy = sum(1 for c in self.topology.siblings[rq.cpu] if rqs[c].curr is not None)
+        return 1.0 if busy <= 1 else self.topology.smt_throughput / busy
+
+    def refresh_speed(self, rq: Rq) -> None:
+        """The running task's memory speed changed: charge it up to now at
+        the old speed and re-time its burst (as _smt_update does)."""
+        curr = rq.curr
+        if curr is None:
+            return
+        speed = self._smt_speed(rq) * self.memory.task_speed(curr, rq.cpu)
+        if rq.speed == speed:
+            return
+        self._charge(rq, self.engine.env._now)
+        rq.speed = speed
+        rq.gen += 1
+        self._arm_completion(rq)
 
     @staticmethod
     def _levels_walked(pse: SchedEntity, se: SchedEntity) -> int:

@@ -176,13 +176,3 @@ class IntervalSampler:
             "quota_us": pa.array(cols[13], pa.int64()),   # null: no limit
             "period_us": pa.array(cols[14], pa.int64()),
         })
-
-
-def latency_stats(requests: pa.Table) -> dict[str, float]:
-    lat = requests.column("latency_s").to_numpy(zero_copy_only=False)
-    dropped = requests.column("dropped").to_numpy(zero_copy_only=False)
-    lat = lat[~dropped]
-    if lat.size == 0:
-        return {k: float("nan") for k in ("mean", "p50", "p95", "p99")}
-    p50, p95, p99 = np.percentile(lat, [50, 95, 99])
-    return {"mean": float(lat.mean()), "p50": float(p50), "p95": float(p95), "p99": float(p99)}

@@ -230,7 +230,9 @@ def test_unlimited_groups_unchanged():
     assert a.requests.equals(b.requests)
     assert a.intervals.equals(b.intervals)
     drop = ["run_id", "wall_time_s", "sim_s_per_wall_s"]
-    assert a.summary.drop_columns(drop).equals(b.summary.drop_columns(drop))
+    # pandas' equals counts NaN == NaN (columns of models nothing used are NaN)
+    assert a.summary.drop_columns(drop).to_pandas().equals(
+        b.summary.drop_columns(drop).to_pandas())
     assert a.summary.column("nr_periods")[0].as_py() == 0
 
 

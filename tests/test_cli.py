@@ -75,7 +75,7 @@ def test_default_run_dir_is_named_after_the_run(fake_sim, tmp_path):
     [
         ("workload.rate_rps=-1", "workload.rate_rps = -1.0 is invalid: must be > 0"),
         ("scheduler=foo", "scheduler=foo is not a known option; choose from: cfs, cfs_tuned"),
-        ("controller=dynamic_priority", "controller dynamic_priority is not available yet"),
+        ("controller=nope", "controller=nope is not a known option; choose from: catcloud"),
         ("workload.bogus=1", "workload.bogus is not a valid key"),
         ("seed=abc", "seed = abc is invalid: must be an integer"),
     ],
@@ -167,11 +167,14 @@ def test_run_help_lists_groups_options_keys_and_examples(flag, capsys):
     assert info.value.code == 0
     out = capsys.readouterr().out
     assert re.search(r"host\s+e5-2430l\*, epyc-7453, generic, silver-4314-2s, this-vm", out)
-    assert re.search(r"workload\s+azure2021, ebizzy, noisy_jobs, periodic, poisson\*, random, "
+    assert re.search(r"workload\s+azure2021, ebizzy, memlookup, noisy_jobs, periodic, poisson\*, "
+                     r"random, "
                      r"resctl, resctl_mix, resctl_parallel, webserver, worker_pool", out)
     assert re.search(r"scheduler\s+cfs\*, cfs_tuned, eevdf, eevdf_tuned, lags, rr", out)
     assert re.search(r"calibration\s+default\*, e5-2430l, ideal", out)
-    assert re.search(r"controller\s+lags_static, none\*, static, vpa", out)
+    assert re.search(r"controller\s+catcloud, dynamic_priority, lags_static, least_loaded, "
+                     r"none\*, static, vpa", out)
+    assert re.search(r"backend\s+real, sim\*", out)
     assert "duration_s=10.0" in out and "warmup_s=1.0" in out and "output_dir=null" in out
     assert "colosim run host=this-vm" in out
 

@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
@@ -214,3 +215,16 @@ def test_compare_help(capsys):
         main(["compare", "--help"])
     out = capsys.readouterr().out
     assert "--baseline" in out and "--format" in out and "bootstrap" in out
+
+
+def test_a_column_only_some_runs_wrote_is_not_a_sweep_key(tmp_path):
+    from results.readers import _sweep_key_columns
+
+    runs = [tmp_path / "a", tmp_path / "b"]
+    for run, extra in zip(runs, ({}, {"vpa_target_mcpu_mean": [120.0]})):
+        run.mkdir()
+        pq.write_table(pa.table({"run_id": [run.name], "goodput_rps": [1.0], **extra}),
+                       run / "summary.parquet")
+    swept = pa.table({"run_id": ["a", "b"], "goodput_rps": [1.0, 1.0],
+                      "vpa_target_mcpu_mean": [None, 120.0], "controller": ["none", "vpa"]})
+    assert _sweep_key_columns(swept, runs) == ["controller"]

@@ -8,14 +8,19 @@ from scenarios.validate import ConfigError, validate
 
 def test_groups_and_options_match_the_documented_names():
     assert list_options() == {
+        "backend": ["real", "sim"],
         "calibration": ["default", "e5-2430l", "ideal"],
-        "controller": ["lags_static", "none", "static", "vpa"],
-        "experiment": ["affinity_workers", "catcloud_exp1", "catcloud_exp2", "lags_fig11",
-                       "lags_fig3", "lags_fig8", "noisy_scenarios"],
+        "controller": ["catcloud", "dynamic_priority", "lags_static", "least_loaded", "none",
+                       "static", "vpa"],
+        "experiment": ["affinity_workers", "catcloud_exp1", "catcloud_exp2", "catcloud_mixed",
+                       "lags_fig11", "lags_fig3", "lags_fig5", "lags_fig8", "noisy_scenarios",
+                       "page_size",
+                       "shared_partitions"],
         "host": ["e5-2430l", "epyc-7453", "generic", "silver-4314-2s", "this-vm"],
         "scheduler": ["cfs", "cfs_tuned", "eevdf", "eevdf_tuned", "lags", "rr"],
-        "workload": ["azure2021", "ebizzy", "noisy_jobs", "periodic", "poisson", "random",
-                     "resctl", "resctl_mix", "resctl_parallel", "webserver", "worker_pool"],
+        "workload": ["azure2021", "ebizzy", "memlookup", "noisy_jobs", "periodic", "poisson",
+                     "random", "resctl", "resctl_mix", "resctl_parallel", "webserver",
+                     "worker_pool"],
     }
     assert default_options() == {
         "host": "e5-2430l",
@@ -23,6 +28,7 @@ def test_groups_and_options_match_the_documented_names():
         "scheduler": "cfs",
         "calibration": "default",
         "controller": "none",
+        "backend": "sim",
         "experiment": None,
     }
 

@@ -164,10 +164,11 @@ def test_function_demand_needs_a_trace():
 
 
 def test_controller_plugins_and_planned_names():
-    assert {"lags_static", "static", "vpa"} <= set(control.available())
+    assert {"catcloud", "lags_static", "static", "vpa"} <= set(control.available())
     assert control.build({"name": "none", "controller": "none", "interval_s": 1.0}) is None
-    with pytest.raises(ValueError, match="controller catcloud is not available yet"):
-        control.module("catcloud")
+    # every controller DESIGN.md reserves has landed
+    assert {"least_loaded", "dynamic_priority"} <= set(control.available())
+    assert control.PLANNED == ()
     with pytest.raises(ValueError, match="unknown controller policy 'nope'"):
         control.module("nope")
 
@@ -183,8 +184,11 @@ def test_controller_group_composes_and_checks_ranges():
         compose(["controller=lags_static", "controller.percentile=120"])
     with pytest.raises(ConfigError, match="controller.period_us = 500 is invalid"):
         compose(["controller=static", "controller.period_us=500"])
-    with pytest.raises(ConfigError, match="controller catcloud is not available yet"):
-        compose(["controller=catcloud"])
+    with pytest.raises(ConfigError, match="controller.target = 2.0 is invalid"):
+        compose(["controller=dynamic_priority", "controller.target=2"])
+    with pytest.raises(ConfigError, match="controller.mode = often is invalid: must be one of recommend, auto"):
+        compose(["controller=catcloud", "controller.mode=often"])
     with pytest.raises(ConfigError, match="controller=nope is not a known option; choose "
-                                          "from: lags_static, none, static, vpa"):
+                                          "from: catcloud, dynamic_priority, lags_static, "
+                                          "least_loaded, none, static, vpa"):
         compose(["controller=nope"])

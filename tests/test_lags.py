@@ -320,7 +320,9 @@ def test_all_mechanisms_off_is_cfs_exactly(scenario):
     off = simulate(dict(cfg, scheduler={"name": "lags", **{f: False for f in FLAGS}}))
     assert off.requests.equals(cfs.requests)
     drop = ["run_id", "scheduler", "wall_time_s", "sim_s_per_wall_s", "sim_events"]
-    assert off.summary.drop_columns(drop).equals(cfs.summary.drop_columns(drop))
+    # pandas' equals counts NaN == NaN (columns of models nothing used are NaN)
+    assert off.summary.drop_columns(drop).to_pandas().equals(
+        cfs.summary.drop_columns(drop).to_pandas())
 
 
 def test_each_flag_switches_its_mechanism():

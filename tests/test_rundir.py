@@ -179,6 +179,13 @@ def test_format_summary_shows_throttling_and_the_controller_only_when_present():
     assert "51 of 100 periods throttled, 1.737 s throttled in all" in text
 
 
+def test_format_summary_of_a_real_run_has_no_simulation_lines():
+    row = dict(SUMMARY_ROW, backend="real", sched_overhead_frac=float("nan"))
+    text = format_summary(pa.Table.from_pylist([row], schema=SUMMARY))
+    assert "10.0 s on the real host" in text and "- % of CPU time" in text
+    assert "simulated" not in text and "events" not in text
+
+
 def test_format_summary_tolerates_missing_values():
     row = dict(SUMMARY_ROW, n_requests=0, latency_mean_s=None, latency_p99_s=float("nan"))
     text = format_summary(pa.Table.from_pylist([row], schema=SUMMARY))

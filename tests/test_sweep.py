@@ -62,18 +62,18 @@ def test_unknown_sweep_option_is_a_config_error():
         expand_sweep(["scheduler=cfs,nope"])
 
 
-@pytest.mark.parametrize("experiment, n", [("lags_fig3", 2 * 19), ("lags_fig8", 3 * 3 * 2),
+@pytest.mark.parametrize("experiment, n", [("lags_fig3", 2 * 19 * 4), ("lags_fig8", 3 * 3 * 4),
                                            ("lags_fig11", 3 * 2 * 6)])
 def test_experiment_files_define_their_sweep(experiment, n):
     points, swept = expand_sweep([f"experiment={experiment}"])
     assert len(points) == n
-    assert "workload" in swept and "workload.functions" in swept
+    assert {"workload", "workload.functions", "scheduler"} <= set(swept)
 
 
 def test_an_experiment_runs_end_to_end_with_overrides(tmp_path):
     sweep_dir = tmp_path / "fig3"
     assert main(["sweep", "--quiet", "--dir", str(sweep_dir), "experiment=lags_fig3",
-                 "workload.functions=12", "duration_s=1", "warmup_s=0.2",
+                 "workload.functions=12", "scheduler=cfs", "duration_s=1", "warmup_s=0.2",
                  "host=this-vm"]) == 0
     rows = pq.read_table(sweep_dir / "summary.parquet").to_pylist()
     assert sorted(r["scenario"] for r in rows) == ["azure2021", "resctl"]

@@ -81,7 +81,9 @@ def _joblib_rows(sweep_dir, sweep):
 
 def _rows(sweep_dir):
     rows = pq.read_table(sweep_dir / "summary.parquet").to_pylist()
-    return {(r["scheduler"], r["seed"]): {k: v for k, v in r.items() if k not in UNCOMPARED}
+    # NaN != NaN, so columns of models a run did not use compare as None
+    return {(r["scheduler"], r["seed"]): {k: None if v != v else v for k, v in r.items()
+                                          if k not in UNCOMPARED}
             for r in rows}
 
 

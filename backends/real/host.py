@@ -28,7 +28,7 @@ import time
 
 import numpy as np
 
-from backends.host import Completed, CpuStat
+from backends.host import Completed, CpuStat, trace_demand
 from backends.real.cgroupfs import CgroupError, CgroupFS
 
 _POLICIES = {"rr": os.SCHED_RR, "normal": os.SCHED_OTHER}
@@ -60,15 +60,7 @@ class RealHost:
         return list(self._functions)
 
     def function_demand(self) -> dict[str, float]:
-        if self._trace is None:
-            raise ValueError("the workload is not trace-driven, so its future demand is unknown")
-        demand = (self._trace.column("demand_s").to_numpy()
-                  * self._trace.column("threads").to_numpy())
-        totals: dict[str, float] = {}
-        for name, d in zip(self._trace.column("function").to_pylist(), demand.tolist()):
-            cgroup = f"{self._parent}/{name}"
-            totals[cgroup] = totals.get(cgroup, 0.0) + d
-        return totals
+        return trace_demand(self._trace, self._parent)
 
     def cpu_usage_ns(self, cgroup: str) -> int:
         return self.cg.usage_ns(self._known(cgroup))

@@ -151,6 +151,16 @@ def to_table(samples: Iterable[PerfSample]):
     })
 
 
+def die_with_parent(sig: int = signal.SIGKILL) -> None:
+    """prctl(PR_SET_PDEATHSIG) in a child (preexec_fn): ``sig`` when the
+    thread that forked it dies, even by SIGKILL."""
+    import ctypes
+    try:
+        ctypes.CDLL(None).prctl(1, int(sig), 0, 0, 0)   # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass
+
+
 def perf_binary() -> str:
     """Path of a working ``perf``, or raise PerfUnavailable saying what is missing."""
     path = shutil.which("perf")
@@ -193,17 +203,28 @@ class PerfStat:
         self.events = tuple(events)
         self.interval_ms = interval_ms
         self._proc: subprocess.Popen | None = None
-        self._out: str | None = None
+        self._fd: int | None = None
 
     def start(self) -> None:
         perf = perf_binary()
-        fd, self._out = tempfile.mkstemp(prefix="colosim-perf-", suffix=".csv")
-        os.close(fd)
+        # an unlinked temp file that perf writes through the inherited fd:
+        # nothing is left in /tmp however colosim ends
+        fd, path = tempfile.mkstemp(prefix="colosim-perf-", suffix=".csv")
+        os.unlink(path)
+        self._fd = fd
         cmd = perf_command(list(self.cgroups), self.events, self.interval_ms,
-                           self._out, perf)
-        self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                      text=True)
+                           f"/dev/fd/{fd}", perf)
+        # perf runs outside the run's cgroups (it must not be counted), so
+        # cgroup removal cannot kill it: it dies with the thread that started it
+        try:
+            self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                          text=True, pass_fds=(fd,),
+                                          preexec_fn=lambda: die_with_parent(signal.SIGINT))
+        except BaseException:
+            os.close(fd)
+            self._fd = None
+            raise
 
     def stop(self, timeout_s: float = 5.0) -> list[PerfSample]:
         """SIGINT perf (it prints the last partial interval), parse its CSV."""
@@ -217,12 +238,19 @@ class PerfStat:
         except subprocess.TimeoutExpired:
             proc.kill()
             _, err = proc.communicate()
-        assert self._out is not None
+        assert self._fd is not None
+        fd, self._fd = self._fd, None
         try:
-            with open(self._out) as f:
-                text = f.read()
+            chunks, off = [], 0
+            while True:
+                b = os.pread(fd, 1 << 20, off)
+                if not b:
+                    break
+                chunks.append(b)
+                off += len(b)
+            text = b"".join(chunks).decode(errors="replace")
         finally:
-            os.unlink(self._out)
+            os.close(fd)
         samples = parse_perf_csv(text, cgroup_map=self.cgroups)
         if not samples:
             raise PerfUnavailable(f"perf stat counted nothing (exit {proc.returncode}): "

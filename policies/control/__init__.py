@@ -17,7 +17,7 @@ from policies.plugins import Plugins
 from sim.sched_class import MISSING, tunable
 
 # Modules DESIGN.md reserves that have not landed yet.
-PLANNED = ("catcloud", "least_loaded", "dynamic_priority")
+PLANNED: tuple[str, ...] = ()
 # the option that runs no controller
 NONE = "none"
 

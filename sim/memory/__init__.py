@@ -1,9 +1,9 @@
 """The memory model: LLC geometry, slice hashing, page layouts, RDT (resctrl)
 classes, way sharing and memory-bandwidth sharing.
 
-Pure functions and small classes, not yet wired into the CPU machine: the
-machine, the noisy-neighbor controllers and the experiments call them later.
-See docs/memory.md for the equations.
+Pure functions and small classes; :mod:`sim.memory.progress` wires them into
+a run (memory-profiled tasks' speeds, RDT state, perf-like counters).  See
+docs/memory.md for the equations.
 
 - :mod:`sim.memory.llc`        per-socket LLC geometry (ways x slices x sets)
 - :mod:`sim.memory.slicehash`  physical address -> LLC slice (linear XOR, uniform)
@@ -11,6 +11,7 @@ See docs/memory.md for the equations.
 - :mod:`sim.memory.cachemodel` demand + ways -> miss ratio, occupancy
 - :mod:`sim.memory.contention` shared ways by fill rate, socket bandwidth and MBA
 - :mod:`sim.memory.resctrl`    resctrl semantics: groups, schemata, modes, monitoring
+- :mod:`sim.memory.progress`   memory profiles, the CPI model, the per-run MemorySystem
 """
 from sim.memory.cachemodel import MissProfile, miss_profile, miss_ratio, occupancy_lines
 from sim.memory.contention import Tenant, TenantResult, share_bandwidth, solve_socket

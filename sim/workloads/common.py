@@ -99,12 +99,20 @@ class ServiceTime:
 class ForkJoin:
     """Requests served by ``k`` threads forked at arrival (the demand split
     evenly); the request ends when its last thread exits.  Users set
-    ``machine``, ``engine``, ``recorder``, ``nice`` and ``ws_bytes``."""
+    ``machine``, ``engine``, ``recorder``, ``nice`` and ``ws_bytes``, and
+    ``path`` for a request path other than direct (sim/workloads/request_path.py)."""
 
-    def fork_request(self, name: str, tg, demand: int, k: int, hint: int) -> int:
+    path = None   # request_path.build(cfg, self): None is the direct path
+
+    def fork_request(self, name: str, tg, demand: int, k: int, hint: int,
+                     arrival: int | None = None) -> int:
         """Fork the request's threads, each placed by fork balancing from
-        where the previous one went; returns the last thread's CPU."""
-        req = Request(name, tg.name, self.engine.now, demand)
+        where the previous one went; returns the last thread's CPU.
+        ``arrival`` (default now) is when the request arrived, if it waited
+        before being started."""
+        if self.path is not None:
+            return self.path.fork_request(name, tg, demand, k, hint)
+        req = Request(name, tg.name, self.engine.now if arrival is None else arrival, demand)
         self.recorder.request_arrived(req)
         req.pending = k
         share, extra = divmod(demand, k)

@@ -24,8 +24,11 @@ when its last thread exits, so ``latency_s`` is the job's completion time
 and ``latency_s / length_s`` its slowdown (join ``requests.parquet`` with
 the run's ``trace.parquet`` on ``function`` = ``job``).  ``sensitivity`` and
 ``priority`` are kept per cgroup (``job_class``) for the memory model and
-the isolation controllers; until the LLC/memory-bandwidth model exists the
-sensitivity changes nothing in the simulation.
+the isolation controllers.  With ``memory`` profiles per sensitivity class
+(sim/memory/progress.py) a job's threads run at the speed the LLC/memory
+model gives them; without, the sensitivity changes nothing.  A controller
+may hold arrivals (``Host.hold_jobs``) and admit them itself
+(``Host.admit_job`` with a cpuset); a job's latency then includes its wait.
 """
 from __future__ import annotations
 
@@ -140,6 +143,46 @@ class NoisyJobsWorkload(TraceWorkload):
             f"/{parent}/{job}" if parent else f"/{job}": (sensitivity, priority)
             for job, sensitivity, priority in zip(*(trace.column(n).to_pylist() for n in
                                                     ("job", "sensitivity", "priority")))}
+        # memory profiles by sensitivity class (sim/memory/progress.py)
+        memory = cfg.get("memory")
+        if memory:
+            from sim.memory.progress import MemoryProfile
+            profiles = {cls: MemoryProfile.from_spec(dict(spec)) for cls, spec in memory.items()}
+            missing = set(SENSITIVITIES) - set(profiles)
+            if missing:
+                raise ValueError(f"workload.memory needs a profile for {sorted(missing)}")
+            mem = machine.memory_model()
+            for name, tg in self.groups.items():
+                sensitivity, priority = self.job_class[tg.name]
+                mem.set_profile(tg, profiles[sensitivity], "priority" if priority else "batch")
+        # admission control (Host.hold_jobs): arrivals wait until admitted
+        self.held = False
+        self.pending: list = []
+
+    def hold_jobs(self) -> None:
+        self.held = True
+
+    def pending_jobs(self) -> list:
+        """(cgroup, arrival_ns, threads, priority) of waiting jobs, FIFO."""
+        return [(tg.name, arrival, k, self.job_class[tg.name][1])
+                for _, tg, _, k, arrival in self.pending]
+
+    def admit_job(self, cgroup: str) -> None:
+        for i, (name, tg, demand, k, arrival) in enumerate(self.pending):
+            if tg.name == cgroup:
+                break
+        else:
+            raise ValueError(f"job {cgroup} is not waiting for admission")
+        del self.pending[i]
+        hint = min(tg.cpus_allowed) if tg.cpus_allowed else self.hints[name]
+        # with the job's arrival: its latency includes the wait for admission
+        self.hints[name] = super().fork_request(name, tg, demand, k, hint, arrival)
+
+    def fork_request(self, name, tg, demand, k, hint):
+        if self.held:
+            self.pending.append((name, tg, demand, k, self.engine.now))
+            return hint
+        return super().fork_request(name, tg, demand, k, hint)
 
 
 WORKLOAD = NoisyJobsWorkload

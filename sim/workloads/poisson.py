@@ -4,6 +4,7 @@ the demand split evenly; the request ends when its last thread exits)."""
 from __future__ import annotations
 
 from sim.engine import NSEC_PER_SEC
+from sim.workloads import request_path
 from sim.workloads.common import ForkJoin, ServiceTime, apply_cgroup_bandwidth, cgroup_shares
 
 
@@ -20,11 +21,14 @@ class PoissonWorkload(ForkJoin):
         parent = str(cfg.get("parent_cgroup") or "").strip("/")
         shares = cgroup_shares(cfg)
         ncpus = machine.topology.nr_cpus
+        self.path = request_path.build(cfg, self)
         self.functions = []
         for i in range(int(cfg["functions"])):
             name = f"func-{i}"
             tg = machine.create_group(f"{parent}/{name}" if parent else name, shares)
             apply_cgroup_bandwidth(machine, tg, cfg)
+            if self.path is not None:
+                self.path.add_pod(tg)
             service = ServiceTime(cfg.get("service", "exp"), float(cfg["mean_service_s"]),
                                   float(cfg.get("service_sigma", 1.0)),
                                   self.engine.rng(f"workload/{name}/service"))

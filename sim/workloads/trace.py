@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from sim.engine import NSEC_PER_SEC
+from sim.workloads import request_path
 from sim.workloads.common import ForkJoin, apply_cgroup_bandwidth, cgroup_shares
 from sim.workloads.tablefile import TableFormat, TraceError
 
@@ -101,12 +102,15 @@ class TraceWorkload(ForkJoin):
         demands = np.maximum(1, np.rint(trace.column("demand_s").to_numpy() *
                                         NSEC_PER_SEC)).astype(np.int64)
         ncpus = machine.topology.nr_cpus
+        self.path = request_path.build(cfg, self)
         self.groups = {}
         self.hints = {}   # the CPU each function's dispatcher last forked from
         for name in sorted(set(names)):
             self.groups[name] = machine.create_group(f"{parent}/{name}" if parent else name,
                                                      shares)
             apply_cgroup_bandwidth(machine, self.groups[name], cfg)
+            if self.path is not None:
+                self.path.add_pod(self.groups[name])
             self.hints[name] = len(self.hints) % ncpus
         self.rows = list(zip(arrivals.tolist(), names, demands.tolist(),
                              trace.column("threads").to_pylist()))

@@ -1,0 +1,673 @@
+"""``backend=real``: run a scenario on this machine and return the tables
+the simulator returns (summary, requests, intervals; same columns).
+
+Flow (``run_real``):
+1. refuse what the host cannot provide before creating anything: the
+   ``scheduler=`` (detect.check_scheduler), root and the cgroup controllers
+   (cgroupfs.preflight), the workload (it must replay an invocation trace);
+2. build the native worker (gcc) and the trace (backends/real/trace.py);
+3. create ``colosim-<run>/<parent_cgroup>/<function>`` cgroups, apply the
+   workload's weight / cpu.max and ``backend.cpus``, start one worker per
+   function cgroup and attach it before it gets any work;
+4. start ``perf stat`` on the function cgroups (software events; hardware
+   events are recorded as missing where the PMU has none);
+5. replay the trace open loop (backends/real/loadgen.py) with interval
+   sampling, the warm-up snapshot and the controller's start/step on the
+   same loop;
+6. stop, tear everything down (also on SIGINT / SIGTERM / exceptions), and
+   build the tables.  Columns the real host cannot measure
+   (``sched_overhead_frac``, ``ctx_switch_cost_mean_us``,
+   ``runqueue_wait_mean_s``, ``sim_events``) are null/NaN, never invented.
+"""
+from __future__ import annotations
+
+import math
+import os
+import platform
+import re
+import signal
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from backends.real import cgroupfs, detect
+from results.schema import request_columns, run_identity
+from backends.real.cgroupfs import CgroupError, CgroupFS, parse_cpulist
+from backends.real.loadgen import Timer, lateness_stats, lateness_verdict, replay, set_timer_slack
+from backends.real.workers import WorkerError, WorkerProc, worker_binary
+
+NS = 1_000_000_000
+
+
+class _Terminated(BaseException):
+    """SIGTERM during a run: unwind through the clean-up, then die of it."""
+
+
+def _on_term(signum, frame):
+    raise _Terminated()
+
+
+class RealRunError(RuntimeError):
+    """The real run could not start, or was rejected; nothing was written."""
+
+
+@dataclass
+class RealResult:
+    summary: pa.Table
+    requests: pa.Table
+    intervals: pa.Table
+    config: dict
+    trace: pa.Table
+
+
+def _plain(cfg) -> dict:
+    from omegaconf import DictConfig, OmegaConf
+    if isinstance(cfg, DictConfig):
+        return OmegaConf.to_container(cfg, resolve=True)
+    return dict(cfg)
+
+
+def backend_keys(cfg: dict) -> dict:
+    defaults = {"cpus": None, "loadgen_cpu": None, "perf": True, "perf_interval_ms": 100,
+                "worker": None, "spin_us": 100, "max_lateness_p99_s": 0.002,
+                "lateness_action": "reject", "grace_s": 5.0,
+                "loadgen_rt_priority": None}
+    b = dict(defaults)
+    b.update({k: v for k, v in (cfg.get("backend") or {}).items() if k != "name"})
+    return b
+
+
+def check_host_scheduler(name: str) -> str:
+    """The fair scheduler this host runs, or RealRunError suggesting the
+    ``scheduler=`` override that matches it."""
+    try:
+        return detect.check_scheduler(name)
+    except detect.SchedulerUnavailable as e:
+        found = detect.fair_scheduler()
+        raise RealRunError(f"{e}; backend=real runs on the kernel's own scheduler, so pass "
+                           f"scheduler={found} on this host (e.g. `colosim run backend=real "
+                           f"scheduler={found} ...`) and compare with the simulator's "
+                           f"scheduler={found}") from None
+
+
+def _run_name(name: str) -> str:
+    s = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:80] or "run"
+    return f"{s}-{uuid.uuid4().hex[:6]}"
+
+
+def run_real(cfg, trace: pa.Table | None = None, progress=None,
+             run_name: str = "run") -> RealResult:
+    cfg = _plain(cfg)
+    b = backend_keys(cfg)
+    host_sched = check_host_scheduler(str(cfg["scheduler"]["name"]))
+    from backends.real.trace import SUPPORTED
+    wname = cfg["workload"]["name"]
+    periodic = wname in PERIODIC
+    if not periodic and wname not in SUPPORTED and not (cfg["workload"].get("trace_file")
+                                                        and "functions" in cfg["workload"]):
+        raise RealRunError(f"workload={wname} is not supported by backend=real yet; it runs "
+                           f"invocation traces (workload={', workload='.join(SUPPORTED)}, or "
+                           f"a function workload with a trace_file) and periodic threads "
+                           f"(workload={', workload='.join(PERIODIC)})")
+    duration_ns = int(round(float(cfg["duration_s"]) * NS))
+    warmup_ns = int(round(float(cfg.get("warmup_s", 0.0)) * NS))
+    interval_ns = int(round(float(cfg.get("interval_s", 1.0)) * NS))
+    w = cfg["workload"]
+    if periodic:
+        try:
+            groups = periodic_groups(w)
+        except ValueError as e:
+            raise RealRunError(str(e)) from None
+        trace = _empty_trace()
+        parent = ""
+        fn_names = [g["name"] for g in groups]
+    else:
+        if trace is None:
+            from backends.real.trace import trace_for_real
+            try:
+                trace = trace_for_real(cfg)
+            except ValueError as e:
+                raise RealRunError(str(e)) from None
+        parent = str(w.get("parent_cgroup") or "").strip("/")
+        fn_names = sorted(set(trace.column("function").to_pylist()),
+                          key=lambda s: (len(s), s))
+        if w["name"] == "poisson" and not w.get("trace_file"):
+            fn_names = [f"func-{i}" for i in range(int(w["functions"]))]
+    cgroups = [f"/{parent}/{f}" if parent else f"/{f}" for f in fn_names]
+
+    try:
+        binary = worker_binary(b["worker"])
+    except WorkerError as e:
+        raise RealRunError(str(e)) from None
+    online = os.sched_getaffinity(0)
+    cpus = set(parse_cpulist(b["cpus"])) if b["cpus"] else set(online)
+    if not cpus <= set(range(os.cpu_count() or 1)):
+        raise RealRunError(f"backend.cpus = {b['cpus']}: this host has CPUs "
+                           f"0-{(os.cpu_count() or 1) - 1}")
+    ncpus = len(cpus)
+    host_cpus = int(cfg["host"]["sockets"]) * int(cfg["host"]["cores"]) * \
+        int(cfg["host"]["threads_per_core"])
+    if host_cpus != ncpus:
+        print(f"colosim: warning: host={cfg['host'].get('name')} describes {host_cpus} CPUs "
+              f"but the real run uses {ncpus} ({cgroupfs.format_cpulist(cpus)}); compare it "
+              f"with a simulator run of a host option with {ncpus} CPUs",
+              file=sys.stderr)
+
+    try:
+        cg = CgroupFS(_run_name(run_name))
+    except CgroupError as e:
+        raise RealRunError(str(e)) from None
+    workers: list[WorkerProc] = []
+    perf = None
+    sampler = None
+    old_affinity = os.sched_getaffinity(0)
+    wall0 = time.perf_counter()
+    rt_set = False
+    terminated = False
+    # SIGTERM unwinds like SIGINT, so workers are reaped and cgroups removed
+    # by the finally below (cgroupfs's own handler is the last resort)
+    old_term = (signal.signal(signal.SIGTERM, _on_term)
+                if threading.current_thread() is threading.main_thread() else None)
+    try:
+        from backends.real.host import RealHost
+        host = RealHost(cg, cgroups, None if periodic else trace, parent)
+        if b["cpus"]:
+            cg.set_cpuset("", cgroupfs.format_cpulist(cpus))
+        max_s = (duration_ns / NS) + float(b["grace_s"])
+        sched = cfg["scheduler"]
+        rr = {c: (sched.get("task_policy") == "rr", int(sched.get("rt_priority", 50)))
+              for c in cgroups}
+        if periodic:
+            for g, c in zip(groups, cgroups):
+                _apply_cgroup(cg, host, c, g, g if g["own_bandwidth"] else w)
+                gcpus = cpus
+                if g.get("cpuset"):
+                    gcpus = set(parse_cpulist(str(g["cpuset"])))
+                    if not gcpus <= cpus:
+                        raise RealRunError(f"group {g['name']}: cpuset {g['cpuset']} is not "
+                                           f"inside the run's CPUs {cgroupfs.format_cpulist(cpus)}")
+                    cg.set_cpuset(c, cgroupfs.format_cpulist(gcpus))
+                if g.get("task_policy") is not None:
+                    rr[c] = (g["task_policy"] == "rr", int(g.get("rt_priority") or 50))
+                workers.append(WorkerProc(
+                    binary, g["name"], max_s, attach=lambda pid, c=c: cg.attach(c, pid),
+                    cpus=gcpus, periodic=(g["threads"], g["run_us"], g["sleep_us"]),
+                    nices=g["nices"]))
+        else:
+            for c in cgroups:
+                _apply_cgroup(cg, host, c, w, w)
+            for f, c in zip(fn_names, cgroups):
+                workers.append(WorkerProc(binary, f, max_s,
+                                          attach=lambda pid, c=c: cg.attach(c, pid),
+                                          cpus=cpus, nice=int(w.get("nice", 0) or 0)))
+        for c, (is_rr, prio) in rr.items():
+            if is_rr:
+                host.set_rt_policy(c, "rr", prio)
+        controller = _controller(cfg)
+
+        # trace rows sorted by arrival
+        arr_s = trace.column("arrival_s").to_numpy()
+        order = np.argsort(arr_s, kind="stable")
+        arrival_ns = np.rint(arr_s[order] * NS).astype(np.int64)
+        demand_ns = np.maximum(1, np.rint(trace.column("demand_s").to_numpy()[order] * NS)
+                               ).astype(np.int64)
+        threads = trace.column("threads").to_numpy()[order].astype(np.int64)
+        fn_col = np.asarray(trace.column("function").to_pylist(), dtype=object)[order]
+        index = {f: i for i, f in enumerate(fn_names)}
+        worker_of_row = np.array([index[f] for f in fn_col], dtype=np.int64)
+        keep = arrival_ns < duration_ns
+        arrival_ns, demand_ns, threads, fn_col, worker_of_row = (
+            a[keep] for a in (arrival_ns, demand_ns, threads, fn_col, worker_of_row))
+
+        perf_status = "off"
+        perf_t0 = time.monotonic_ns()
+        if b["perf"]:
+            from backends.real.perf import DEFAULT_EVENTS, PerfStat, PerfUnavailable
+            try:
+                perf = PerfStat({cg.perf_name(c): c for c in cgroups}, DEFAULT_EVENTS,
+                                int(b["perf_interval_ms"]))
+                perf.start()
+                perf_status = "ok"
+            except (PerfUnavailable, CgroupError) as e:
+                perf, perf_status = None, f"unavailable: {e}"
+                print(f"colosim: warning: {e}; ctx_switches and migrations will be missing",
+                      file=sys.stderr)
+
+        sampler = _Sampler(cg, cgroups, parent, ncpus)
+        # at equal times timers run in list order: counters at 0 first
+        timers = [Timer(0, None, sampler.start),
+                  Timer(interval_ns, interval_ns, sampler.sample),
+                  Timer(warmup_ns, None, sampler.warmup)]
+        if controller is not None:
+            c_int = int(round(controller.interval_s * NS))
+            timers.append(Timer(0, None, lambda now: controller.start(host)))
+            timers.append(Timer(c_int, c_int, lambda now: controller.step(host)))
+        if progress is not None:
+            step = max(duration_ns // 100, 50_000_000)
+            timers.append(Timer(step, step, lambda now: progress(now / NS, duration_ns / NS)))
+
+        def on_done(row, d):
+            if controller is not None:
+                end_s = (d.end_ns - t0) / NS
+                host.push_completed(cgroups[worker_of_row[row]],
+                                    end_s - arrival_ns[row] / NS, end_s)
+
+        loadgen_cpu = b["loadgen_cpu"]
+        if loadgen_cpu is None and set(online) - cpus:
+            loadgen_cpu = min(set(online) - cpus)   # a CPU the workers do not use
+        if loadgen_cpu is not None:
+            os.sched_setaffinity(0, {int(loadgen_cpu)})
+        set_timer_slack(1)
+        if b["loadgen_rt_priority"] is not None:
+            # only this thread, and only for the replay (children started
+            # before keep their policy); above SCHED_RR workers, or they
+            # would starve the dispatcher
+            prio = int(b["loadgen_rt_priority"])
+            rr_prios = [pr for is_rr, pr in rr.values() if is_rr]
+            if rr_prios:
+                prio = max(prio, min(99, max(rr_prios) + 1))
+            try:
+                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(prio))
+                rt_set = True
+            except OSError as e:
+                raise RealRunError(f"backend.loadgen_rt_priority: sched_setscheduler "
+                                   f"SCHED_FIFO failed: {e.strerror}") from None
+        time.sleep(0.05)   # let perf attach its counters
+        t0 = time.monotonic_ns() + 10_000_000
+        host._t0 = t0      # the Host clock starts with the replay
+        if periodic:
+            for wp in workers:
+                wp.go(t0)
+        res = replay(arrival_ns, worker_of_row, demand_ns, threads, workers, t0, duration_ns,
+                     timers, on_done, spin_ns=int(b["spin_us"]) * 1000)
+        sampler.sample(time.monotonic_ns() - t0, final=True)
+        os.sched_setaffinity(0, old_affinity)
+        perf_samples = None
+        if perf is not None:
+            try:
+                perf_samples = perf.stop()
+            except Exception as e:  # noqa: BLE001 - perf failing must not lose the run
+                perf_status = f"failed: {e}"
+            perf = None
+        for wp in workers:
+            wp.quit()
+        wall = time.perf_counter() - wall0
+    except _Terminated:
+        terminated = True
+    finally:
+        if rt_set:
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        try:
+            os.sched_setaffinity(0, old_affinity)
+        except OSError:
+            pass
+        if perf is not None:
+            try:
+                perf.stop()
+            except Exception:  # noqa: BLE001
+                pass
+        for wp in workers:
+            wp.kill()
+        if sampler is not None:
+            sampler.close()
+        cg.remove()
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
+    if terminated:
+        os.kill(os.getpid(), signal.SIGTERM)   # the handler in force before the run
+        raise KeyboardInterrupt("terminated")
+
+    if res.errors:
+        raise RealRunError("workers reported errors: " + "; ".join(res.errors[:5]))
+    lat = (res.dispatch_ns - arrival_ns) / NS
+    stats = lateness_stats(lat[res.dispatch_ns >= 0])
+    ok, reason = lateness_verdict(stats, b["max_lateness_p99_s"])
+    if not ok and b["lateness_action"] == "reject":
+        raise RealRunError(reason + "; rerun on a quieter host, set backend.loadgen_cpu / "
+                           "backend.cpus to separate the load generator from the workers, "
+                           "or backend.lateness_action=flag to keep the run flagged")
+    if not ok:
+        print(f"colosim: warning: {reason}; the run is flagged (loadgen_ok = false)",
+              file=sys.stderr)
+
+    perf_by_interval = _perf_rows(perf_samples, (t0 - perf_t0) / NS,
+                                  int(b["perf_interval_ms"]) / 1000) if perf_samples else None
+    if periodic:
+        requests = _burst_requests(res.bursts, cgroups, groups, t0, warmup_ns, duration_ns)
+        arrived = requests.num_rows + sum(g["threads"] for g in groups)
+    else:
+        requests = _requests(arrival_ns, demand_ns, fn_col, worker_of_row, cgroups, res, t0,
+                             warmup_ns, duration_ns)
+        arrived = int((arrival_ns >= warmup_ns).sum())
+    intervals = sampler.table(perf_by_interval)
+    summary = _summary(cfg, b, requests, sampler, perf_by_interval, stats, ok, perf_status,
+                       host_sched, cpus, warmup_ns, duration_ns, wall, arrived, loadgen_cpu)
+    if controller is not None:
+        for column, value in controller.summary().items():
+            summary = summary.append_column(column, pa.array([value]))
+    return RealResult(summary, requests, intervals, cfg, trace)
+
+
+def _controller(cfg):
+    from policies.control import build
+    return build(cfg.get("controller"))
+
+
+def _apply_cgroup(cg: CgroupFS, host, c: str, weights: dict, bandwidth: dict) -> None:
+    """cpu.shares / weight from ``weights``, cpu.max from ``bandwidth``."""
+    from sim.workloads.common import cgroup_bandwidth
+    if weights.get("cgroup_shares") is not None:
+        cg.set_shares(c, int(weights["cgroup_shares"]))
+    elif weights.get("cgroup_weight") not in (None, 100):
+        cg.set_weight(c, int(weights["cgroup_weight"]))
+    bw = cgroup_bandwidth(bandwidth)
+    if bw is not None:
+        host.set_cpu_max(c, *bw)
+
+
+PERIODIC = ("periodic", "ebizzy")
+
+
+def periodic_groups(w: dict) -> list[dict]:
+    """The groups of a periodic/ebizzy workload as sim/workloads/periodic.py
+    builds them: name, threads, nices, run/sleep (us), cpuset, weights,
+    task policy, and whether the group has its own cpu.max keys."""
+    from sim.workloads.common import BANDWIDTH_KEYS
+    from sim.workloads.ebizzy import resolve
+    from sim.workloads.periodic import _nices
+    if w["name"] == "ebizzy":
+        w = resolve(w)
+    groups = w.get("groups") or [{
+        "name": w.get("name") or "periodic", "threads": w["threads"], "nice": w.get("nice", 0),
+        "cgroup_weight": w.get("cgroup_weight"), "cgroup_shares": w.get("cgroup_shares"),
+        "cpuset": w.get("cpuset")}]
+    out = []
+    for g in groups:
+        g = dict(g)
+        name = str(g["name"])
+        run_ms = w["run_ms"] if g.get("run_ms") is None else g["run_ms"]
+        sleep_ms = w.get("sleep_ms", 0.0) if g.get("sleep_ms") is None else g["sleep_ms"]
+        g.update(name=name, threads=int(g["threads"]),
+                 nices=_nices(g.get("nice", 0), int(g["threads"]), f"workload.groups[{name}]"),
+                 run_us=int(round(float(run_ms) * 1000)),
+                 sleep_us=int(round(float(sleep_ms or 0) * 1000)),
+                 own_bandwidth=any(g.get(k) is not None for k in BANDWIDTH_KEYS))
+        if g["run_us"] <= 0 or g["sleep_us"] < 0:
+            raise ValueError(f"workload group {name}: run_ms must be > 0, sleep_ms >= 0")
+        out.append(g)
+    return out
+
+
+def _empty_trace() -> pa.Table:
+    from sim.workloads.trace import TRACE_SCHEMA
+    return TRACE_SCHEMA.empty_table()
+
+
+def _burst_requests(bursts, cgroups, groups, t0, warmup_ns, end_ns) -> pa.Table:
+    """Periodic bursts as request rows (function = cgroup = the group's
+    path, arrival = release), as the simulator records them."""
+    rows = []
+    for wi, bu in bursts:
+        a, e = bu.release_ns - t0, bu.end_ns - t0
+        if a < warmup_ns or e > end_ns:
+            continue
+        c = cgroups[wi]
+        rows.append((c, c, a / NS, (bu.start_ns - t0) / NS, e / NS, (e - a) / NS,
+                     groups[wi]["run_us"] / 1e6, None, bu.cpu_ns / NS))
+    return _request_table(rows)
+
+
+class _Sampler:
+    """Per-cgroup usage and cpu.stat counters every interval (and at the
+    warm-up instant for the summary window)."""
+
+    def __init__(self, cg: CgroupFS, functions: list[str], parent: str, ncpus: int):
+        self.cg = cg
+        self.ncpus = ncpus
+        self.cgroups = ["/"] + ([f"/{parent}"] if parent else []) + list(functions)
+        self.rows: list[dict] = []
+        self._last = None
+        self.at_warmup = None
+        self.last = None
+
+    def _open(self) -> None:
+        """Keep every counter file open and pread it from offset 0 (a few us
+        per file instead of ~100 us for open/read/close), so a sample barely
+        delays the load generator's next dispatch."""
+        cg, self._fds = self.cg, {}
+        v2 = cg.layout.version("cpu") == 2
+        for c in self.cgroups:
+            d = cg.dir("cpu", c)
+            files = {"stat": d / "cpu.stat"}
+            if v2:
+                files["max"] = d / "cpu.max"
+            else:
+                files["quota"] = d / "cpu.cfs_quota_us"
+                files["period"] = d / "cpu.cfs_period_us"
+                if cg.layout.version("cpuacct") == 1:
+                    files["usage"] = cg.dir("cpuacct", c) / "cpuacct.usage"
+            self._fds[c] = {k: os.open(f, os.O_RDONLY) for k, f in files.items()}
+
+    def close(self) -> None:
+        for fds in getattr(self, "_fds", {}).values():
+            for fd in fds.values():
+                os.close(fd)
+        self._fds = {}
+
+    def _raw(self, c: str) -> tuple[dict, int, int | None, int]:
+        fds = self._fds[c]
+        rd = lambda k: os.pread(fds[k], 4096, 0).decode()  # noqa: E731
+        kv = cgroupfs.read_kv(rd("stat"))
+        if "max" in fds:
+            q, per = rd("max").split()
+            quota, period = (None if q == "max" else int(q)), int(per)
+        else:
+            q = int(rd("quota"))
+            quota, period = (None if q < 0 else q), int(rd("period"))
+        usage = int(rd("usage")) if "usage" in fds else kv["usage_usec"] * 1000
+        return kv, usage, quota, period
+
+    def read(self, now_ns: int) -> dict:
+        out = {"t_ns": now_ns}
+        if not getattr(self, "_fds", None):
+            self._open()
+        for c in self.cgroups:
+            kv, usage, quota, period = self._raw(c)
+            out[c] = {"usage_ns": usage,
+                      "nr_periods": kv.get("nr_periods", 0),
+                      "nr_throttled": kv.get("nr_throttled", 0),
+                      "throttled_ns": kv["throttled_usec"] * 1000 if "throttled_usec" in kv
+                      else kv.get("throttled_time", 0),
+                      "nr_bursts": kv.get("nr_bursts"),
+                      "burst_ns": kv["burst_usec"] * 1000 if "burst_usec" in kv
+                      else kv.get("burst_time"),
+                      "quota_us": quota, "period_us": period}
+        return out
+
+    def start(self, now_ns: int = 0) -> None:
+        self._last = self.read(now_ns)
+        self.first = self._last
+
+    def warmup(self, now_ns: int) -> None:
+        self.at_warmup = self.read(now_ns)
+
+    def sample(self, now_ns: int, final: bool = False) -> None:
+        cur = self.read(now_ns)
+        prev = self._last
+        span = cur["t_ns"] - prev["t_ns"]
+        if span <= 0:
+            return
+        for c in self.cgroups:
+            a, z = prev[c], cur[c]
+            used = z["usage_ns"] - a["usage_ns"]
+            self.rows.append({
+                "interval_start_s": prev["t_ns"] / NS, "interval_end_s": cur["t_ns"] / NS,
+                "cgroup": c, "usage_s": used / NS, "usage_frac": used / (span * self.ncpus),
+                "nr_periods": z["nr_periods"] - a["nr_periods"],
+                "nr_throttled": z["nr_throttled"] - a["nr_throttled"],
+                "throttled_time_s": (z["throttled_ns"] - a["throttled_ns"]) / NS,
+                "nr_bursts": None if z["nr_bursts"] is None else z["nr_bursts"] - a["nr_bursts"],
+                "burst_time_s": None if z["burst_ns"] is None
+                else (z["burst_ns"] - a["burst_ns"]) / NS,
+                "quota_us": z["quota_us"], "period_us": z["period_us"]})
+        self._last = cur
+        self.last = cur
+
+    def table(self, perf_rows) -> pa.Table:
+        rows = self.rows
+        switches, migrations = [], []
+        for r in rows:
+            s = m = None
+            if perf_rows is not None:
+                key = r["cgroup"]
+                sel = [p for p in perf_rows if r["interval_start_s"] <= p[0] < r["interval_end_s"]
+                       and (key == "/" or p[1] == key or p[1].startswith(key + "/"))]
+                if sel or key == "/":
+                    s = _sum_or_none([p[2] for p in sel])
+                    m = _sum_or_none([p[3] for p in sel])
+            switches.append(s)
+            migrations.append(m)
+        col = lambda k, t: pa.array([r[k] for r in rows], t)  # noqa: E731
+        return pa.table({
+            "interval_start_s": col("interval_start_s", pa.float64()),
+            "interval_end_s": col("interval_end_s", pa.float64()),
+            "cgroup": col("cgroup", pa.string()),
+            "usage_s": col("usage_s", pa.float64()),
+            "usage_frac": col("usage_frac", pa.float64()),
+            "ctx_switches": pa.array(switches, pa.int64()),
+            "sched_overhead_s": pa.array([None] * len(rows), pa.float64()),
+            "migrations": pa.array(migrations, pa.int64()),
+            "nr_periods": col("nr_periods", pa.int64()),
+            "nr_throttled": col("nr_throttled", pa.int64()),
+            "throttled_time_s": col("throttled_time_s", pa.float64()),
+            "nr_bursts": col("nr_bursts", pa.int64()),
+            "burst_time_s": col("burst_time_s", pa.float64()),
+            "quota_us": col("quota_us", pa.int64()),
+            "period_us": col("period_us", pa.int64()),
+        })
+
+
+def _sum_or_none(values):
+    vals = [v for v in values if v is not None]
+    return int(sum(vals)) if vals else None
+
+
+def _perf_rows(samples, offset_s: float, step_s: float):
+    """(midpoint in run time, cgroup, context-switches, cpu-migrations) per
+    perf interval and cgroup; a count perf could not take is None."""
+    acc: dict[tuple[float, str], list] = {}
+    for s in samples:
+        if s.time_s is None or s.cgroup is None:
+            continue
+        key = (s.time_s, s.cgroup)
+        row = acc.setdefault(key, [None, None])
+        ev = s.event.split(":")[0]
+        if ev == "context-switches":
+            row[0] = s.value
+        elif ev == "cpu-migrations":
+            row[1] = s.value
+    out = []
+    prev_t: dict[str, float] = {}
+    for (t, c), (sw, mg) in sorted(acc.items()):
+        start = prev_t.get(c, max(0.0, t - step_s))
+        prev_t[c] = t
+        mid = (start + t) / 2 - offset_s
+        out.append((mid, c, sw, mg))
+    return out
+
+
+def _requests(arrival_ns, demand_ns, fn_col, worker_of_row, cgroups, res, t0, warmup_ns,
+              end_ns) -> pa.Table:
+    rows = []
+    for i in range(len(arrival_ns)):
+        if arrival_ns[i] < warmup_ns:
+            continue
+        d = res.done.get(i)
+        if d is None or d.end_ns - t0 > end_ns:
+            continue   # unfinished at the end, as in the simulator
+        a = arrival_ns[i] / NS
+        e = (d.end_ns - t0) / NS
+        rows.append((fn_col[i], cgroups[worker_of_row[i]], a, (d.start_ns - t0) / NS, e,
+                     e - a, demand_ns[i] / NS, (res.dispatch_ns[i] - arrival_ns[i]) / NS,
+                     d.cpu_ns / NS))
+    return _request_table(rows)
+
+
+def _request_table(rows) -> pa.Table:
+    cols = [list(c) for c in zip(*rows)] if rows else [[] for _ in range(9)]
+    return pa.table({
+        "function": pa.array(cols[0], pa.string()),
+        "cgroup": pa.array(cols[1], pa.string()),
+        "arrival_s": pa.array(cols[2], pa.float64()),
+        "start_s": pa.array(cols[3], pa.float64()),
+        "end_s": pa.array(cols[4], pa.float64()),
+        "latency_s": pa.array(cols[5], pa.float64()),
+        "cpu_demand_s": pa.array(cols[6], pa.float64()),
+        "dropped": pa.array([False] * len(rows), pa.bool_()),
+        # real backend only: dispatch - scheduled arrival, and the CPU time
+        # the worker's threads measured for the request
+        "dispatch_lateness_s": pa.array(cols[7], pa.float64()),
+        "cpu_measured_s": pa.array(cols[8], pa.float64()),
+    })
+
+
+def _summary(cfg, b, requests, sampler, perf_rows, lstats, ok, perf_status, host_sched, cpus,
+             warmup_ns, duration_ns, wall_s, arrived_after_warmup,
+             loadgen_cpu=None) -> pa.Table:
+    window_s = (duration_ns - warmup_ns) / NS
+    slo_s = float(cfg.get("slo_s", 1.0))
+    a, z = sampler.at_warmup or sampler.first, sampler.last
+    span_s = (z["t_ns"] - a["t_ns"]) / NS
+    top = "/"
+    groups = sampler.cgroups
+    diff = lambda k: sum(z[c][k] - a[c][k] for c in groups)  # noqa: E731
+    bursts_known = all(z[c]["nr_bursts"] is not None for c in groups)
+    sw = mg = None
+    if perf_rows is not None:
+        win = [p for p in perf_rows if p[0] >= warmup_ns / NS]
+        sw = _sum_or_none([p[2] for p in win])
+        mg = _sum_or_none([p[3] for p in win])
+    nan = math.nan
+    row = {
+        **run_identity(cfg, "real"),
+        **request_columns(requests, window_s, slo_s),
+        "n_unfinished": int(arrived_after_warmup - requests.num_rows),
+        "cpu_util": (z[top]["usage_ns"] - a[top]["usage_ns"]) / NS / (span_s * len(cpus))
+        if span_s > 0 else nan,
+        "sched_overhead_frac": nan,          # not measurable on the real host
+        "ctx_switches": sw,
+        "ctx_switch_rate_per_s": nan if sw is None else sw / window_s,
+        "ctx_switch_cost_mean_us": nan,      # not measurable on the real host
+        "migrations": mg,
+        "runqueue_wait_mean_s": nan,         # per-thread schedstat dies with the threads
+        "nr_periods": int(diff("nr_periods")),
+        "nr_throttled": int(diff("nr_throttled")),
+        "throttled_time_s": diff("throttled_ns") / NS,
+        "nr_bursts": int(diff("nr_bursts")) if bursts_known else None,
+        "burst_time_s": diff("burst_ns") / NS if bursts_known else nan,
+        "wall_time_s": wall_s,
+        "sim_events": None,
+        "loadgen_lateness_p50_s": lstats["p50"],
+        "loadgen_lateness_p99_s": lstats["p99"],
+        "loadgen_lateness_max_s": lstats["max"],
+        "loadgen_lateness_mean_s": lstats["mean"],
+        "loadgen_max_lateness_p99_s": nan if b["max_lateness_p99_s"] is None
+        else float(b["max_lateness_p99_s"]),
+        "loadgen_ok": bool(ok),
+        "real_cpus": cgroupfs.format_cpulist(set(cpus)),
+        "loadgen_cpu": loadgen_cpu,
+        "real_kernel": platform.release(),
+        "real_scheduler": host_sched,
+        "perf_status": perf_status,
+    }
+    schema = pa.schema([("ctx_switches", pa.int64()), ("migrations", pa.int64()),
+                        ("loadgen_cpu", pa.int64()),
+                        ("nr_bursts", pa.int64()), ("sim_events", pa.int64())])
+    arrays = {k: pa.array([v], schema.field(k).type if k in schema.names else None)
+              for k, v in row.items()}
+    return pa.table(arrays)

@@ -1,0 +1,277 @@
+/* funcworker: colosim's native function worker (backends/workers/).
+ *
+ * One process per function cgroup.  The load generator (backends/real/
+ * loadgen.py) starts it, attaches it to the function's cgroup, then drives
+ * it over stdin/stdout with one-line text commands (all times are
+ * CLOCK_MONOTONIC nanoseconds, the clock of Python's time.monotonic_ns):
+ *
+ *   P                          ping        -> "K <pid>"
+ *   R <id> <demand_ns> <k>     request     -> later "D <id> <start_ns> <end_ns> <cpu_ns>"
+ *   Q                          quit now (requests in flight are abandoned)
+ *   G <t0_ns>                  periodic mode: start the threads at t0
+ *
+ * A request forks k threads (fork-join); the demand is split evenly as the
+ * simulator does (divmod: the first thread takes the remainder).  Each
+ * thread spins until ITS OWN CPU time (CLOCK_THREAD_CPUTIME_ID) has grown by
+ * its share, so preemption, throttling and waiting do not count as work.
+ * start_ns is when the first of the request's threads began running, end_ns
+ * when the last finished, cpu_ns the CPU time its threads measured.
+ * Malformed commands are answered with "E <message>".  EOF on stdin exits.
+ *
+ * Periodic mode (--periodic THREADS RUN_US SLEEP_US [--nices N0,N1,...]):
+ * THREADS threads wait for "G <t0_ns>", then from t0 each spins RUN_US of
+ * its own CPU time, sleeps SLEEP_US (0: a CPU hog), and so on, until Q, EOF
+ * or the time bound.  Each burst is reported as
+ *   "B <thread> <release_ns> <start_ns> <end_ns> <cpu_ns>"
+ * (release: when it became due, t0 or the previous end + SLEEP_US; start:
+ * when the thread ran after it; as the simulator's periodic requests).
+ * --nices gives thread j nice Nj (setpriority on its tid).
+ *
+ * --max-seconds S: the process is killed by SIGALRM after S seconds of wall
+ * time whatever happens (the backend's time bound on every worker).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int64_t now_ns(clockid_t c) {
+    struct timespec t;
+    clock_gettime(c, &t);
+    return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+/* Burn `ns` of this thread's CPU time. */
+static void spin_cpu(int64_t ns) {
+    int64_t end = now_ns(CLOCK_THREAD_CPUTIME_ID) + ns;
+    while (now_ns(CLOCK_THREAD_CPUTIME_ID) < end) {
+        for (volatile int i = 0; i < 64; i++) {
+        }
+    }
+}
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...) {
+    char buf[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if (n >= (int)sizeof buf) n = sizeof buf - 1;
+    pthread_mutex_lock(&out_lock);
+    const char *p = buf;
+    while (n > 0) {   /* one write per line: < PIPE_BUF, so lines never interleave */
+        ssize_t w = write(1, p, (size_t)n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            _exit(3);   /* the load generator is gone */
+        }
+        p += w;
+        n -= (int)w;
+    }
+    pthread_mutex_unlock(&out_lock);
+}
+
+struct request {
+    uint64_t id;
+    pthread_mutex_t lock;
+    int pending;
+    int64_t start_ns;   /* first thread's start, CLOCK_MONOTONIC */
+    int64_t cpu_ns;
+};
+
+struct share {
+    struct request *req;
+    int64_t ns;
+};
+
+static void *run_share(void *arg) {
+    struct share *s = arg;
+    struct request *r = s->req;
+    int64_t t0 = now_ns(CLOCK_MONOTONIC);
+    int64_t c0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
+    pthread_mutex_lock(&r->lock);
+    if (r->start_ns == 0 || t0 < r->start_ns) r->start_ns = t0;
+    pthread_mutex_unlock(&r->lock);
+    spin_cpu(s->ns);
+    int64_t cpu = now_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+    free(s);
+    pthread_mutex_lock(&r->lock);
+    r->cpu_ns += cpu;
+    int last = --r->pending == 0;
+    pthread_mutex_unlock(&r->lock);
+    if (last) {
+        int64_t end = now_ns(CLOCK_MONOTONIC);
+        say("D %" PRIu64 " %" PRId64 " %" PRId64 " %" PRId64 "\n", r->id, r->start_ns, end,
+            r->cpu_ns);
+        pthread_mutex_destroy(&r->lock);
+        free(r);
+    }
+    return NULL;
+}
+
+static pthread_attr_t attr;
+
+static int start_request(uint64_t id, int64_t demand, int k) {
+    struct request *r = calloc(1, sizeof *r);
+    if (!r) return -1;
+    r->id = id;
+    r->pending = k;
+    pthread_mutex_init(&r->lock, NULL);
+    int64_t share = demand / k, extra = demand % k;
+    for (int j = 0; j < k; j++) {
+        struct share *s = malloc(sizeof *s);
+        if (!s) return -1;
+        s->req = r;
+        s->ns = share + (j == 0 ? extra : 0);
+        if (s->ns < 1) s->ns = 1;
+        pthread_t t;
+        int e = pthread_create(&t, &attr, run_share, s);
+        if (e) {
+            /* threads already started still hold r; report and give up */
+            say("E pthread_create: %s\n", strerror(e));
+            exit(4);
+        }
+    }
+    return 0;
+}
+
+struct periodic {
+    int64_t run_ns, sleep_ns;
+};
+
+static pthread_mutex_t go_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t go_cond = PTHREAD_COND_INITIALIZER;
+static int64_t go_at = 0;   /* t0 of periodic threads, CLOCK_MONOTONIC ns */
+static struct periodic per = {0, 0};
+static int nices[1024];
+static int have_nices = 0;
+
+static void sleep_until(int64_t t) {
+    struct timespec ts = {t / 1000000000LL, t % 1000000000LL};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+    }
+}
+
+static void *periodic_thread(void *arg) {
+    long j = (long)arg;
+    if (have_nices && setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nices[j]) != 0)
+        say("E setpriority(%d) for thread %ld: %s\n", nices[j], j, strerror(errno));
+    pthread_mutex_lock(&go_lock);
+    while (go_at == 0) pthread_cond_wait(&go_cond, &go_lock);
+    int64_t release = go_at;
+    pthread_mutex_unlock(&go_lock);
+    sleep_until(release);
+    for (;;) {
+        int64_t start = now_ns(CLOCK_MONOTONIC);
+        int64_t c0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
+        spin_cpu(per.run_ns > 0 ? per.run_ns : 1000000);
+        int64_t end = now_ns(CLOCK_MONOTONIC);
+        say("B %ld %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 "\n", j, release, start, end,
+            now_ns(CLOCK_THREAD_CPUTIME_ID) - c0);
+        release = end + per.sleep_ns;
+        if (per.sleep_ns > 0) sleep_until(release);
+    }
+    return NULL;
+}
+
+static void usage(void) {
+    fprintf(stderr, "usage: funcworker [--max-seconds S] [--periodic THREADS RUN_US SLEEP_US "
+                    "[--nices N0,N1,...]]\n");
+    exit(2);
+}
+
+int main(int argc, char **argv) {
+    unsigned max_s = 0;
+    int periodic = 0;
+    long threads = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--max-seconds") && i + 1 < argc) {
+            max_s = (unsigned)strtoul(argv[++i], NULL, 10);
+        } else if (!strcmp(argv[i], "--periodic") && i + 3 < argc) {
+            periodic = 1;
+            threads = strtol(argv[++i], NULL, 10);
+            per.run_ns = strtoll(argv[++i], NULL, 10) * 1000;
+            per.sleep_ns = strtoll(argv[++i], NULL, 10) * 1000;
+            if (threads < 1 || threads > 1024 || per.run_ns < 0 || per.sleep_ns < 0) usage();
+        } else if (!strcmp(argv[i], "--nices") && i + 1 < argc) {
+            char *q = argv[++i];
+            for (have_nices = 0; *q && have_nices < 1024; have_nices++) {
+                nices[have_nices] = (int)strtol(q, &q, 10);
+                if (*q == ',') q++;
+            }
+        } else {
+            usage();
+        }
+    }
+    signal(SIGPIPE, SIG_IGN);
+    if (max_s) {
+        signal(SIGALRM, SIG_DFL);   /* default action: terminate */
+        alarm(max_s);
+    }
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    if (periodic) {
+        if (have_nices && have_nices != threads) usage();
+        for (long j = 0; j < threads; j++) {
+            pthread_t t;
+            if (pthread_create(&t, &attr, periodic_thread, (void *)j)) {
+                perror("pthread_create");
+                return 4;
+            }
+        }
+    }
+    char line[256];
+    while (fgets(line, sizeof line, stdin)) {
+        uint64_t id;
+        int64_t demand;
+        int k;
+        switch (line[0]) {
+        case 'P':
+            say("K %d\n", (int)getpid());
+            break;
+        case 'Q':
+            _exit(0);
+        case 'G':
+            if (!periodic || sscanf(line + 1, "%" SCNd64, &demand) != 1 || demand <= 0) {
+                say("E bad start: %.*s\n", (int)strcspn(line, "\n"), line);
+            } else {
+                pthread_mutex_lock(&go_lock);
+                go_at = demand;
+                pthread_cond_broadcast(&go_cond);
+                pthread_mutex_unlock(&go_lock);
+            }
+            break;
+        case 'R':
+            if (periodic) {
+                say("E requests are not accepted in periodic mode\n");
+            } else if (sscanf(line + 1, "%" SCNu64 " %" SCNd64 " %d", &id, &demand, &k) != 3 ||
+                       demand < 1 || k < 1 || k > 4096) {
+                say("E bad request: %.*s\n", (int)strcspn(line, "\n"), line);
+            } else if (start_request(id, demand, k)) {
+                say("E out of memory\n");
+                exit(4);
+            }
+            break;
+        case '\n':
+            break;
+        default:
+            say("E unknown command: %.*s\n", (int)strcspn(line, "\n"), line);
+        }
+    }
+    _exit(0);
+}

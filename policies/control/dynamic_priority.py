@@ -1,0 +1,395 @@
+"""Dynamic priority: the noisy-neighbor thesis's RDT isolation policy (seed
+004 Alg. 3, L487-543; notes/noisy-neighbor-004.md sections 5 and 6.1).
+
+Every ``interval_s`` (T_tick):
+
+1. relinquish the cores and RDT classes of finished jobs;
+2. allocation queue (Q_alloc, FIFO, blocking): the head is either a *probe*
+   of a priority job that finished its warm-up, or the allocation a probe
+   found.  A head that does not fit triggers a consolidation (repacking the
+   socket's classes to the low ways); if it still does not fit the queue
+   blocks until the next tick.  Probes are buffered: one probe at a time per
+   socket, with all of the socket's free ways reserved for it, so its sweep
+   is uninterrupted;
+3. admission, strict FIFO without backfilling: a priority job goes to the
+   socket (that fits its cores) with the most uncommitted RDT resources
+   (free ways, then free MB percent) and stays in system/default until its
+   probe; a batch job goes to the socket with the least memory-stall load
+   (stall cycles of its running jobs over the last tick).
+
+**Probe** (Alg. 1, ascending, the thesis's evaluation settings): after
+``warmup_s`` in system/default, the job gets a class and the sweep runs over
+(ways, MB) ways-major from (``probe_min_ways``, ``probe_min_mb``) upwards in
+steps of 1 way and ``probe_mb_step``, each point for
+``max(probe_s / points, interval_s)`` (the sweep is cut at ``probe_s``; the
+thesis's ``maximum probing duration``).  It stops at the first point whose
+IPC relative to running alone (PerfCounts.alone_cycles / cycles: the
+"90% of the best possible IPC" of L1090) reaches ``target``; otherwise it
+returns the largest point.  After ``cooldown_s`` the allocation is made with
+``find_best_fit_bitmask`` (the thesis's findBestFitBitmaskForWays, exactly),
+MB booked additively per socket (at most 100%), and kept for the job's life
+(plus ``buffer_ways``).
+
+Ways: the root group (system/default, where batch jobs run) keeps
+``reserved_ways`` top ways always, plus every free way contiguous with them;
+priority classes are resctrl ``exclusive``, so resctrl itself rejects any
+overlap.
+
+Not modelled (docs/memory.md): descending probes, greedy allocation, the
+cache-refill cost of consolidation (the memory model has no transients),
+rebalancing/swapping batch jobs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from policies.control import ControlConfig, Controller
+from policies.control.least_loaded import CoreAccountant
+from sim.sched_class import tunable
+
+
+def find_best_fit_bitmask(target_ways: int, allocated: int, total_ways: int) -> int:
+    """findBestFitBitmaskForWays (seed 004 Listing A.4, L2078-2130), exactly:
+    for every free start bit, count the free ways from it upwards; keep the
+    start whose run is >= target and *strictly* shorter than the best so far
+    (scanning inside runs too); the mask is ``target_ways`` bits from there.
+    Raises ValueError with the Go code's messages."""
+    if target_ways <= 0:
+        raise ValueError(f"invalid target ways: {target_ways} (must be > 0)")
+    if target_ways > total_ways:
+        raise ValueError(f"requested {target_ways} ways but only {total_ways} available")
+    best_start, best_length = -1, 0
+    for start in range(total_ways):
+        if allocated & (1 << start):
+            continue
+        length = 0
+        i = start
+        while i < total_ways and not allocated & (1 << i):
+            length += 1
+            i += 1
+        if length >= target_ways and (best_start == -1 or length < best_length):
+            best_start, best_length = start, length
+    if best_start == -1:
+        raise ValueError(f"no contiguous {target_ways} cache ways available")
+    return ((1 << target_ways) - 1) << best_start
+
+
+def longest_free_run(allocated: int, total_ways: int) -> tuple[int, int]:
+    """(start, length) of the longest run of free ways (lowest first)."""
+    best = (0, 0)
+    i = 0
+    while i < total_ways:
+        if allocated & (1 << i):
+            i += 1
+            continue
+        j = i
+        while j < total_ways and not allocated & (1 << j):
+            j += 1
+        if j - i > best[1]:
+            best = (i, j - i)
+        i = j
+    return best
+
+
+@dataclass
+class DynamicPriorityConfig(ControlConfig):
+    target: float = tunable(0.9, range=(0.0, 1.0))          # IPC relative to alone
+    warmup_s: float = tunable(3.0, range=(0.0, None))       # before a probe (>= 3 s)
+    cooldown_s: float = tunable(1.0, range=(0.0, None))     # after a probe (>= 1 s)
+    probe_s: float = tunable(12.0, range=(0.0, None))       # maximum probing duration
+    probe_min_ways: int = tunable(1, range=(1, None))
+    probe_min_mb: int = tunable(10, range=(10, 100))
+    probe_mb_step: int = tunable(10, range=(10, 100))
+    reserved_ways: int = tunable(1, range=(1, None))        # kept by system/default
+    buffer_ways: int = tunable(0, range=(0, None))          # extra ways on top of the probe
+    cpuset: str = tunable("cores", choices=("cores", "socket"))
+
+
+@dataclass
+class _Job:
+    cgroup: str
+    socket: int
+    threads: int
+    priority: bool
+    admitted_ns: int
+    state: str = "batch"       # batch | warmup | queued | probing | cooldown | allocated
+    cls: str | None = None
+    mask: int = 0
+    mb: int = 0
+    probe_points: list | None = None
+    probe_i: int = 0
+    run_start: int = 0         # lowest way of the free run the probe grows in
+    seg_len: int = 0
+    seg_end: int = 0
+    seg_start: tuple | None = None
+    result: tuple | None = None
+    ready_ns: int = 0
+
+
+class SocketRdt:
+    """The thesis's SocketState: allocated ways (bitmask) and booked MB."""
+
+    def __init__(self, ways: int, reserved: int):
+        self.ways = ways
+        self.reserved = ((1 << ways) - 1) & ~((1 << (ways - reserved)) - 1)
+        self.allocated = self.reserved      # the root's top ways are never handed out
+        self.mb_used = 0
+        self.probing: str | None = None     # the job whose probe holds the free ways
+
+    @property
+    def allocatable(self) -> int:
+        return self.ways - bin(self.reserved).count("1")
+
+    def free_ways(self) -> int:
+        return self.ways - bin(self.allocated).count("1")
+
+    def root_mask(self) -> int:
+        """The reserved top ways plus the free ways contiguous below them."""
+        mask = self.reserved
+        i = self.ways - bin(self.reserved).count("1") - 1
+        while i >= 0 and not self.allocated & (1 << i):
+            mask |= 1 << i
+            i -= 1
+        return mask
+
+
+class DynamicPriority(Controller):
+    def start(self, host) -> None:
+        info = host.rdt_info()
+        self.info = info
+        self.acct = CoreAccountant(host)
+        self.sock = {s: SocketRdt(info.ways, int(self.cfg["reserved_ways"]))
+                     for s in self.acct.cores}
+        self.domain = {s: d for s, d in zip(sorted(self.acct.cores), info.domains)}
+        self.jobs: dict[str, _Job] = {}
+        self.q_alloc: list[str] = []
+        self.n_classes = 0
+        self.stall_seen: dict[str, float] = {}
+        self.load = dict.fromkeys(self.acct.cores, 0.0)
+        self.allocations: list[tuple[int, str, int, int, int]] = []   # (t, cgroup, socket, mask, mb)
+        self.consolidations = 0
+        self.closid_waits = 0
+        self.max_ways_seen = 0
+        self.tick_ns = int(self.interval_s * 1e9)
+        self._write_roots(host)
+        host.hold_jobs()
+
+    # ---- RDT helpers --------------------------------------------------------------------
+    def _write_roots(self, host) -> None:
+        host.rdt_update_class("", l3_cbm={self.domain[s]: st.root_mask()
+                                          for s, st in self.sock.items()})
+
+    def _class_mask(self, job: _Job) -> dict:
+        # the job's socket gets its mask; the other domains get the reserved ways
+        # (a CBM may not be empty), which are shared with the root
+        return {self.domain[s]: (job.mask if s == job.socket else st.reserved)
+                for s, st in self.sock.items()}
+
+    def _set_class(self, host, job: _Job, mask: int, mb: int) -> None:
+        st = self.sock[job.socket]
+        old = job.mask
+        st.allocated = (st.allocated & ~old) | mask
+        job.mask, job.mb = mask, mb
+        mbs = {self.domain[s]: (mb if s == job.socket else 100) for s in self.sock}
+        if job.cls is None:
+            self.n_classes += 1
+            job.cls = f"prio-{self.n_classes}"
+            self._write_roots(host)               # shrink the root first
+            # other domains: the reserved ways overlap the root, so not exclusive there;
+            # the mode is per group, so the socket's exclusivity is kept by the accountant
+            host.rdt_create_class(job.cls, self._class_mask(job), mbs)
+            host.rdt_assign(job.cgroup, job.cls)
+        else:
+            if mask & ~old:
+                self._write_roots(host)           # shrink before growing
+            host.rdt_update_class(job.cls, self._class_mask(job), mbs)
+            if old & ~mask:
+                self._write_roots(host)
+        self.max_ways_seen = max(self.max_ways_seen, bin(st.allocated & ~st.reserved).count("1"))
+
+    def _drop_class(self, host, job: _Job) -> None:
+        if job.cls is None:
+            return
+        st = self.sock[job.socket]
+        st.allocated &= ~job.mask
+        if job.state == "allocated":
+            st.mb_used -= job.mb
+        host.rdt_remove_class(job.cls)
+        job.cls, job.mask = None, 0
+        self._write_roots(host)
+
+    def _consolidate(self, host, socket: int) -> None:
+        """Repack the socket's classes to the low ways, in their current order."""
+        st = self.sock[socket]
+        owned = sorted((j for j in self.jobs.values() if j.socket == socket and j.cls),
+                       key=lambda j: j.mask)
+        base = 0
+        st.allocated = st.reserved
+        for j in owned:
+            n = bin(j.mask).count("1")
+            j_mask = ((1 << n) - 1) << base
+            base += n
+            st.allocated |= j_mask
+            j.mask = j_mask
+            host.rdt_update_class(j.cls, self._class_mask(j))
+        self._write_roots(host)
+        self.consolidations += 1
+
+    # ---- the tick -----------------------------------------------------------------------
+    def step(self, host) -> None:
+        now = host.now_ns()
+        for cgroup in host.completed().cgroup:
+            job = self.jobs.pop(str(cgroup), None)
+            if job is None:
+                continue
+            self.acct.release(job.cgroup)
+            st = self.sock[job.socket]
+            if st.probing == job.cgroup:
+                st.probing = None
+            if job.cgroup in self.q_alloc:
+                self.q_alloc.remove(job.cgroup)
+            self._drop_class(host, job)
+        self._update_load(host)
+        for job in self.jobs.values():
+            if job.state == "warmup" and now >= job.ready_ns:
+                job.state = "queued"
+                self.q_alloc.append(job.cgroup)
+            elif job.state == "probing":
+                self._probe_step(host, job, now)
+        self._serve_allocations(host, now)
+        self._admit(host, now)
+
+    def _update_load(self, host) -> None:
+        self.load = dict.fromkeys(self.sock, 0.0)
+        for job in self.jobs.values():
+            stall = host.perf_counts(job.cgroup).stall_cycles
+            self.load[job.socket] += stall - self.stall_seen.get(job.cgroup, 0.0)
+            self.stall_seen[job.cgroup] = stall
+
+    def _closid_free(self) -> bool:
+        live = sum(1 for j in self.jobs.values() if j.cls is not None)
+        return live < self.info.num_closids - 1          # the root holds CLOSID 0
+
+    def _serve_allocations(self, host, now: int) -> None:
+        while self.q_alloc:
+            job = self.jobs[self.q_alloc[0]]
+            st = self.sock[job.socket]
+            if job.state in ("queued", "cooldown") and not self._closid_free():
+                self.closid_waits += 1
+                break                                      # "Out of CLOSIDs": wait
+            if job.state == "queued":                  # a probe request
+                if st.probing is not None:
+                    break                              # buffered: one sweep per socket
+                _, run = longest_free_run(st.allocated, st.ways)
+                if run < int(self.cfg["probe_min_ways"]) and st.free_ways() >= \
+                        int(self.cfg["probe_min_ways"]):
+                    self._consolidate(host, job.socket)
+                    _, run = longest_free_run(st.allocated, st.ways)
+                if run < int(self.cfg["probe_min_ways"]) or 100 - st.mb_used < int(
+                        self.cfg["probe_min_mb"]):
+                    break
+                self.q_alloc.pop(0)
+                self._start_probe(host, job, run, now)
+            elif job.state == "cooldown":              # a probe result
+                if now < job.ready_ns:
+                    break
+                ways, mb = job.result
+                ways = min(ways + int(self.cfg["buffer_ways"]), st.allocatable)
+                mb = min(mb, 100 - st.mb_used)
+                if mb < int(self.cfg["probe_min_mb"]):
+                    break
+                try:
+                    mask = find_best_fit_bitmask(ways, st.allocated, st.ways)
+                except ValueError:
+                    if st.free_ways() < ways:
+                        break
+                    self._consolidate(host, job.socket)
+                    try:
+                        mask = find_best_fit_bitmask(ways, st.allocated, st.ways)
+                    except ValueError:
+                        break
+                self.q_alloc.pop(0)
+                self._set_class(host, job, mask, mb)
+                st.mb_used += mb
+                job.state = "allocated"
+                self.allocations.append((now, job.cgroup, job.socket, mask, mb))
+            else:
+                self.q_alloc.pop(0)
+
+    def _start_probe(self, host, job: _Job, run: int, now: int) -> None:
+        st = self.sock[job.socket]
+        lo = int(self.cfg["probe_min_ways"])
+        mb_lo, mb_step = int(self.cfg["probe_min_mb"]), int(self.cfg["probe_mb_step"])
+        mb_hi = 100 - st.mb_used
+        mbs = list(range(mb_lo, mb_hi + 1, mb_step)) or [mb_hi]
+        job.probe_points = [(w, b) for w in range(lo, run + 1) for b in mbs]
+        seg = max(int(float(self.cfg["probe_s"]) * 1e9 / len(job.probe_points)), self.tick_ns)
+        job.seg_len = seg
+        job.probe_i = 0
+        st.probing = job.cgroup
+        job.state = "probing"
+        # hold the whole free run: the sweep grows inside it
+        start, _ = longest_free_run(st.allocated, st.ways)
+        job.run_start = start
+        self._probe_apply(host, job, now)
+
+    def _probe_apply(self, host, job: _Job, now: int) -> None:
+        w, mb = job.probe_points[job.probe_i]
+        self._set_class(host, job, ((1 << w) - 1) << job.run_start, mb)
+        c = host.perf_counts(job.cgroup)
+        job.seg_start = (c.cycles, c.alone_cycles)
+        job.seg_end = now + job.seg_len
+
+    def _probe_step(self, host, job: _Job, now: int) -> None:
+        if now < job.seg_end:
+            return
+        c = host.perf_counts(job.cgroup)
+        cyc = c.cycles - job.seg_start[0]
+        rel = (c.alone_cycles - job.seg_start[1]) / cyc if cyc > 0 else 0.0
+        point = job.probe_points[job.probe_i]
+        last = job.probe_i + 1 >= len(job.probe_points)
+        if rel >= float(self.cfg["target"]) - 1e-9 or last:
+            job.result = point
+            self._finish_probe(host, job, now)
+            return
+        job.probe_i += 1
+        self._probe_apply(host, job, now)
+
+    def _finish_probe(self, host, job: _Job, now: int) -> None:
+        st = self.sock[job.socket]
+        st.probing = None
+        self._drop_class(host, job)                    # back to system/default meanwhile
+        job.state = "cooldown"
+        job.ready_ns = now + int(float(self.cfg["cooldown_s"]) * 1e9)
+        self.q_alloc.append(job.cgroup)
+
+    def _admit(self, host, now: int) -> None:
+        for p in host.pending_jobs():                  # strict FIFO, no backfilling
+            fits = [s for s in sorted(self.sock) if self.acct.fits(p.threads, s)]
+            if not fits:
+                break
+            if p.priority:
+                socket = max(fits, key=lambda s: (self.sock[s].free_ways(),
+                                                  100 - self.sock[s].mb_used,
+                                                  -self.acct.committed(s), -s))
+            else:
+                socket = min(fits, key=lambda s: (self.load[s], self.acct.committed(s), s))
+            cpus = self.acct.take(p.cgroup, socket, p.threads)
+            if self.cfg.get("cpuset", "cores") == "socket":
+                cpus = self.acct.socket_cpus(socket)
+            host.admit_job(p.cgroup, cpus)
+            job = _Job(p.cgroup, socket, p.threads, p.priority, now)
+            if p.priority:
+                job.state = "warmup"
+                job.ready_ns = now + int(float(self.cfg["warmup_s"]) * 1e9)
+            self.jobs[p.cgroup] = job
+
+    def summary(self) -> dict:
+        return {"dynamic_priority_allocations": len(self.allocations),
+                "dynamic_priority_consolidations": self.consolidations,
+                "dynamic_priority_closid_waits": self.closid_waits,
+                "dynamic_priority_max_ways": self.max_ways_seen}
+
+
+CONTROLLER = DynamicPriority
+CONFIG = DynamicPriorityConfig

@@ -1,0 +1,147 @@
+"""``workload=memlookup``: the noisy-neighbor thesis's ``neighbor``
+microbenchmark (seed 004 Listing A.7): containers that look up random lines
+of a buffer, each in an optional RDT partition.
+
+Each container is a cgroup ``parent_cgroup/c<i>`` with ``threads`` CPU-bound
+threads pinned to the CPUs of ``socket`` (one per physical core, the thesis's
+distinct cores).  A thread runs back-to-back requests of ``burst_ms`` of CPU
+each (as alone on the socket with the whole LLC: the demand unit of the
+memory model, sim/memory/progress.py), so ``latency_s / (burst_ms / 1000)``
+is its slowdown and ``throughput_rps`` its progress.  All containers share
+the ``memory`` profile; container i draws its physical frames with
+``layout_seed + i``.
+
+RDT (``partitions``, one entry per container): null leaves the container in
+the root group; ``"lo-hi"`` gives it a class ``c<i>`` with L3 ways lo..hi
+(inclusive) on every socket and MB ``mb[i]`` percent.  When any container is
+partitioned the root group keeps the ways nobody else has (they must be
+contiguous: the thesis leaves them to the driver and host processes), and a
+container whose ways overlap no other container's is made ``exclusive``.
+Everything goes through the resctrl model, so invalid masks fail with
+resctrl's wording.
+"""
+from __future__ import annotations
+
+from sim.memory.progress import MemoryProfile
+from sim.memory.resctrl import ResctrlError
+from sim.task import Request
+from sim.workloads.common import cgroup_shares
+
+
+def parse_ways(spec: str, ways: int) -> int:
+    """``"lo-hi"`` (inclusive) or ``"n"`` -> contiguous CBM."""
+    text = str(spec).strip()
+    lo, sep, hi = text.partition("-")
+    try:
+        lo_i, hi_i = int(lo), int(hi) if sep else int(lo)
+    except ValueError:
+        raise ValueError(f"memlookup partition {spec!r}: write ways as 'lo-hi', e.g. '0-5'") \
+            from None
+    if not 0 <= lo_i <= hi_i < ways:
+        raise ValueError(f"memlookup partition {spec!r}: ways must be within 0-{ways - 1}")
+    return ((1 << (hi_i + 1)) - 1) & ~((1 << lo_i) - 1)
+
+
+class MemLookupWorkload:
+    def __init__(self, cfg, machine, recorder, trace=None):
+        self.machine = machine
+        self.engine = machine.engine
+        self.recorder = recorder
+        n = int(cfg.get("containers", 1))
+        self.threads = int(cfg.get("threads", 1))
+        self.burst_ns = int(round(float(cfg.get("burst_ms", 10.0)) * 1e6))
+        if n < 1 or self.threads < 1 or self.burst_ns < 1:
+            raise ValueError("memlookup: containers, threads and burst_ms must be >= 1")
+        topo = machine.topology
+        socket = int(cfg.get("socket", 0))
+        if not 0 <= socket < topo.sockets:
+            raise ValueError(f"memlookup.socket must be in 0..{topo.sockets - 1}")
+        # one hardware thread per physical core of the socket
+        cores = sorted({c.core for c in topo.cpus if c.socket == socket})
+        first = {}
+        for c in topo.cpus:
+            if c.socket == socket and c.core not in first:
+                first[c.core] = c.cpu
+        cpus = [first[c] for c in cores]
+        if n * self.threads > len(cpus):
+            raise ValueError(f"memlookup: {n} x {self.threads} threads do not fit the "
+                             f"{len(cpus)} cores of socket {socket}")
+        spec = dict(cfg.get("memory") or {})
+        if not spec:
+            raise ValueError("memlookup needs workload.memory (buffer_mb, pages, pattern, ...)")
+        parts = list(cfg.get("partitions") or [None] * n)
+        mbs = list(cfg.get("mb") or [100] * n)
+        if len(parts) != n or len(mbs) != n:
+            raise ValueError(f"memlookup: partitions and mb need one entry per container ({n})")
+        parent = str(cfg.get("parent_cgroup") or "memlookup").strip("/")
+        mem = machine.memory_model()
+        shares = cgroup_shares(cfg)
+        self.groups = []
+        for i in range(n):
+            mine = frozenset(cpus[i * self.threads:(i + 1) * self.threads])
+            tg = machine.create_group(f"{parent}/c{i}", shares, mine)
+            profile = MemoryProfile.from_spec({**spec, "layout_seed":
+                                               int(spec.get("layout_seed", 0)) + i})
+            mem.set_profile(tg, profile, tag=str(cfg.get("tag") or "priority"))
+            self.groups.append(tg)
+        self._partition(mem, parts, mbs, bool(cfg.get("exclusive", True)))
+
+    def _partition(self, mem, parts, mbs, exclusive) -> None:
+        rc = mem.resctrl
+        ways = mem.geometry.ways
+        masks = [None if p is None else parse_ways(p, ways) for p in parts]
+        if all(m is None for m in masks):
+            return
+        doms = mem.domains
+        used = 0
+        for m in masks:
+            used |= m or 0
+        rest = ((1 << ways) - 1) & ~used
+        try:
+            if rest:
+                rc.write_schemata("", "L3:" + ";".join(f"{d}={rest:x}" for d in doms))
+            for i, (m, mb) in enumerate(zip(masks, mbs)):
+                if m is None:
+                    continue
+                name = f"c{i}"
+                rc.mkdir(name)
+                text = "L3:" + ";".join(f"{d}={m:x}" for d in doms)
+                if rc.info.has_mba:
+                    text += "\nMB:" + ";".join(f"{d}={int(mb)}" for d in doms)
+                rc.write_schemata(name, text)
+                others = 0
+                for j, o in enumerate(masks):
+                    if j != i and o is not None:
+                        others |= o
+                if exclusive and not m & others:
+                    rc.write_mode(name, "exclusive")
+                mem.assign(self.groups[i], name)
+        except ResctrlError as err:
+            raise ValueError(f"memlookup partitions {parts}: resctrl says {err.status!r}") from None
+
+    def start(self):
+        m = self.machine
+        for tg in self.groups:
+            for j in range(self.threads):
+                req = self._request(tg)
+                t = m.new_task(tg.name, tg, 0, self.burst_ns, 0, self, req)
+                m.wake_up_new_task(t, min(tg.cpus_allowed))
+
+    def _request(self, tg) -> Request:
+        req = Request(tg.name, tg.name, self.engine.now, self.burst_ns)
+        req.pending = 1
+        self.recorder.request_arrived(req)
+        return req
+
+    def burst_done(self, task):
+        req = task.request
+        req.end = self.engine.now
+        self.recorder.request_done(req)
+        nxt = self._request(task.tg)
+        nxt.start = self.engine.now
+        task.request = nxt
+        task.remaining = self.burst_ns
+        return 0
+
+
+WORKLOAD = MemLookupWorkload

@@ -1,0 +1,180 @@
+"""The path a request takes through its function's pod
+(``workload.request_path`` of the function workloads: poisson, trace
+replays such as azure2021, resctl).
+
+``direct`` (the default): the request's threads are forked in the function
+cgroup ``parent_cgroup/<function>`` at arrival and the request ends when
+the last exits (sim.workloads.common.ForkJoin).  Nothing here runs.
+
+``knative``: the function is a Knative pod (LAGS paper, seed 001, Fig. 1 and
+L72-82, L163-169): the pod cgroup ``parent_cgroup/<function>`` holds one
+child cgroup per container, ``queue-proxy`` (Knative's sidecar) and
+``user-container`` (the function), as the kubelet lays out
+``kubepods-burstable.slice/<pod>.slice/<container>.scope``.  Set
+``parent_cgroup: kubepods.slice/kubepods-burstable.slice`` for the full
+kubepods depth; switches between pods walk the same levels either way.
+One request makes three hops, each a wake-up of another thread in its own
+cgroup, so each is a context switch:
+
+1. a queue-proxy thread receives the request (``PROXY_IN_US`` of CPU) and
+   forwards it to the user container;
+2. ``threads_per_request`` user-container threads are forked (the demand
+   split evenly, as in ``direct``);
+3. when the last of them exits, a queue-proxy thread takes the response
+   (``PROXY_OUT_US``) and sends it; the request ends then.
+
+queue-proxy is a Go program: its threads sleep in the netpoller between
+requests and are reused (most recently idle first, as Go's idle-M list);
+at most ``nr_cpus`` run Go code at once (GOMAXPROCS), so a hop that finds
+them all busy waits in the pod's run queue and the next thread to finish
+takes it without sleeping.  Container cgroups keep the default weight
+(1024): the LAGS evaluation resets every cgroup's weight to it (L323-328).
+
+Not modelled: the Istio ingress gateway and activator (they ran on other
+nodes), the pause container (idle), queue-proxy's timers (metrics,
+probes), and network softirq work.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+from sim.engine import NSEC_PER_USEC
+from sim.task import BURST_BLOCK, BURST_EXIT, Request
+
+DIRECT = "direct"
+KNATIVE = "knative"
+REQUEST_PATHS = (DIRECT, KNATIVE)
+QUEUE_PROXY = "queue-proxy"
+USER_CONTAINER = "user-container"
+
+# CPU per request in Knative's queue-proxy, split evenly between the request
+# (in) and the response (out).  Platform constants, not fitted to anything.
+# The one published measurement of queue-proxy's CPU per request: Red Hat,
+# "Scalability and performance of OpenShift Serverless Serving" (OpenShift
+# Serverless 1.30 on OCP 4.13, AWS m6 nodes): each data-plane component,
+# queue-proxy among them, consumes "up to 1 vCPU ... for handling 2500
+# requests per second" depending on the payload size, i.e. <= 400 us per
+# request.  An Envoy sidecar (Istio) measured 0.18 vCPU at 1k req/s and
+# 0.45 vCPU at 5k req/s, 180-90 us per request (istio/istio.io#15335,
+# 2024).  We take 200 us per request: half the OpenShift bound (the paper's
+# requests carry small payloads), about the Envoy small-payload figure.
+PROXY_IN_US = 100.0
+PROXY_OUT_US = 100.0
+
+_IN, _OUT = 0, 1
+
+
+def check(cfg) -> str:
+    """The config's request path (default direct); ValueError if unknown."""
+    kind = str(cfg.get("request_path") or DIRECT)
+    if kind not in REQUEST_PATHS:
+        raise ValueError(f"workload.request_path = {kind!r}: choose from "
+                         f"{', '.join(REQUEST_PATHS)}")
+    return kind
+
+
+def build(cfg, workload):
+    """The request path of ``workload`` (a ForkJoin): None for direct."""
+    return KnativePath(workload) if check(cfg) == KNATIVE else None
+
+
+class Pod:
+    __slots__ = ("tg", "qp", "user", "idle", "jobs", "nr_threads", "backlog")
+
+    def __init__(self, tg, qp, user):
+        self.tg = tg                  # the pod cgroup (the function's cgroup)
+        self.qp = qp                  # <pod>/queue-proxy
+        self.user = user              # <pod>/user-container
+        self.idle: list = []          # queue-proxy threads asleep in the netpoller
+        self.jobs: dict = {}          # queue-proxy thread -> (request, hop) it runs
+        self.nr_threads = 0
+        self.backlog: deque = deque()  # hops waiting for a queue-proxy thread
+
+
+class KnativePath:
+    """Requests of a ForkJoin workload through queue-proxy and back."""
+
+    def __init__(self, workload):
+        self.wl = workload
+        self.machine = workload.machine
+        self.engine = workload.machine.engine
+        self.cost_ns = (int(round(PROXY_IN_US * NSEC_PER_USEC)),
+                        int(round(PROXY_OUT_US * NSEC_PER_USEC)))
+        self.max_threads = self.machine.topology.nr_cpus   # GOMAXPROCS
+        self.pods: dict = {}          # pod cgroup -> Pod
+        self.by_group: dict = {}      # container cgroup -> Pod
+
+    def add_pod(self, tg) -> Pod:
+        """The containers' cgroups of the pod whose cgroup is ``tg``."""
+        m = self.machine
+        pod = Pod(tg, m.create_group(f"{tg.name}/{QUEUE_PROXY}"),
+                  m.create_group(f"{tg.name}/{USER_CONTAINER}"))
+        self.pods[tg] = pod
+        self.by_group[pod.qp] = pod
+        self.by_group[pod.user] = pod
+        return pod
+
+    def fork_request(self, name: str, tg, demand: int, k: int, hint: int) -> int:
+        """A request for the pod ``tg`` arrives at its queue-proxy; returns
+        the CPU the queue-proxy thread was placed on."""
+        req = Request(name, tg.name, self.engine.now, demand)
+        self.wl.recorder.request_arrived(req)
+        req.pending = k
+        return self._proxy(self.pods[tg], req, _IN, hint)
+
+    def _proxy(self, pod: Pod, req, hop: int, hint: int) -> int:
+        """Hand a hop to a queue-proxy thread: wake an idle one, start a new
+        one, or leave it queued for the next one to finish."""
+        m = self.machine
+        if pod.idle:
+            t = pod.idle.pop()
+            t.request = req
+            t.remaining = self.cost_ns[hop]
+            pod.jobs[t] = (req, hop)
+            m.wake_up(t)
+            return t.cpu
+        if pod.nr_threads < self.max_threads:
+            pod.nr_threads += 1
+            t = m.new_task(f"{req.function}/{QUEUE_PROXY}", pod.qp, self.wl.nice,
+                           self.cost_ns[hop], self.wl.ws_bytes, self, req)
+            pod.jobs[t] = (req, hop)
+            m.wake_up_new_task(t, hint)
+            return t.cpu
+        pod.backlog.append((req, hop))
+        return hint
+
+    def _fork_user(self, pod: Pod, req, hint: int) -> None:
+        k = req.pending
+        share, extra = divmod(req.demand, k)
+        m = self.machine
+        for j in range(k):
+            t = m.new_task(req.function, pod.user, self.wl.nice,
+                           max(1, share + (extra if j == 0 else 0)), self.wl.ws_bytes, self, req)
+            m.wake_up_new_task(t, hint)
+            hint = t.cpu
+
+    def burst_done(self, task):
+        pod = self.by_group[task.tg]
+        if task.tg is pod.user:
+            req = task.request
+            req.pending -= 1
+            if req.pending == 0:
+                self._proxy(pod, req, _OUT, task.cpu)
+            return BURST_EXIT
+        req, hop = pod.jobs.pop(task)
+        if hop == _IN:
+            self._fork_user(pod, req, task.cpu)
+        else:
+            req.end = self.engine.now
+            self.wl.request_done(req)
+        if pod.backlog:
+            nxt, nhop = pod.backlog.popleft()
+            if nxt.start < 0:
+                nxt.start = self.engine.now
+            task.request = nxt
+            task.remaining = self.cost_ns[nhop]
+            pod.jobs[task] = (nxt, nhop)
+            return 0
+        task.request = None
+        pod.idle.append(task)
+        return BURST_BLOCK

@@ -1,0 +1,290 @@
+"""The memory model wired into runs (sim/memory/progress.py, docs/memory.md):
+memory-less runs unchanged, memlookup slow-down by hand, RDT Host levers,
+least_loaded and dynamic_priority."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from backends.host import PendingJob, RdtError
+from backends.simhost import SimHost
+from policies.control.dynamic_priority import find_best_fit_bitmask, longest_free_run
+from policies.control.least_loaded import CoreAccountant, LeastLoaded, least_committed
+from scenarios.config import compose
+from sim import simulate
+from sim.api import attach_controller, build
+from sim.memory.cachemodel import miss_ratio
+from sim.memory.llc import LLCGeometry
+from sim.memory.pages import Buffer, bucket_demand
+
+
+def _cfg(overrides):
+    return compose(overrides)
+
+
+# ---- memory-less runs ---------------------------------------------------------------
+
+def _run(overrides, with_memory_system: bool):
+    from sim.api import _plain
+    from sim.engine import s_to_ns
+    cfg = _plain(_cfg(overrides))
+    engine, machine, recorder, workload = build(cfg)
+    if with_memory_system:
+        machine.memory_model()          # present, but no cgroup has a profile
+    workload.start()
+    engine.run(s_to_ns(float(cfg["duration_s"])))
+    return recorder.table(), machine
+
+
+@pytest.mark.parametrize("overrides", [
+    ["duration_s=1", "warmup_s=0"],
+    ["workload=periodic", "host=silver-4314-2s", "duration_s=1", "warmup_s=0"],   # SMT siblings
+])
+def test_memoryless_cgroups_unchanged(overrides):
+    plain, m0 = _run(overrides, False)
+    hooked, m1 = _run(overrides, True)
+    assert m0.memory is None and m1.memory is not None
+    assert plain.equals(hooked)
+    assert m0.nr_migrations == m1.nr_migrations
+    assert [rq.nr_switches for rq in m0.rqs] == [rq.nr_switches for rq in m1.rqs]
+
+
+def test_memoryless_summary_has_nan_memory_columns():
+    s = simulate(_cfg(["duration_s=1", "warmup_s=0"])).summary.to_pylist()[0]
+    assert np.isnan(s["llc_miss_rate"]) and np.isnan(s["ipce_global"])
+
+
+# ---- memlookup: slow-down from the miss ratio, by hand ------------------------------------
+
+def test_memlookup_slowdown_follows_miss_ratio():
+    ways = 3
+    cfg = _cfg(["workload=memlookup", "host=silver-4314-2s", "duration_s=3", "warmup_s=0.5",
+                f"workload.partitions=[0-{ways - 1}]"])
+    r = simulate(cfg)
+    geo = LLCGeometry(24 << 20, 12, 16)
+    m = miss_ratio(bucket_demand(geo, Buffer(6 << 20, 4096, "random"), 0), ways)
+    # CPI = cpi_core + r ((1-m) L_llc + m L_mem) f / MLP; alone: m = 0 (6 MB in 12 ways)
+    r_ = 50 / 1000
+    cpi = 0.5 + r_ * ((1 - m) * 20 + m * 90) * 2.4 / 2.0
+    cpi_alone = 0.5 + r_ * 20 * 2.4 / 2.0
+    s = r.summary.to_pylist()[0]
+    assert s["llc_miss_rate"] == pytest.approx(m, rel=1e-6)
+    lat = r.requests.column("latency_s").to_numpy()
+    assert np.median(lat) == pytest.approx(0.010 * cpi / cpi_alone, rel=1e-3)
+    assert s["ipce_global"] == pytest.approx(0.5 / cpi, rel=2e-3)
+    assert 0.15 < m < 0.3         # conflict misses with 4 KB pages in 3 ways
+
+
+def test_memlookup_fits_with_1g_pages():
+    s = simulate(_cfg(["workload=memlookup", "host=silver-4314-2s", "duration_s=1", "warmup_s=0",
+                       "workload.partitions=[0-2]", "workload.memory.pages=1g"])
+                 ).summary.to_pylist()[0]
+    assert s["llc_miss_rate"] == 0.0
+    assert s["llc_occupancy_mb"] == pytest.approx(6.0)
+
+
+# ---- RDT levers ------------------------------------------------------------------------
+
+@pytest.fixture
+def host():
+    from sim.api import _plain
+    cfg = _plain(_cfg(["workload=noisy_jobs", "host=silver-4314-2s", "duration_s=10"]))
+    from scenarios.workloads import trace_for
+    engine, machine, recorder, workload = build(cfg, trace_for(cfg))
+    return SimHost(machine, None, "jobs.slice", workload=workload)
+
+
+def _status(excinfo) -> str:
+    return str(excinfo.value)
+
+
+def test_rdt_levers_validate_with_resctrl_wording(host):
+    info = host.rdt_info()
+    assert info.ways == 12 and info.domains == (0, 1) and info.num_closids == 16
+    with pytest.raises(RdtError) as e:
+        host.rdt_create_class("a", 0x5)
+    assert "The mask 5 has non-consecutive 1-bits" in _status(e)
+    with pytest.raises(RdtError) as e:
+        host.rdt_create_class("a", 0x1000)
+    assert "Mask out of range" in _status(e)
+    with pytest.raises(RdtError) as e:
+        host.rdt_create_class("a", 0x3, mb_percent=5)
+    assert "MB value 5 out of range [10,100]" in _status(e)
+    assert "a" not in host.machine.memory.resctrl.groups       # all or nothing
+    host.rdt_update_class("", l3_cbm=0xff0)
+    host.rdt_create_class("a", 0x3, mb_percent=45, exclusive=True)
+    assert host.machine.memory.resctrl.mb("a", 0) == 50        # rounded up to the granularity
+    with pytest.raises(RdtError) as e:
+        host.rdt_create_class("b", 0x6)
+    assert "Overlaps with exclusive group" in _status(e)
+    for i in range(14):
+        host.rdt_create_class(f"c{i}", 0x8)
+    with pytest.raises(RdtError) as e:
+        host.rdt_create_class("x", 0x8)
+    assert "Out of CLOSIDs" in _status(e)
+    cg = host.functions()[0]
+    host.rdt_assign(cg, "a")
+    assert host.rdt_class_of(cg) == "a"
+    mon = host.rdt_mon("a")
+    assert set(mon) == {0, 1} and "llc_occupancy" in mon[0] and "mbm_total_bytes" in mon[0]
+    host.rdt_remove_class("a")
+    assert host.rdt_class_of(cg) == ""
+
+
+# ---- least_loaded ------------------------------------------------------------------------
+
+class FakeHost:
+    def __init__(self, sockets=2, cores=4):
+        self._cores = {s: [(s * cores + c,) for c in range(cores)] for s in range(sockets)}
+        self.pending: list[PendingJob] = []
+        self.admitted: list[tuple[str, set]] = []
+        self.done: list[str] = []
+
+    def cores_by_socket(self):
+        return self._cores
+
+    def hold_jobs(self):
+        pass
+
+    def now_ns(self):
+        return 0
+
+    def pending_jobs(self):
+        return list(self.pending)
+
+    def admit_job(self, cgroup, cpus=None):
+        self.pending = [p for p in self.pending if p.cgroup != cgroup]
+        self.admitted.append((cgroup, set(cpus)))
+
+    def completed(self):
+        class C:
+            pass
+        c = C()
+        c.cgroup, self.done = np.array(self.done, dtype=object), []
+        return c
+
+
+def test_least_loaded_picks_fewest_committed_socket():
+    h = FakeHost()
+    acct = CoreAccountant(h)
+    acct.take("a", 0, 1)
+    assert least_committed(acct, 1) == 1
+    acct.take("b", 1, 2)
+    assert least_committed(acct, 1) == 0          # 1 committed vs 2
+    assert least_committed(acct, 3) == 0          # only socket 0 has 3 free
+    assert least_committed(acct, 4) is None
+
+
+def test_least_loaded_fifo_without_backfill():
+    h = FakeHost(sockets=2, cores=2)
+    ll = LeastLoaded({"interval_s": 1.0, "cpuset": "cores"})
+    ll.start(h)
+    h.pending = [PendingJob("/j0", 0.0, 2), PendingJob("/j1", 0.0, 2),
+                 PendingJob("/j2", 0.0, 2), PendingJob("/j3", 0.0, 1)]
+    ll.step(h)
+    # j0 -> socket 0, j1 -> socket 1 (fewest committed); j2 does not fit and
+    # blocks j3, which would fit nowhere anyway -- and nothing jumps the queue
+    assert [a[0] for a in h.admitted] == ["/j0", "/j1"]
+    assert h.admitted[0][1] == {0, 1} and h.admitted[1][1] == {2, 3}
+    h.pending = [PendingJob("/j2", 0.0, 2), PendingJob("/j3", 0.0, 1)]
+    h.done = ["/j1"]
+    ll.step(h)
+    assert [a[0] for a in h.admitted] == ["/j0", "/j1", "/j2"]   # j3 waits (socket 1 full)
+
+
+def test_least_loaded_blocks_head_even_if_later_job_fits():
+    h = FakeHost(sockets=1, cores=2)
+    ll = LeastLoaded({"interval_s": 1.0, "cpuset": "cores"})
+    ll.start(h)
+    h.pending = [PendingJob("/a", 0.0, 1), PendingJob("/big", 0.0, 2), PendingJob("/s", 0.0, 1)]
+    ll.step(h)
+    assert [a[0] for a in h.admitted] == ["/a"]                   # /s is not backfilled
+
+
+# ---- dynamic_priority: best fit ------------------------------------------------------------
+
+@pytest.mark.parametrize("target, allocated, expected", [
+    (3, 0x000, 0xe00),        # scans inside runs: the top end of the run
+    (3, 0x800, 0x700),        # way 11 reserved
+    (2, 0x80f, 0x600),
+    (3, 0x8c0, 0x038),        # runs 0-5 and 8-10 (length 3): the first length-3 start wins
+    (4, 0x8c0, 0x03c),
+    (1, 0xffe, 0x001),
+    (12, 0x000, 0xfff),
+])
+def test_best_fit_hand_worked(target, allocated, expected):
+    assert find_best_fit_bitmask(target, allocated, 12) == expected
+
+
+def test_best_fit_errors():
+    with pytest.raises(ValueError, match=r"invalid target ways: 0 \(must be > 0\)"):
+        find_best_fit_bitmask(0, 0, 12)
+    with pytest.raises(ValueError, match="requested 13 ways but only 12 available"):
+        find_best_fit_bitmask(13, 0, 12)
+    with pytest.raises(ValueError, match="no contiguous 1 cache ways available"):
+        find_best_fit_bitmask(1, 0xfff, 12)
+
+
+def test_best_fit_property_never_overlaps():
+    rng = random.Random(4)
+    for _ in range(300):
+        allocated, held = 0x800, []
+        for _ in range(20):
+            if held and rng.random() < 0.4:
+                allocated &= ~held.pop(rng.randrange(len(held)))
+                continue
+            w = rng.randint(1, 5)
+            try:
+                mask = find_best_fit_bitmask(w, allocated, 12)
+            except ValueError:
+                assert longest_free_run(allocated, 12)[1] < w
+                continue
+            assert mask & allocated == 0 and mask < (1 << 12) and bin(mask).count("1") == w
+            low = mask & -mask
+            assert (mask + low) & mask == 0                      # contiguous
+            allocated |= mask
+            held.append(mask)
+
+
+def test_dynamic_priority_masks_disjoint_in_a_run():
+    from sim.api import _plain
+    from sim.engine import s_to_ns
+    from scenarios.workloads import trace_for
+    cfg = _plain(_cfg(["experiment=noisy_scenarios", "controller=dynamic_priority",
+                       "workload.scenario=exceeding_demand", "duration_s=60",
+                       "controller.probe_s=2", "controller.interval_s=0.2"]))
+    engine, machine, recorder, workload = build(cfg, trace_for(cfg))
+    ctl = attach_controller(cfg, engine, machine, recorder, workload)
+    seen = {"checks": 0, "classes": 0}
+    step = ctl.step
+
+    def checked(host):
+        step(host)
+        res = host.machine.memory.resctrl
+        for d in res.info.domains:
+            socket = d
+            masks = [(name, res.cbm(name, d)) for name in res.groups if name.startswith("prio")
+                     and ctl_job_socket(name) == socket]
+            seen["classes"] = max(seen["classes"], len(masks))
+            union = 0
+            for _, m in masks:
+                assert m & union == 0, "overlapping exclusive masks"
+                assert m < (1 << 12)
+                union |= m
+            assert union & res.cbm("", d) == 0                  # batch pool apart
+            assert bin(union).count("1") <= 11
+        seen["checks"] += 1
+
+    def ctl_job_socket(name):
+        for j in ctl.jobs.values():
+            if j.cls == name:
+                return j.socket
+        return -1
+
+    ctl.step = checked
+    workload.start()
+    engine.run(s_to_ns(60.0))
+    assert seen["checks"] > 100 and seen["classes"] >= 2
+    assert ctl.summary()["dynamic_priority_allocations"] >= 2
