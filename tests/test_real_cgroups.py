@@ -16,23 +16,14 @@ import pytest
 from backends.real import cgroupfs
 from backends.real.cgroupfs import CgroupError, CgroupFS, PathGuardError
 from backends.real.host import RealHost
+from tests.hardware import cgroups_unavailable
 
 pytestmark = pytest.mark.hardware
 ROOT = str(Path(__file__).resolve().parents[1])
 RUN_PREFIX = f"test-{os.getpid()}"
 
 
-def _why_not() -> str | None:
-    if os.geteuid() != 0:
-        return f"needs root to write cgroups (running as uid {os.geteuid()})"
-    try:
-        cgroupfs.preflight(cgroupfs.detect_layout())
-    except (CgroupError, OSError) as e:
-        return str(e)
-    return None
-
-
-REASON = _why_not()
+REASON = cgroups_unavailable()
 if REASON:
     pytestmark = [pytest.mark.hardware, pytest.mark.skip(reason=REASON)]
 

@@ -9,26 +9,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from backends.real import cgroupfs, detect
-from backends.real.cgroupfs import CgroupError
 from results.rundir import read_run_dir
 from scenarios.cli import main
+from tests.hardware import cgroups_unavailable
 
 pytestmark = pytest.mark.hardware
 
 
-def _why_not() -> str | None:
-    if os.geteuid() != 0:
-        return f"needs root to write cgroups (running as uid {os.geteuid()})"
-    try:
-        cgroupfs.preflight(cgroupfs.detect_layout())
-    except (CgroupError, OSError) as e:
-        return str(e)
-    if shutil.which("gcc") is None:
-        return "needs gcc to build the native worker"
-    return None
-
-
-REASON = _why_not()
+REASON = cgroups_unavailable() or (
+    None if shutil.which("gcc") else "needs gcc to build the native worker")
 if REASON:
     pytestmark = [pytest.mark.hardware, pytest.mark.skip(reason=REASON)]
 
