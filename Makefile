@@ -26,11 +26,12 @@ $(WORKERS): backends/workers/funcworker.c
 	else mkdir -p $(@D) && echo "$(WORKER_CC) -O2 -Wall -Wextra -pthread -o $@ $<" && \
 	  $(WORKER_CC) -O2 -Wall -Wextra -pthread -o $@ $<; fi
 
-# The default scenario under each kernel scheduler, side by side.
+# The default scenario under each kernel scheduler, side by side, over three
+# seeds so the comparison has confidence intervals.
 demo: $(VENV)/.installed $(WORKERS)
 	rm -rf runs/demo
-	$(BIN)/colosim sweep --dir runs/demo scheduler=cfs,eevdf,lags,rr
-	@echo "Results: runs/demo (summary.parquet; one run directory per scheduler under runs/demo/runs)"
+	$(BIN)/colosim sweep --dir runs/demo scheduler=cfs,eevdf,lags,rr seed=0,1,2
+	@echo "Results: runs/demo (summary.parquet; one run directory per run under runs/demo/runs)"
 	$(BIN)/colosim compare runs/demo --metric goodput_rps,latency_p99_s,sched_overhead_frac
 	$(BIN)/colosim report runs/demo
 
