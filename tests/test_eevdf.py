@@ -312,7 +312,7 @@ def test_pick_eevdf_is_the_earliest_eligible_deadline(spec, v0, with_curr, curr_
         cfs_rq.curr = curr
     for se in ses:
         if se is not curr:
-            policy._EEVDF__enqueue_entity(cfs_rq, se)
+            policy._enqueue_timeline(cfs_rq, se)
     queued = [se for se in ses if se.on_rq]
     V = Fraction(sum(se.vruntime * se.weight for se in queued),
                  sum(se.weight for se in queued)) if queued else None

@@ -116,18 +116,20 @@ class CFS(KernelScheduler):
             self, machine, _opt(cfg, "sched_cfs_bandwidth_slice_us", SCHED_CFS_BANDWIDTH_SLICE_US))
 
     # ------------------------------------------------------------------
-    # timeline (the rbtree)
-    def __enqueue_entity(self, cfs_rq, se):
+    # timeline (the rbtree): the kernel's __enqueue_entity,
+    # __dequeue_entity and __pick_first_entity, hooks that EEVDF and LAGS
+    # override to keep their own orderings
+    def _enqueue_timeline(self, cfs_rq, se):
         seq = next(self._seq)
         se.rb_seq = seq
         heapq.heappush(cfs_rq.timeline, (se.vruntime, seq, se))
 
     @staticmethod
-    def __dequeue_entity(cfs_rq, se):
+    def _dequeue_timeline(cfs_rq, se):
         se.rb_seq = 0
 
     @staticmethod
-    def __pick_first_entity(cfs_rq):
+    def _pick_first_entity(cfs_rq):
         timeline = cfs_rq.timeline
         while timeline:
             _, seq, se = timeline[0]
@@ -171,7 +173,7 @@ class CFS(KernelScheduler):
                 vruntime = curr.vruntime
             else:
                 curr = None
-        leftmost = self.__pick_first_entity(cfs_rq)
+        leftmost = self._pick_first_entity(cfs_rq)
         if leftmost is not None:
             vruntime = leftmost.vruntime if curr is None else min(vruntime, leftmost.vruntime)
         if vruntime > cfs_rq.min_vruntime:
@@ -275,14 +277,14 @@ class CFS(KernelScheduler):
         if flags & ENQUEUE_WAKEUP:
             self.place_entity(cfs_rq, se, False)
         if not curr:
-            self.__enqueue_entity(cfs_rq, se)
+            self._enqueue_timeline(cfs_rq, se)
 
     def dequeue_entity(self, cfs_rq, se, flags):
         self._update_curr(cfs_rq)
         self.update_load_avg(cfs_rq, se)
         self.clear_buddies(cfs_rq, se)
         if se is not cfs_rq.curr:
-            self.__dequeue_entity(cfs_rq, se)
+            self._dequeue_timeline(cfs_rq, se)
         se.on_rq = False
         cfs_rq.load_weight -= se.weight
         cfs_rq.nr_running -= 1
@@ -293,7 +295,7 @@ class CFS(KernelScheduler):
 
     def set_next_entity(self, cfs_rq, se):
         if se.on_rq:
-            self.__dequeue_entity(cfs_rq, se)
+            self._dequeue_timeline(cfs_rq, se)
             self.update_load_avg(cfs_rq, se)
         cfs_rq.curr = se
         se.exec_start = self.clock._now
@@ -305,7 +307,7 @@ class CFS(KernelScheduler):
             if cfs_rq.runtime_enabled:
                 # throttle cfs_rqs exceeding runtime
                 self.bandwidth.check_cfs_rq_runtime(cfs_rq)
-            self.__enqueue_entity(cfs_rq, prev)
+            self._enqueue_timeline(cfs_rq, prev)
             self.update_load_avg(cfs_rq, prev)
         elif cfs_rq.runtime_enabled:
             self.bandwidth.check_cfs_rq_runtime(cfs_rq)
@@ -347,7 +349,7 @@ class CFS(KernelScheduler):
         return self.wakeup_preempt_entity(buddy, left)
 
     def pick_next_entity(self, cfs_rq, curr):
-        left = self.__pick_first_entity(cfs_rq)
+        left = self._pick_first_entity(cfs_rq)
         if left is None or (curr is not None and self.entity_before(curr, left)):
             left = curr
         se = left
@@ -553,7 +555,7 @@ class CFS(KernelScheduler):
             return
         if delta_exec < self.min_granularity:
             return
-        se = self.__pick_first_entity(cfs_rq)
+        se = self._pick_first_entity(cfs_rq)
         if se is None:
             return
         delta = curr.vruntime - se.vruntime

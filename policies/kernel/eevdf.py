@@ -194,13 +194,13 @@ class EEVDF(CFS):
 
     # ------------------------------------------------------------------
     # timeline
-    def __enqueue_entity(self, cfs_rq, se):
+    def _enqueue_timeline(self, cfs_rq, se):
         self.avg_vruntime_add(cfs_rq, se)
         seq = next(self._seq)
         se.rb_seq = seq
         insort(cfs_rq.timeline, (se.vruntime, seq, se))
 
-    def __dequeue_entity(self, cfs_rq, se):
+    def _dequeue_timeline(self, cfs_rq, se):
         tl = cfs_rq.timeline
         i = bisect_left(tl, (se.vruntime, se.rb_seq))
         if i == len(tl) or tl[i][2] is not se:
@@ -342,7 +342,7 @@ class EEVDF(CFS):
         if flags & ENQUEUE_MIGRATED:
             se.exec_start = 0          # a migrated task is no longer cache hot
         if not curr:
-            self.__enqueue_entity(cfs_rq, se)
+            self._enqueue_timeline(cfs_rq, se)
         se.on_rq = True
 
     def dequeue_entity(self, cfs_rq, se, flags):
@@ -350,7 +350,7 @@ class EEVDF(CFS):
         self.update_load_avg(cfs_rq, se)
         self.update_entity_lag(cfs_rq, se)
         if se is not cfs_rq.curr:
-            self.__dequeue_entity(cfs_rq, se)
+            self._dequeue_timeline(cfs_rq, se)
         se.on_rq = False
         cfs_rq.load_weight -= se.weight
         cfs_rq.nr_running -= 1
@@ -358,27 +358,11 @@ class EEVDF(CFS):
         self.update_min_vruntime(cfs_rq)
 
     def set_next_entity(self, cfs_rq, se):
+        super().set_next_entity(cfs_rq, se)
         if se.on_rq:
-            self.__dequeue_entity(cfs_rq, se)
-            self.update_load_avg(cfs_rq, se)
             # the kernel's HACK: vlag, unused until dequeue, keeps the
             # deadline se was picked with, for RUN_TO_PARITY
             se.vlag = se.deadline
-        cfs_rq.curr = se
-        se.exec_start = self.clock._now
-        se.prev_sum_exec_runtime = se.sum_exec_runtime
-
-    def put_prev_entity(self, cfs_rq, prev):
-        if prev.on_rq:
-            self._update_curr(cfs_rq)
-            if cfs_rq.runtime_enabled:
-                # throttle cfs_rqs exceeding runtime (sim/bandwidth.py)
-                self.bandwidth.check_cfs_rq_runtime(cfs_rq)
-            self.__enqueue_entity(cfs_rq, prev)
-            self.update_load_avg(cfs_rq, prev)
-        elif cfs_rq.runtime_enabled:
-            self.bandwidth.check_cfs_rq_runtime(cfs_rq)
-        cfs_rq.curr = None
 
     # ------------------------------------------------------------------
     # task-level interface

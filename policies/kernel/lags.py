@@ -60,10 +60,10 @@ latency-aware group entities that is scanned when the leftmost entity is
 needed: O(k) credit evaluations (memoised per instant) for k queued
 function entities on that cfs_rq.
 
-The CFS timeline helpers are private to cfs.py (``__enqueue_entity``,
-``__dequeue_entity``, ``__pick_first_entity``); LAGS overrides them under
-their mangled names, and the import-time check below fails loudly if cfs.py
-renames them.  ``stats`` counts how often each mechanism acted (the
+LAGS overrides CFS's timeline hooks (``_enqueue_timeline``,
+``_dequeue_timeline``, ``_pick_first_entity``: the kernel's
+``__enqueue_entity``, ``__dequeue_entity``, ``__pick_first_entity``).
+``stats`` counts how often each mechanism acted (the
 ablation tests read it); ``load_credit``/``set_load_credit`` read and write
 tg->load_avg_ema.
 
@@ -83,11 +83,6 @@ from fnmatch import fnmatchcase
 from policies.kernel.cfs import CFS, CfsConfig, _opt
 from sim.rq import NICE_0_LOAD, PELT_HALFLIFE_NS
 from sim.sched_class import CPU_NOT_IDLE, WF_FORK, tunable
-
-for _name in ("_CFS__enqueue_entity", "_CFS__dequeue_entity", "_CFS__pick_first_entity"):
-    if not hasattr(CFS, _name):      # pragma: no cover - guards a cfs.py refactor
-        raise ImportError(f"policies.kernel.lags overrides CFS.{_name[4:]}, which cfs.py "
-                          "no longer defines")
 
 # which cgroups are latency-aware: every leaf cgroup, or path globs
 LEAVES = "leaves"
@@ -450,8 +445,7 @@ class LAGS(CFS):
                 return aa
         return a.vruntime < b.vruntime
 
-    def _CFS__enqueue_entity(self, cfs_rq, se):
-        # overrides CFS.__enqueue_entity (name-mangled)
+    def _enqueue_timeline(self, cfs_rq, se):
         if self.lags_ordering and self._aware_se(se):
             seq = next(self._seq)
             se.rb_seq = seq
@@ -461,16 +455,16 @@ class LAGS(CFS):
             q[se] = seq
             self.stats["credit_queued"] += 1
             return
-        CFS._CFS__enqueue_entity(self, cfs_rq, se)
+        CFS._enqueue_timeline(self, cfs_rq, se)
 
-    def _CFS__dequeue_entity(self, cfs_rq, se):
+    def _dequeue_timeline(self, cfs_rq, se):
         se.rb_seq = 0
         q = self._aware_q.get(cfs_rq)
         if q:
             q.pop(se, None)
 
-    def _CFS__pick_first_entity(self, cfs_rq):
-        left = CFS._CFS__pick_first_entity(cfs_rq)
+    def _pick_first_entity(self, cfs_rq):
+        left = CFS._pick_first_entity(cfs_rq)
         q = self._aware_q.get(cfs_rq)
         if not q:
             return left
@@ -510,7 +504,7 @@ class LAGS(CFS):
     def check_preempt_tick(self, cfs_rq, curr):
         if not self.lags_ordering:
             return super().check_preempt_tick(cfs_rq, curr)
-        left = self._CFS__pick_first_entity(cfs_rq)
+        left = self._pick_first_entity(cfs_rq)
         if left is None:
             return super().check_preempt_tick(cfs_rq, curr)
         aware_curr, aware_left = self._aware_se(curr), self._aware_se(left)
