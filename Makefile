@@ -26,16 +26,30 @@ $(WORKERS): backends/workers/funcworker.c
 	else mkdir -p $(@D) && echo "$(WORKER_CC) -O2 -Wall -Wextra -pthread -o $@ $<" && \
 	  $(WORKER_CC) -O2 -Wall -Wextra -pthread -o $@ $<; fi
 
+# The RDT sidecar of the real-host backend (backends/rdt-sidecar/; Go on
+# intel/goresctrl).  The backend also builds it on first use (backends/real/rdt.py).
+.PHONY: rdt-sidecar
+RDT_SIDECAR := backends/rdt-sidecar/build/colosim-rdt-sidecar
+GO ?= $(shell command -v go 2>/dev/null || { test -x /usr/local/go/bin/go && echo /usr/local/go/bin/go; })
+rdt-sidecar: $(RDT_SIDECAR)
+
+# Without go, RDT on the real backend fails saying so and its tests skip; make test goes on.
+$(RDT_SIDECAR): $(filter-out %_test.go,$(wildcard backends/rdt-sidecar/*.go)) backends/rdt-sidecar/go.mod backends/rdt-sidecar/go.sum
+	@if [ -z "$(GO)" ]; then \
+	  echo "note: go not found: backends/rdt-sidecar not built (RDT on backend=real needs it)"; \
+	else mkdir -p $(@D) && echo "cd backends/rdt-sidecar && $(GO) build -o build/colosim-rdt-sidecar ." && \
+	  cd backends/rdt-sidecar && $(GO) build -o build/colosim-rdt-sidecar .; fi
+
 # The default scenario under each kernel scheduler, side by side, over three
 # seeds so the comparison has confidence intervals.
-demo: $(VENV)/.installed $(WORKERS)
+demo: $(VENV)/.installed $(WORKERS) $(RDT_SIDECAR)
 	rm -rf runs/demo
 	$(BIN)/colosim sweep --dir runs/demo scheduler=cfs,eevdf,lags,rr seed=0,1,2
 	@echo "Results: runs/demo (summary.parquet; one run directory per run under runs/demo/runs)"
 	$(BIN)/colosim compare runs/demo --metric goodput_rps,latency_p99_s,sched_overhead_frac
 	$(BIN)/colosim report runs/demo
 
-test: $(VENV)/.installed $(WORKERS)
+test: $(VENV)/.installed $(WORKERS) $(RDT_SIDECAR)
 	$(BIN)/python -m pytest -q
 
 test-slow: $(VENV)/.installed
