@@ -2,15 +2,26 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: install demo test test-slow bench clean workers
+.PHONY: install build demo test test-slow bench clean workers
 
 install: $(VENV)/.installed
 
-# The stamp makes every target reinstall only when pyproject.toml changes.
-$(VENV)/.installed: pyproject.toml
+# The stamp makes every target reinstall only when the packaging changes.
+# The install compiles the simulator's core in place (setup.py, Cython).
+$(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
 	$(BIN)/python -m pip install -e '.[dev]'
+	touch $@
+
+# The compiled core (sim/compiled.py: every .pxd is the type declarations of
+# the .py beside it) is rebuilt when one of its sources changes; importing a
+# compiled module older than its sources fails instead of running old code.
+CORE_PXD := $(wildcard sim/*.pxd policies/kernel/*.pxd)
+CORE_SRC := $(CORE_PXD) $(CORE_PXD:.pxd=.py)
+build: $(VENV)/.compiled
+$(VENV)/.compiled: $(VENV)/.installed $(CORE_SRC) setup.py
+	$(BIN)/python setup.py -q build_ext --inplace
 	touch $@
 
 # Native workers of the real-host backend (backends/workers/; gcc).  The
@@ -42,23 +53,24 @@ $(RDT_SIDECAR): $(filter-out %_test.go,$(wildcard backends/rdt-sidecar/*.go)) ba
 
 # The default scenario under each kernel scheduler, side by side, over three
 # seeds so the comparison has confidence intervals.
-demo: $(VENV)/.installed $(WORKERS) $(RDT_SIDECAR)
+demo: $(VENV)/.compiled $(WORKERS) $(RDT_SIDECAR)
 	rm -rf runs/demo
 	$(BIN)/colosim sweep --dir runs/demo scheduler=cfs,eevdf,lags,rr seed=0,1,2
 	@echo "Results: runs/demo (summary.parquet; one run directory per run under runs/demo/runs)"
 	$(BIN)/colosim compare runs/demo --metric goodput_rps,latency_p99_s,sched_overhead_frac
 	$(BIN)/colosim report runs/demo
 
-test: $(VENV)/.installed $(WORKERS) $(RDT_SIDECAR)
+test: $(VENV)/.compiled $(WORKERS) $(RDT_SIDECAR)
 	$(BIN)/python -m pytest -q
 
-test-slow: $(VENV)/.installed
+test-slow: $(VENV)/.compiled
 	$(BIN)/python -m pytest -q -m slow
 
-bench: $(VENV)/.installed
+bench: $(VENV)/.compiled
 	$(BIN)/python -m pytest benchmarks --benchmark-only -o addopts=''
 
 # Keeps the venv and runs/ (results are not build products).
 clean:
-	rm -rf build *.egg-info .pytest_cache .hypothesis .benchmarks
+	rm -rf build *.egg-info .pytest_cache .hypothesis .benchmarks $(VENV)/.compiled
+	rm -f $(CORE_PXD:.pxd=.c) $(foreach p,$(CORE_PXD),$(wildcard $(p:.pxd=).cpython-*.so))
 	find . -path ./$(VENV) -prune -o -type d -name __pycache__ -exec rm -rf {} +

@@ -168,7 +168,7 @@ class CfsBandwidthControl:
         self.policy = policy
         self.machine = machine
         self.engine = machine.engine
-        self.clock = machine.engine.env
+        self.clock = machine.engine
         # sched_cfs_bandwidth_slice()
         self.slice = int(slice_us) * NSEC_PER_USEC
         self.nr_enabled = 0           # groups with a quota (cfs_bandwidth_usage)

@@ -28,6 +28,22 @@ ROOT = "/"
 HRTICK_MIN_DELAY_NS = 10_000
 
 
+def levels_walked(pse: SchedEntity, se: SchedEntity) -> int:
+    """put_prev_entity/set_next_entity calls beyond the shared level."""
+    levels = 0
+    while pse.depth > se.depth:
+        pse = pse.parent
+        levels += 1
+    while se.depth > pse.depth:
+        se = se.parent
+        levels += 1
+    while pse.cfs_rq is not se.cfs_rq:
+        pse = pse.parent
+        se = se.parent
+        levels += 2
+    return levels
+
+
 class Machine:
     def __init__(self, engine: Engine, topology: Topology, policy_cls, sched_cfg,
                  costmodel: CostModel):
@@ -123,7 +139,7 @@ class Machine:
         bw = self.policy.bandwidth
         bw.tg_set_cfs_bandwidth(tg, int(period_us) * NSEC_PER_USEC, quota,
                                 int(burst_us) * NSEC_PER_USEC)
-        self.cpu_max_log.append((self.engine.env._now, tg,
+        self.cpu_max_log.append((self.engine._now, tg,
                                  None if quota == RUNTIME_INF else int(quota_us), int(period_us)))
         self.cfs_bandwidth_used = bw.nr_enabled > 0
         for rq in self.rqs:
@@ -143,7 +159,7 @@ class Machine:
     def new_task(self, name: str, tg: TaskGroup, nice: int, burst_ns: int, ws_bytes: int,
                  owner, request=None) -> Task:
         p = Task(next(self._pids), name, tg, nice, burst_ns, ws_bytes, owner, request)
-        p.se.avg_last_update = self.engine.env._now
+        p.se.avg_last_update = self.engine._now
         policy, rt_priority = self.group_task_policy.get(tg, self.default_task_policy)
         if policy == SCHED_RR:
             p.sched_policy = SCHED_RR
@@ -161,7 +177,10 @@ class Machine:
     def idle_core(self, cpu: int) -> bool:
         """All SMT siblings of ``cpu`` (itself included) are idle."""
         idle = self.idle_cpus
-        return all(c in idle for c in self.topology.siblings[cpu])
+        for c in self.topology.siblings[cpu]:
+            if c not in idle:
+                return False
+        return True
 
     def wake_up_new_task(self, p: Task, hint_cpu: int) -> None:
         cpu = self.sched_class(p).select_task_rq(p, hint_cpu, WF_FORK)
@@ -201,7 +220,7 @@ class Machine:
             rq.cfs_tasks[p] = None
         if was_idle and rq.nr_running:
             # (a task queued under a throttled group leaves the CPU idle)
-            self._leave_idle(rq, self.engine.env._now)
+            self._leave_idle(rq, self.engine._now)
         # check_preempt_curr(): a higher class always preempts a lower one
         curr = rq.curr
         if p.prio < MAX_RT_PRIO:
@@ -213,7 +232,7 @@ class Machine:
 
     def _activate(self, rq: Rq, p: Task, flags: int) -> None:
         p.sleeping = False
-        p.wait_start = self.engine.env._now
+        p.wait_start = self.engine._now
         self._enqueue(rq, p, flags)
         if p.prio < MAX_RT_PRIO:
             self.rt.task_woken(rq, p)
@@ -240,13 +259,12 @@ class Machine:
     # the CPU loop
     def schedule(self, rq: Rq) -> None:
         """__schedule(): pick the next task and switch to it."""
-        env = self.engine.env
-        now = env._now
+        now = self.engine._now
         if now < rq.switch_end:
             # a switch is in progress on this core: reschedule when it ends
             if not rq.resched_pending:
                 rq.resched_pending = True
-                self.engine.call_at(rq.switch_end, self._deferred_schedule, rq)
+                self.engine.push(rq.switch_end, self._deferred_schedule, (rq,))
             return
         rq.need_resched = False
         policy = self.policy
@@ -291,7 +309,7 @@ class Machine:
             # across classes the fair side walks its whole hierarchy
             levels = self._fair_depth(prev) + self._fair_depth(nxt)
         else:
-            levels = self._levels_walked(prev.se, nxt.se)
+            levels = levels_walked(prev.se, nxt.se)
         migrated = nxt.last_cpu >= 0 and nxt.last_cpu != rq.cpu
         away = None if nxt.last_ran is None else now - nxt.last_ran
         c = cost.switch_cost_ns(levels, nxt.ws_bytes, away, migrated, rq.nr_running)
@@ -339,8 +357,7 @@ class Machine:
             return rt.pick_next_task(rq)
         return fair.pick_next_task(rq, fair_prev)
 
-    @staticmethod
-    def _fair_depth(p: Task | None) -> int:
+    def _fair_depth(self, p: Task | None) -> int:
         """Hierarchy levels a fair task's switch walks (none for RT or idle)."""
         return p.tg.depth if p is not None and p.prio >= MAX_RT_PRIO else 0
 
@@ -364,7 +381,7 @@ class Machine:
         remaining = rq.curr.remaining
         if rq.speed != 1.0:
             remaining = -int(-remaining // rq.speed)
-        self.engine.call_at(rq.run_start + remaining, self._on_burst_end, rq, rq.gen)
+        self.engine.push(rq.run_start + remaining, self._on_burst_end, (rq, rq.gen))
 
     def _smt_update(self, rq: Rq, now: int) -> None:
         """SMT siblings share their core: with n hardware threads busy each
@@ -372,8 +389,7 @@ class Machine:
         ``rq`` turns busy or idle; re-times the siblings' running work."""
         siblings = self.topology.siblings[rq.cpu]
         rqs = self.rqs
-        busy = sum(1 for c in siblings if rqs[c].curr is not None)
-        smt = 1.0 if busy <= 1 else self.topology.smt_throughput / busy
+        smt = self._smt_speed(rq)
         mem = self.memory
         for c in siblings:
             other = rqs[c]
@@ -404,7 +420,10 @@ class Machine:
         if not self.smt:
             return 1.0
         rqs = self.rqs
-        busy = sum(1 for c in self.topology.siblings[rq.cpu] if rqs[c].curr is not None)
+        busy = 0
+        for c in self.topology.siblings[rq.cpu]:
+            if rqs[c].curr is not None:
+                busy += 1
         return 1.0 if busy <= 1 else self.topology.smt_throughput / busy
 
     def refresh_speed(self, rq: Rq) -> None:
@@ -416,26 +435,10 @@ class Machine:
         speed = self._smt_speed(rq) * self.memory.task_speed(curr, rq.cpu)
         if rq.speed == speed:
             return
-        self._charge(rq, self.engine.env._now)
+        self._charge(rq, self.engine._now)
         rq.speed = speed
         rq.gen += 1
         self._arm_completion(rq)
-
-    @staticmethod
-    def _levels_walked(pse: SchedEntity, se: SchedEntity) -> int:
-        """put_prev_entity/set_next_entity calls beyond the shared level."""
-        levels = 0
-        while pse.depth > se.depth:
-            pse = pse.parent
-            levels += 1
-        while se.depth > pse.depth:
-            se = se.parent
-            levels += 1
-        while pse.cfs_rq is not se.cfs_rq:
-            pse = pse.parent
-            se = se.parent
-            levels += 2
-        return levels
 
     def _deferred_schedule(self, rq: Rq) -> None:
         rq.resched_pending = False
@@ -444,13 +447,16 @@ class Machine:
 
     def _overloaded(self) -> bool:
         """rd->overload: some CPU has a task waiting."""
-        return any(r.nr_running > 1 for r in self.rqs)
+        for r in self.rqs:
+            if r.nr_running > 1:
+                return True
+        return False
 
     def _on_burst_end(self, rq: Rq, gen: int) -> None:
         if gen != rq.gen:
             return
         p = rq.curr
-        now = self.engine.env._now
+        now = self.engine._now
         self._charge(rq, now)
         p.remaining = 0               # the event was timed to the burst's end
         self.sched_class(p).update_curr(rq)
@@ -484,14 +490,14 @@ class Machine:
         return None
 
     def _ensure_tick(self, rq: Rq) -> None:
-        now = self.engine.env._now
+        now = self.engine._now
         at = self._next_tick_time(rq, now)
         if at is None or (rq.ticking and rq.tick_at <= at):
             return
         rq.tick_gen += 1
         rq.tick_at = at
         rq.ticking = True
-        self.engine.call_at(at, self._on_tick, rq, rq.tick_gen)
+        self.engine.push(at, self._on_tick, (rq, rq.tick_gen))
 
     def _arm_hrtick(self, rq: Rq) -> None:
         """hrtick_start(): (re)arm the slice timer; any older one is void."""
@@ -519,8 +525,8 @@ class Machine:
             return
         at = self.policy.bandwidth.runtime_expiry(curr)
         if at is not None:
-            self.engine.call_at(max(at, self.engine.env._now), self._on_runtime_expiry, rq,
-                                rq.runtime_expiry_gen)
+            self.engine.push(max(at, self.engine._now), self._on_runtime_expiry,
+                             (rq, rq.runtime_expiry_gen))
 
     def _on_runtime_expiry(self, rq: Rq, gen: int) -> None:
         if gen != rq.runtime_expiry_gen or rq.curr is None:
@@ -536,7 +542,7 @@ class Machine:
         picks them up, a busy one ticks so they get their turn."""
         if rq.curr is None:
             if rq.cpu in self.idle_cpus:
-                self._leave_idle(rq, self.engine.env._now)
+                self._leave_idle(rq, self.engine._now)
             self.resched_curr(rq)
         self._ensure_tick(rq)
 
@@ -544,7 +550,7 @@ class Machine:
         if tick_gen != rq.tick_gen:
             return
         rq.ticking = False
-        now = self.engine.env._now
+        now = self.engine._now
         policy = self.policy
         curr = rq.curr
         if curr is not None:
@@ -581,7 +587,7 @@ class Machine:
     # ------------------------------------------------------------------
     def sync(self) -> None:
         """Bring every CPU's accounting up to now (for sampling)."""
-        now = self.engine.env._now
+        now = self.engine._now
         for rq in self.rqs:
             if rq.curr is not None:
                 self._charge(rq, now)

@@ -58,7 +58,7 @@ class RtRq:
 class RtClass:
     def __init__(self, cfg: dict, machine):
         self.machine = machine
-        self.clock = machine.engine.env
+        self.clock = machine.engine
         tick = machine.tick_ns
         # sched_rr_timeslice is kept in jiffies: round the sysctl to ticks
         timeslice_ns = int(cfg.get("sched_rr_timeslice_ms", 100)) * 1_000_000

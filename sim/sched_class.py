@@ -7,7 +7,6 @@ and allowed values), plus its option file(s) in scenarios/conf/scheduler/.
 """
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,69 +64,83 @@ CPU_NOT_IDLE = 1
 CPU_NEWLY_IDLE = 2
 
 
-class KernelScheduler(ABC):
+# what every scheduling class must implement (KernelScheduler.__init__ checks)
+REQUIRED_METHODS = ("enqueue_task", "dequeue_task", "pick_next_task", "put_prev_task",
+                    "task_tick", "check_preempt_wakeup", "select_task_rq", "set_task_rq",
+                    "migrate_task_rq", "balance", "balance_interval_ns", "update_curr")
+
+
+class KernelScheduler:
+    """The interface.  Compiled (sim/sched_class.pxd) so the machine calls
+    it without Python dispatch; a policy written in Python subclasses it (or
+    CFS) as usual.  Methods without a default raise NotImplementedError, and
+    a subclass that leaves one out fails at construction, as an ABC would."""
     name = "abstract"
-    # sysctl_sched_migration_cost: the machine seeds rq->avg_idle with it
-    migration_cost = 500_000
 
     def __init__(self, cfg, machine):
+        missing = [m for m in REQUIRED_METHODS
+                   if getattr(type(self), m) is getattr(KernelScheduler, m)]
+        if missing:
+            raise TypeError(f"{type(self).__name__} does not implement {', '.join(missing)}")
         self.cfg = cfg
         self.machine = machine
+        # sysctl_sched_migration_cost: the machine seeds rq->avg_idle with it
+        self.migration_cost = 500_000
 
     def init_task_group(self, tg) -> None:
         """Called once a task group's per-CPU cfs_rqs and entities exist."""
 
-    @abstractmethod
-    def enqueue_task(self, rq, p, flags: int) -> None: ...
+    def enqueue_task(self, rq, p, flags: int) -> None:
+        raise NotImplementedError
 
-    @abstractmethod
-    def dequeue_task(self, rq, p, flags: int) -> None: ...
+    def dequeue_task(self, rq, p, flags: int) -> None:
+        raise NotImplementedError
 
-    @abstractmethod
     def pick_next_task(self, rq, prev):
         """Return the next task to run (``prev`` may still be runnable and is
         put back by the policy), or None to go idle."""
+        raise NotImplementedError
 
-    @abstractmethod
-    def put_prev_task(self, rq, prev) -> None: ...
+    def put_prev_task(self, rq, prev) -> None:
+        raise NotImplementedError
 
-    @abstractmethod
     def task_tick(self, rq, curr) -> None:
         """Scheduler tick on a busy CPU; sets ``rq.need_resched`` to preempt."""
+        raise NotImplementedError
 
-    @abstractmethod
     def check_preempt_wakeup(self, rq, p) -> None:
         """A task was just enqueued on ``rq``; set ``rq.need_resched`` to preempt."""
+        raise NotImplementedError
 
-    @abstractmethod
-    def select_task_rq(self, p, prev_cpu: int, wake_flags: int) -> int: ...
+    def select_task_rq(self, p, prev_cpu: int, wake_flags: int) -> int:
+        raise NotImplementedError
 
-    @abstractmethod
     def set_task_rq(self, p, cpu: int) -> None:
         """Point the task's entity at its task group's run queue on ``cpu``."""
+        raise NotImplementedError
 
-    @abstractmethod
     def migrate_task_rq(self, p, new_cpu: int) -> None:
         """The task leaves its CPU (waking elsewhere, or moved by balancing)."""
+        raise NotImplementedError
 
     def task_dead(self, p) -> None:
         """The task exited: drop what the policy tracks for it."""
 
-    @abstractmethod
     def balance(self, rq, idle: int) -> int:
         """Pull work to ``rq`` from its sched domains; returns tasks moved."""
+        raise NotImplementedError
 
-    @abstractmethod
     def balance_interval_ns(self, rq, idle: int) -> int:
         """How long until ``rq`` balances again."""
+        raise NotImplementedError
 
     def newidle_allowed(self, rq) -> bool:
         """Whether a CPU about to go idle should try to pull work first."""
         return True
 
-    @abstractmethod
     def update_curr(self, rq) -> None:
         """Bring the accounting of the running task up to now."""
+        raise NotImplementedError
 
     def hrtick_delay(self, rq):
         """Nanoseconds until curr's slice expires if a high-resolution tick

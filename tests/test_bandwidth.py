@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+import sim.api
 from sim import simulate
 from sim.api import build
 from sim.engine import NSEC_PER_MSEC, s_to_ns
 from sim.invariants import check_rq_invariants
+from sim.machine import Machine
 from sim.task import BURST_EXIT
 from simcfg import DEFAULT_COSTS, IDEAL, make_cfg, periodic, poisson
 
@@ -189,7 +191,7 @@ def test_idle_cfs_rq_returns_slack_to_a_throttled_one():
     assert tg.cfs_rq[1].runtime_remaining == 1 * MS
 
 
-def test_throttled_tasks_stay_put_and_invariants_hold():
+def test_throttled_tasks_stay_put_and_invariants_hold(monkeypatch):
     """Several limited and unlimited groups on 4 CPUs: run queues stay
     consistent (throttled tasks are queued but not runnable) and no
     throttled task is moved by the balancer."""
@@ -197,17 +199,17 @@ def test_throttled_tasks_stay_put_and_invariants_hold():
         {"name": "a", "threads": 5}, {"name": "b", "threads": 3, "sleep_ms": 0.0},
         {"name": "c", "threads": 2}]), cores=4, duration_s=1.0, warmup_s=0.0,
         calibration=DEFAULT_COSTS)
+    moved_while_throttled = []
+
+    class Watched(Machine):
+        def move_queued_task(self, p, src, dst):
+            if p.tg.cfs_rq[src.cpu].throttle_count:
+                moved_while_throttled.append(p.name)
+            super().move_queued_task(p, src, dst)
+    monkeypatch.setattr(sim.api, "Machine", Watched)
     engine, m, _, wl = build(cfg)
     m.set_cfs_bandwidth("a", 50_000, 20_000)
     m.set_cfs_bandwidth("b", 30_000, 50_000, 10_000)
-    moved_while_throttled = []
-    original = m.move_queued_task
-
-    def move(p, src, dst):
-        if p.tg.cfs_rq[src.cpu].throttle_count:
-            moved_while_throttled.append(p.name)
-        original(p, src, dst)
-    m.move_queued_task = move
 
     def check():
         check_rq_invariants(m, wl.threads)

@@ -90,9 +90,30 @@ def test_base_slice_scales_with_cpus_like_min_granularity():
     sched = {"name": "eevdf", "base_slice_ns": 2_000_000, "tunable_scaling": "none"}
     _, m, _, _ = build(make_cfg(periodic(threads=1), host="e5-2430l", scheduler=sched))
     assert m.policy.sysctl_sched_base_slice == 2_000_000
-    # the CFS heuristics EEVDF removed are gone, not merely unused
-    for attr in ("sched_latency", "wakeup_granularity", "start_debit", "gentle_fair_sleepers"):
-        assert not hasattr(m.policy, attr)
+
+
+@pytest.mark.parametrize("sched,reads_them", [(EEVDF_CFG, False), ({"name": "cfs"}, True)])
+def test_cfs_heuristics_do_not_reach_eevdf(sched, reads_them):
+    """EEVDF keeps CFS's tunables (its compiled base class declares them) but
+    no path of it reads them: absurd values leave a run unchanged.  (CFS,
+    the control, does read them.)"""
+    cfg = make_cfg(periodic(threads=5, run_ms=3.0, sleep_ms=2.0), cores=2,
+                   duration_s=0.5, warmup_s=0.0, scheduler=sched)
+
+    def tables(spoil):
+        engine, m, recorder, wl = build(cfg)
+        if spoil:
+            p = m.policy
+            p.sched_latency = p.min_granularity = p.wakeup_granularity = 1
+            p.sched_nr_latency = 10**6
+            p.start_debit = not p.start_debit
+            p.gentle_fair_sleepers = not p.gentle_fair_sleepers
+        wl.start()
+        engine.run(s_to_ns(0.5))
+        return list(recorder.rows), m.pcount, m.nr_migrations
+    rows, pcount, migrations = tables(False)
+    assert len(rows) > 100 and pcount > 100
+    assert (tables(True) != (rows, pcount, migrations)) == reads_them
 
 
 # --- 1. lag and service of equal hogs -------------------------------------

@@ -79,17 +79,19 @@ def test_fork_join_behind_the_proxy_waits_for_the_last_thread():
         pytest.approx([PROXY_S + 0.01], abs=1e-9)
 
 
-def test_pod_cgroup_holds_queue_proxy_and_user_container():
+def test_pod_cgroup_holds_queue_proxy_and_user_container(monkeypatch):
+    import sim.api
+    from sim.machine import Machine
     trace = make_trace(["a", "b", "a"], [0.0, 0.0, 0.5], [0.01] * 3, [1] * 3)
+    placed = set()
+
+    class Recording(Machine):
+        def new_task(self, name, tg, *args, **kw):
+            placed.add((name, tg.name))
+            return super().new_task(name, tg, *args, **kw)
+    monkeypatch.setattr(sim.api, "Machine", Recording)
     engine, machine, recorder, wl = build(make_cfg(_trace_workload(), cores=2,
                                                    duration_s=1.0, warmup_s=0.0), trace)
-    placed = set()
-    new_task = machine.new_task
-
-    def recording(name, tg, *args, **kw):
-        placed.add((name, tg.name))
-        return new_task(name, tg, *args, **kw)
-    machine.new_task = recording
     wl.start()
     engine.run(s_to_ns(1.0))
     for pod in ("a", "b"):
@@ -112,7 +114,7 @@ def test_pod_cgroup_holds_queue_proxy_and_user_container():
 def test_switches_between_pods_walk_the_container_level_too():
     """A switch from one pod's container to another's walks 4 levels below
     their common ancestor (container and pod on each side); direct walks 2."""
-    from sim.machine import Machine
+    from sim.machine import levels_walked
     engine, machine, recorder, wl = build(make_cfg(_trace_workload(), duration_s=1.0),
                                           make_trace(["a", "b"], [0.0, 0.0], [0.01] * 2,
                                                      [1] * 2))
@@ -121,8 +123,8 @@ def test_switches_between_pods_walk_the_container_level_too():
     qa = machine.new_task("a", machine.groups[f"/{KUBEPODS}/a/queue-proxy"], 0, 1, 0, wl)
     for t in (a, b, qa):
         machine.policy.set_task_rq(t, 0)
-    assert Machine._levels_walked(a.se, b.se) == 4
-    assert Machine._levels_walked(a.se, qa.se) == 2      # within the pod
+    assert levels_walked(a.se, b.se) == 4
+    assert levels_walked(a.se, qa.se) == 2      # within the pod
 
 
 def test_queue_proxy_threads_are_reused_and_capped_at_the_cpus():

@@ -112,18 +112,24 @@ def test_a_cpu_whose_rt_task_sleeps_pulls_queued_rt_work():
     assert min(hogs) > 0.45 * 10e9
 
 
-def test_rr_scheduler_option_runs_every_workload_thread_under_sched_rr():
+def test_rr_scheduler_option_runs_every_workload_thread_under_sched_rr(monkeypatch):
+    import sim.api
     from scenarios.config import compose
     from sim.api import _plain, build
     from sim.rt import rt_prio
     cfg = _plain(compose(["scheduler=rr", "host=this-vm", "duration_s=1", "warmup_s=0.2",
                           "workload.functions=4", "workload.rate_rps=20"]))
-    engine, m, _, wl = build(cfg)
     enqueued = {"rt": [], "fair": []}
-    rt_enqueue, fair_enqueue = m.rt.enqueue_task, m.policy.enqueue_task
+    fair_cls = sim.api.load_policy(cfg["scheduler"]["policy"])
+
+    class Recording(fair_cls):
+        def enqueue_task(self, rq, p, flags):
+            enqueued["fair"].append(p)
+            super().enqueue_task(rq, p, flags)
+    monkeypatch.setattr(sim.api, "load_policy", lambda name: Recording)
+    engine, m, _, wl = build(cfg)
+    rt_enqueue = m.rt.enqueue_task
     m.rt.enqueue_task = lambda rq, p, f: (enqueued["rt"].append(p), rt_enqueue(rq, p, f))
-    m.policy.enqueue_task = lambda rq, p, f: (enqueued["fair"].append(p),
-                                              fair_enqueue(rq, p, f))
     wl.start()
     engine.run(10**9)
     assert enqueued["fair"] == []

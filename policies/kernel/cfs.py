@@ -103,7 +103,7 @@ class CFS(KernelScheduler):
         self.hrtick = bool(_opt(cfg, "hrtick", False))
         self.cache_nice_tries = 1
         self._seq = count(1)
-        self.clock = machine.engine.env
+        self.clock = machine.engine
         # rq->leaf_cfs_rq_list, reduced to the cfs_rqs whose load is blocked
         # (nothing queued, load not yet decayed): only they need
         # update_blocked_averages to decay and republish their load
@@ -124,12 +124,10 @@ class CFS(KernelScheduler):
         se.rb_seq = seq
         heapq.heappush(cfs_rq.timeline, (se.vruntime, seq, se))
 
-    @staticmethod
-    def _dequeue_timeline(cfs_rq, se):
+    def _dequeue_timeline(self, cfs_rq, se):
         se.rb_seq = 0
 
-    @staticmethod
-    def _pick_first_entity(cfs_rq):
+    def _pick_first_entity(self, cfs_rq):
         timeline = cfs_rq.timeline
         while timeline:
             _, seq, se = timeline[0]
@@ -325,8 +323,7 @@ class CFS(KernelScheduler):
             se.cfs_rq.last = se
             se = se.parent
 
-    @staticmethod
-    def clear_buddies(cfs_rq, se):
+    def clear_buddies(self, cfs_rq, se):
         if cfs_rq.last is se:
             s = se
             while s is not None and s.cfs_rq.last is s:
@@ -338,8 +335,7 @@ class CFS(KernelScheduler):
                 s.cfs_rq.next = None
                 s = s.parent
 
-    @staticmethod
-    def entity_before(a, b):
+    def entity_before(self, a, b):
         return a.vruntime < b.vruntime
 
     def wakeup_preempt_buddy(self, buddy, left):
@@ -750,8 +746,10 @@ class CFS(KernelScheduler):
             if rq is dst_rq or rq.nr_running < 2:
                 continue
             rq.cfs.update_load_avg(now)
-            key = (rq.nr_running, rq.cfs.load_avg) if idle != CPU_NOT_IDLE \
-                else (rq.cfs.load_avg, rq.nr_running)
+            if idle != CPU_NOT_IDLE:
+                key = (rq.nr_running, rq.cfs.load_avg)
+            else:
+                key = (rq.cfs.load_avg, rq.nr_running)
             if busiest_key is None or key > busiest_key:
                 busiest, busiest_key = rq, key
         return busiest

@@ -104,19 +104,11 @@ class Timeline(list):
         self.avg_load = 0
 
 
-# CFS state EEVDF removed; deleted from the instance so that any CFS code
-# path still reaching for it fails loudly instead of mixing the two
-_CFS_ONLY = ("sched_latency", "min_granularity", "wakeup_granularity", "sched_nr_latency",
-             "gentle_fair_sleepers", "start_debit")
-
-
 class EEVDF(CFS):
     name = "eevdf"
 
     def __init__(self, cfg, machine):
         super().__init__(cfg, machine)
-        for attr in _CFS_ONLY:
-            delattr(self, attr)
         self.sysctl_sched_base_slice = int(_opt(cfg, "base_slice_ns",
                                                 SCHED_BASE_SLICE_NS * self.factor))
         self.place_lag = bool(_opt(cfg, "place_lag", True))

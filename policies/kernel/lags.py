@@ -464,7 +464,7 @@ class LAGS(CFS):
             q.pop(se, None)
 
     def _pick_first_entity(self, cfs_rq):
-        left = CFS._pick_first_entity(cfs_rq)
+        left = CFS._pick_first_entity(self, cfs_rq)
         q = self._aware_q.get(cfs_rq)
         if not q:
             return left

@@ -1,0 +1,127 @@
+# Compiled declarations of policies/kernel/cfs.py (docs/architecture.md,
+# "Compiled core"): attribute and argument types only; the logic is the .py.
+cimport cython
+from sim.sched_class cimport KernelScheduler
+from sim.rq cimport SchedEntity, CfsRq, Rq, TaskGroup
+from sim.task cimport Task
+from sim.engine cimport Engine
+
+cdef class CFS(KernelScheduler):
+    cdef public long long factor
+    cdef public long long sched_latency
+    cdef public long long min_granularity
+    cdef public long long wakeup_granularity
+    cdef public long long sched_nr_latency
+    cdef public bint gentle_fair_sleepers
+    cdef public bint start_debit
+    cdef public bint wakeup_preemption
+    cdef public bint hrtick
+    cdef public long cache_nice_tries
+    cdef public object _seq
+    cdef public Engine clock
+    cdef public list blocked_cfs_rqs
+    cdef public long long next_blocked
+    cdef public dict _h_load
+    cdef public long long _h_load_at
+    cdef public object bandwidth
+
+    cpdef _enqueue_timeline(self, CfsRq cfs_rq, SchedEntity se)
+    cpdef _dequeue_timeline(self, CfsRq cfs_rq, SchedEntity se)
+    @cython.locals(se=SchedEntity)
+    cpdef _pick_first_entity(self, CfsRq cfs_rq)
+    @cython.locals(w=cython.longlong)
+    cpdef long long calc_delta_fair(self, long long delta, SchedEntity se)
+    @cython.locals(slice_=cython.longlong, load=cython.longlong, nr_running=cython.long)
+    cpdef long long sched_slice(self, CfsRq cfs_rq, SchedEntity se)
+    cpdef long long sched_vslice(self, CfsRq cfs_rq, SchedEntity se)
+    @cython.locals(vruntime=cython.longlong, curr=SchedEntity, leftmost=SchedEntity)
+    cpdef update_min_vruntime(self, CfsRq cfs_rq)
+    @cython.locals(now=cython.longlong, delta_exec=cython.longlong, w=cython.longlong,
+                   curr=SchedEntity, task=Task)
+    cpdef _update_curr(self, CfsRq cfs_rq)
+    @cython.locals(se=SchedEntity, curr=Task)
+    cpdef update_curr(self, Rq rq)
+    @cython.locals(now=cython.longlong)
+    cpdef update_load_avg(self, CfsRq cfs_rq, SchedEntity se)
+    @cython.locals(tg=TaskGroup, load=cython.double, tg_weight=cython.double,
+                   shares=cython.double)
+    cpdef long long calc_group_shares(self, CfsRq cfs_rq)
+    @cython.locals(now=cython.longlong)
+    cpdef reweight_entity(self, CfsRq cfs_rq, SchedEntity se, long long weight)
+    @cython.locals(gcfs_rq=CfsRq, shares=cython.longlong)
+    cpdef update_cfs_group(self, SchedEntity se)
+    @cython.locals(vruntime=cython.longlong, thresh=cython.longlong)
+    cpdef place_entity(self, CfsRq cfs_rq, SchedEntity se, bint initial)
+    @cython.locals(renorm=bint, curr=bint)
+    cpdef enqueue_entity(self, CfsRq cfs_rq, SchedEntity se, long flags)
+    cpdef dequeue_entity(self, CfsRq cfs_rq, SchedEntity se, long flags)
+    cpdef set_next_entity(self, CfsRq cfs_rq, SchedEntity se)
+    cpdef put_prev_entity(self, CfsRq cfs_rq, SchedEntity prev)
+    @cython.locals(s=SchedEntity)
+    cpdef clear_buddies(self, CfsRq cfs_rq, SchedEntity se)
+    cpdef entity_before(self, SchedEntity a, SchedEntity b)
+    cpdef wakeup_preempt_buddy(self, SchedEntity buddy, SchedEntity left)
+    @cython.locals(left=SchedEntity, se=SchedEntity, last=SchedEntity, nxt=SchedEntity)
+    cpdef pick_next_entity(self, CfsRq cfs_rq, SchedEntity curr)
+    @cython.locals(tg=TaskGroup, se=SchedEntity)
+    cpdef set_task_rq(self, Task p, long cpu)
+    @cython.locals(cfs_rq=CfsRq, now=cython.longlong)
+    cpdef _move_entity_load_avg(self, SchedEntity se, long sign)
+    @cython.locals(now=cython.longlong, blocked=dict, cfs_rq=CfsRq)
+    cpdef update_blocked_averages(self, long cpu)
+    cpdef attach_entity_load_avg(self, SchedEntity se)
+    cpdef remove_entity_load_avg(self, SchedEntity se)
+    @cython.locals(se=SchedEntity)
+    cpdef migrate_task_rq(self, Task p, long new_cpu)
+    cpdef task_dead(self, Task p)
+    cpdef task_fork_fair(self, CfsRq cfs_rq, SchedEntity se)
+    @cython.locals(se=SchedEntity, cfs_rq=CfsRq, initial=cython.long)
+    cpdef enqueue_task(self, Rq rq, Task p, long flags)
+    @cython.locals(se=SchedEntity, cfs_rq=CfsRq)
+    cpdef dequeue_task(self, Rq rq, Task p, long flags)
+    @cython.locals(se=SchedEntity, cfs_rq=CfsRq)
+    cpdef _pick_next_task_simple(self, Rq rq)
+    @cython.locals(se=SchedEntity)
+    cpdef put_prev_task(self, Rq rq, Task prev)
+    @cython.locals(se=SchedEntity, pse=SchedEntity, cfs_rq=CfsRq, curr=SchedEntity, p=Task,
+                   se_depth=cython.long, pse_depth=cython.long)
+    cpdef pick_next_task(self, Rq rq, Task prev)
+    @cython.locals(ideal_runtime=cython.longlong, delta_exec=cython.longlong,
+                   delta=cython.longlong, se=SchedEntity)
+    cpdef check_preempt_tick(self, CfsRq cfs_rq, SchedEntity curr)
+    cpdef entity_tick(self, CfsRq cfs_rq, SchedEntity curr)
+    @cython.locals(se=SchedEntity)
+    cpdef task_tick(self, Rq rq, Task curr)
+    @cython.locals(now=cython.longlong, cpu=cython.long)
+    cpdef nohz_stats_kick(self)
+    @cython.locals(curr=Task, se=SchedEntity)
+    cpdef hrtick_delay(self, Rq rq)
+    @cython.locals(vdiff=cython.longlong)
+    cpdef long wakeup_preempt_entity(self, SchedEntity curr, SchedEntity se)
+    @cython.locals(curr=Task, se=SchedEntity, pse=SchedEntity, scale=bint)
+    cpdef check_preempt_wakeup(self, Rq rq, Task p)
+    cpdef select_task_rq(self, Task p, long prev_cpu, long wake_flags)
+    @cython.locals(start=cython.long, i=cython.long)
+    cpdef select_idle_sibling(self, Task p, long target)
+    @cython.locals(cpu=cython.long)
+    cpdef _first_idle(self, Task p, list cpus, fallback)
+    @cython.locals(now=cython.longlong, cfs=CfsRq, rqs=list)
+    cpdef find_idlest_cpu(self, Task p, long prev_cpu)
+    @cython.locals(now=cython.longlong)
+    cpdef double cfs_rq_h_load(self, CfsRq cfs_rq)
+    @cython.locals(q=CfsRq, parent=CfsRq, h_load=cython.double)
+    cpdef double _compute_h_load(self, CfsRq cfs_rq, long long now)
+    @cython.locals(se=SchedEntity, cfs_rq=CfsRq, now=cython.longlong)
+    cpdef double task_h_load(self, Task p)
+    cpdef bint task_hot(self, Task p, long long now)
+    @cython.locals(tg_cfs_rq=list)
+    cpdef bint can_migrate_task(self, Task p, long dst_cpu, Rq src_rq, long long now)
+    @cython.locals(rqs=list, now=cython.longlong, rq=Rq, busiest=Rq, cpu=cython.long)
+    cpdef find_busiest_queue(self, span, Rq dst_rq, long idle)
+    @cython.locals(src_rq=Rq, now=cython.longlong, moved=cython.long, dst_cpu=cython.long,
+                   p=Task, busiest_load=cython.double, local_load=cython.double,
+                   load=cython.double)
+    cpdef load_balance(self, Rq dst_rq, span, long idle)
+    cpdef balance(self, Rq rq, long idle)
+    cpdef balance_interval_ns(self, Rq rq, long idle)
+    cpdef newidle_allowed(self, Rq rq)

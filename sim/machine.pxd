@@ -1,0 +1,79 @@
+# Compiled declarations of sim/machine.py (docs/architecture.md, "Compiled
+# core"): attribute and argument types only; the logic is the .py.
+cimport cython
+from sim.rq cimport SchedEntity, CfsRq, Rq, TaskGroup
+from sim.task cimport Task, Request
+from sim.sched_class cimport KernelScheduler
+from sim.engine cimport Engine
+
+@cython.locals(levels=cython.long)
+cpdef long levels_walked(SchedEntity pse, SchedEntity se)
+
+cdef class Machine:
+    cdef public Engine engine
+    cdef public object topology
+    cdef public object cost
+    cdef public list rqs
+    cdef public list cpus_by_distance
+    cdef public long long tick_ns
+    cdef public bint smt
+    cdef public TaskGroup root_tg
+    cdef public dict groups
+    cdef public KernelScheduler policy
+    cdef public object rt
+    cdef public tuple default_task_policy
+    cdef public dict group_task_policy
+    cdef public set idle_cpus
+    cdef public long long nr_migrations
+    cdef public object run_delay_ns
+    cdef public long long pcount
+    cdef public object _pids
+    cdef public long long tasks_alive
+    cdef public bint cfs_bandwidth_used
+    cdef public list cpu_max_log
+    cdef public object memory
+    cdef public object host_cfg
+
+    cpdef sched_class(self, Task p)
+    cpdef resched_curr(self, Rq rq)
+    cpdef bint idle_core(self, long cpu)
+    cpdef wake_up_new_task(self, Task p, long hint_cpu)
+    cpdef wake_up(self, Task p)
+    cpdef _set_task_cpu(self, Task p, long cpu)
+    @cython.locals(was_idle=bint, curr=Task)
+    cpdef _enqueue(self, Rq rq, Task p, long flags)
+    cpdef _activate(self, Rq rq, Task p, long flags)
+    @cython.locals(sample=cython.longlong)
+    cpdef _leave_idle(self, Rq rq, long long now)
+    cpdef move_queued_task(self, Task p, Rq src, Rq dst)
+    @cython.locals(now=cython.longlong, c=cython.longlong, start=cython.longlong,
+                   levels=cython.long, prev=Task, nxt=Task, migrated=bint, req=Request)
+    cpdef schedule(self, Rq rq)
+    @cython.locals(fair_prev=Task)
+    cpdef _pick_next_task(self, Rq rq, Task prev)
+    cpdef _dequeue(self, Rq rq, Task p, long flags)
+    @cython.locals(ran=cython.longlong)
+    cpdef _charge(self, Rq rq, long long now)
+    @cython.locals(remaining=cython.longlong)
+    cpdef _arm_completion(self, Rq rq)
+    @cython.locals(busy=cython.long, smt=cython.double, speed=cython.double, other=Rq, c=cython.long)
+    cpdef _smt_update(self, Rq rq, long long now)
+    @cython.locals(busy=cython.long)
+    cpdef double _smt_speed(self, Rq rq)
+    cpdef long _fair_depth(self, Task p)
+    cpdef _deferred_schedule(self, Rq rq)
+    @cython.locals(r=Rq)
+    cpdef bint _overloaded(self)
+    @cython.locals(p=Task, now=cython.longlong)
+    cpdef _on_burst_end(self, Rq rq, long long gen)
+    @cython.locals(tick=cython.longlong, boundary=cython.longlong)
+    cpdef _next_tick_time(self, Rq rq, long long now)
+    cpdef _ensure_tick(self, Rq rq)
+    cpdef _arm_hrtick(self, Rq rq)
+    cpdef _on_hrtick(self, Rq rq, long long hrtick_gen)
+    cpdef _arm_runtime_expiry(self, Rq rq)
+    cpdef _on_runtime_expiry(self, Rq rq, long long gen)
+    @cython.locals(now=cython.longlong, curr=Task)
+    cpdef _on_tick(self, Rq rq, long long tick_gen)
+    @cython.locals(rq=Rq, cpu=cython.long)
+    cpdef _nohz_idle_balance(self, Rq busy, long long now)

@@ -1,0 +1,82 @@
+cdef class TaskGroup:
+    cdef public object name
+    cdef public TaskGroup parent
+    cdef public object shares
+    cdef public list cfs_rq
+    cdef public list se
+    cdef public double load_avg
+    cdef public long depth
+    cdef public object cpus_allowed
+    cdef public object usage_ns
+    cdef public list children
+    cdef public object cfs_bandwidth
+
+cdef class SchedEntity:
+    cdef public long long weight
+    cdef public long long vruntime
+    cdef public long long exec_start
+    cdef public long long sum_exec_runtime
+    cdef public long long prev_sum_exec_runtime
+    cdef public bint on_rq
+    cdef public SchedEntity parent
+    cdef public CfsRq cfs_rq
+    cdef public CfsRq my_q
+    cdef public long depth
+    cdef public object task
+    cdef public double runnable_avg
+    cdef public long long avg_last_update
+    cdef public long long rb_seq
+    cdef public object vlag
+    cdef public object deadline
+    cdef public object slice
+    cpdef update_avg(self, long long now)
+    cpdef double load_avg(self, long long now)
+
+cdef class CfsRq:
+    cdef public Rq rq
+    cdef public TaskGroup tg
+    cdef public long cpu
+    cdef public long long load_weight
+    cdef public long nr_running
+    cdef public long h_nr_running
+    cdef public long long min_vruntime
+    cdef public SchedEntity curr
+    cdef public object timeline
+    cdef public double load_avg
+    cdef public long long avg_last_update
+    cdef public double tg_load_avg_contrib
+    cdef public SchedEntity se
+    cdef public SchedEntity next
+    cdef public SchedEntity last
+    cdef public bint runtime_enabled
+    cdef public object runtime_remaining
+    cdef public bint throttled
+    cdef public long throttle_count
+    cdef public object throttled_clock
+    cpdef update_load_avg(self, long long now)
+    cpdef update_tg_load_avg(self)
+
+cdef class Rq:
+    cdef public long cpu
+    cdef public CfsRq cfs
+    cdef public object curr
+    cdef public long nr_running
+    cdef public dict cfs_tasks
+    cdef public bint need_resched
+    cdef public long long gen
+    cdef public object run_start
+    cdef public object switch_end
+    cdef public object idle_since
+    cdef public object avg_idle
+    cdef public object next_balance
+    cdef public long nr_balance_failed
+    cdef public bint ticking
+    cdef public long long tick_gen
+    cdef public object tick_at
+    cdef public long long hrtick_gen
+    cdef public bint resched_pending
+    cdef public double speed
+    cdef public long long nr_switches
+    cdef public object busy_ns
+    cdef public object overhead_ns
+    cdef public long long runtime_expiry_gen

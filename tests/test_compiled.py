@@ -1,0 +1,130 @@
+"""The compiled core (sim/compiled.py): built, identical to the Python
+sources it is compiled from, and never stale."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sim import compiled, simulate
+from sim.sched_class import KernelScheduler
+from tests.simcfg import DEFAULT_COSTS, make_cfg, periodic, poisson
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_every_pxd_is_a_compiled_module():
+    pxds = {str(p.relative_to(ROOT).with_suffix("")).replace(os.sep, ".")
+            for p in ROOT.glob("**/*.pxd") if ".venv" not in p.parts and "build" not in p.parts}
+    assert pxds == set(compiled.COMPILED_MODULES)
+
+
+@pytest.mark.skipif(compiled.pure_python(), reason=f"{compiled.PURE_ENV} is set")
+def test_the_core_runs_compiled():
+    """make install compiles the core; a build that silently fell back to
+    the Python sources would run several times slower."""
+    assert [m for m in compiled.COMPILED_MODULES if not compiled.is_compiled(m)] == []
+
+
+# Scenarios covering every compiled path: each kernel policy (EEVDF and LAGS
+# subclass the compiled CFS in Python), SMT, cgroup bandwidth, fork-join.
+SCENARIOS = {
+    "cfs-smt": make_cfg(poisson(functions=6, rate_rps=60.0, threads_per_request=2),
+                        cores=2, threads_per_core=2, duration_s=1.0, warmup_s=0.1,
+                        calibration=DEFAULT_COSTS),
+    "eevdf": make_cfg(poisson(functions=4, rate_rps=80.0), cores=2, duration_s=1.0,
+                      warmup_s=0.1, scheduler={"name": "eevdf"}, calibration=DEFAULT_COSTS),
+    "lags": make_cfg(poisson(functions=8, rate_rps=40.0), cores=2, duration_s=1.0,
+                     warmup_s=0.1, scheduler={"name": "lags"}, calibration=DEFAULT_COSTS),
+    "rr": make_cfg(periodic(threads=4, run_ms=2.0, sleep_ms=1.0), cores=2, duration_s=1.0,
+                   scheduler={"name": "rr", "policy": "cfs", "task_policy": "rr"}, warmup_s=0.1),
+    "quota": make_cfg(periodic(threads=3, run_ms=4.0, sleep_ms=0.0, quota_us=50_000,
+                               period_us=100_000), cores=2, duration_s=1.0, warmup_s=0.1),
+}
+_DUMP = """
+import json, sys
+from sim import compiled, simulate
+cfgs = json.load(sys.stdin)
+out = {"compiled": [m for m in compiled.COMPILED_MODULES if compiled.is_compiled(m)]}
+for name, cfg in cfgs.items():
+    r = simulate(cfg)
+    s = r.summary.to_pylist()[0]
+    for measured in ("wall_time_s", "sim_s_per_wall_s", "run_id"):
+        s.pop(measured)
+    out[name] = {"summary": s, "requests": r.requests.to_pylist(),
+                 "intervals": r.intervals.to_pylist()}
+json.dump(out, sys.stdout, default=str)
+"""
+
+
+def _run(pure: bool) -> dict:
+    env = dict(os.environ)
+    env.pop(compiled.PURE_ENV, None)
+    if pure:
+        env[compiled.PURE_ENV] = "1"
+    proc = subprocess.run([sys.executable, "-c", _DUMP], input=json.dumps(SCENARIOS),
+                          capture_output=True, text=True, cwd=ROOT, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # NaN (a metric the run does not model) compares unequal to itself
+    return json.loads(proc.stdout, parse_constant=lambda c: c)
+
+
+@pytest.mark.skipif(compiled.pure_python(), reason=f"{compiled.PURE_ENV} is set")
+def test_compiled_and_python_sources_give_identical_results():
+    """The .pxd types must not change a single number: same tables, to the
+    last bit, from the compiled core and from its Python sources."""
+    fast, pure = _run(False), _run(True)
+    assert pure.pop("compiled") == []
+    assert fast.pop("compiled") == list(compiled.COMPILED_MODULES)
+    for name in SCENARIOS:
+        assert fast[name]["summary"]["ctx_switches"] > 0, name
+        assert fast[name] == pure[name], name
+
+
+def test_a_stale_compiled_module_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(compiled, "ROOT", tmp_path)
+    (tmp_path / "sim").mkdir()
+    py, pxd = tmp_path / "sim" / "machine.py", tmp_path / "sim" / "machine.pxd"
+    so = tmp_path / "sim" / ("machine" + compiled.importlib.machinery.EXTENSION_SUFFIXES[0])
+    for path, mtime in ((py, 100), (pxd, 100), (so, 200)):
+        path.write_text("")
+        os.utime(path, (mtime, mtime))
+    assert compiled._StaleGuard.find_spec("sim.machine") is None     # up to date
+    assert compiled._StaleGuard.find_spec("sim.workloads.poisson") is None
+    os.utime(pxd, (300, 300))
+    with pytest.raises(ImportError, match=r"older than sim/machine.pxd.*make build"):
+        compiled._StaleGuard.find_spec("sim.machine")
+
+
+def test_a_policy_missing_part_of_the_interface_fails_at_construction():
+    class Partial(KernelScheduler):
+        def enqueue_task(self, rq, p, flags):
+            pass
+    with pytest.raises(TypeError, match="Partial does not implement dequeue_task, "):
+        Partial({}, None)
+
+
+def test_python_subclass_overrides_reach_the_compiled_machine():
+    """A policy written in Python overrides compiled CFS methods (the
+    machine calls through cpdef dispatch, which must see the override)."""
+    from policies.kernel.cfs import CFS
+    calls = []
+
+    class Counting(CFS):
+        def task_tick(self, rq, curr):
+            calls.append(rq.cpu)
+            super().task_tick(rq, curr)
+    cfg = make_cfg(periodic(threads=3, run_ms=5.0, sleep_ms=0.0), duration_s=0.2, warmup_s=0.0)
+    import sim.api
+    orig = sim.api.load_policy
+    try:
+        sim.api.load_policy = lambda name: Counting
+        s = simulate(cfg).summary.to_pylist()[0]
+    finally:
+        sim.api.load_policy = orig
+    assert s["ctx_switches"] > 0
+    assert len(calls) >= 0.2 * 250 * 0.9          # a tick per 4 ms on the busy CPU
