@@ -47,6 +47,7 @@ cdef class Machine:
     cpdef _leave_idle(self, Rq rq, long long now)
     cpdef move_queued_task(self, Task p, Rq src, Rq dst)
     @cython.locals(now=cython.longlong, c=cython.longlong, start=cython.longlong,
+                   next_balance=cython.longlong,
                    levels=cython.long, prev=Task, nxt=Task, migrated=bint, req=Request)
     cpdef schedule(self, Rq rq)
     @cython.locals(fair_prev=Task)

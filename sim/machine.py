@@ -276,11 +276,20 @@ class Machine:
             # __schedule() clears TIF_NEED_RESCHED after the pick: a group
             # that ran out of runtime during it was throttled by it
             rq.need_resched = False
-        if nxt is None and policy.newidle_allowed(rq) and self._overloaded():
-            if policy.balance(rq, CPU_NEWLY_IDLE):
+        if nxt is None:
+            if policy.newidle_allowed(rq) and self._overloaded() \
+                    and policy.balance(rq, CPU_NEWLY_IDLE):
                 nxt = policy.pick_next_task(rq, None)
                 # the pull's preemption check ran against the departing task
                 rq.need_resched = False
+            # newidle_balance() ends by moving next_balance forward to the
+            # idle interval: a CPU that went idle balances (nohz, on a busy
+            # CPU's tick) at the idle rate, not busy_factor times later.  The
+            # kernel counts from sd->last_balance; we count from now, which
+            # is at most one interval later
+            next_balance = now + policy.balance_interval_ns(rq, CPU_IDLE)
+            if next_balance < rq.next_balance:
+                rq.next_balance = next_balance
         if nxt is prev:
             self._arm_hrtick(rq)
             return
