@@ -424,7 +424,9 @@ func (s *sidecar) assign(class *string, pids []int) (response, *opError) {
 	return response{"class": name, "tids": move, "missing": missing}, nil
 }
 
-func (s *sidecar) classPids(name string) ([]int, *opError) {
+// lookupClass finds a class in goresctrl, which names the root group
+// RootClassName where the protocol uses "".
+func lookupClass(name string) (rdt.CtrlGroup, *opError) {
 	lookup := name
 	if name == "" {
 		lookup = rdt.RootClassName
@@ -432,6 +434,14 @@ func (s *sidecar) classPids(name string) ([]int, *opError) {
 	cls, ok := rdt.GetClass(lookup)
 	if !ok {
 		return nil, &opError{Errno: syscall.ENOENT, Msg: fmt.Sprintf("no class %q", name)}
+	}
+	return cls, nil
+}
+
+func (s *sidecar) classPids(name string) ([]int, *opError) {
+	cls, operr := lookupClass(name)
+	if operr != nil {
+		return nil, operr
 	}
 	strs, err := cls.GetPids()
 	if err != nil {
@@ -489,13 +499,9 @@ func (s *sidecar) monitor(class *string) (response, *opError) {
 	if !rdt.MonSupported() {
 		return nil, &opError{Errno: syscall.EOPNOTSUPP, Msg: "RDT monitoring (CMT/MBM) is not available: resctrl has no info/L3_MON"}
 	}
-	lookup := name
-	if name == "" {
-		lookup = rdt.RootClassName
-	}
-	cls, ok := rdt.GetClass(lookup)
-	if !ok {
-		return nil, &opError{Errno: syscall.ENOENT, Msg: fmt.Sprintf("no class %q", name)}
+	cls, err := lookupClass(name)
+	if err != nil {
+		return nil, err
 	}
 	data := cls.GetMonData()
 	if len(data.L3) == 0 {

@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from backends.host import RdtError, RdtLimits
+from backends.real.build import atomic_binary
 from backends.real.perf import die_with_parent
 
 SIDECAR_DIR = Path(__file__).resolve().parents[1] / "rdt-sidecar"
@@ -99,10 +100,7 @@ def _go_build(package: str, out: Path, force: bool) -> Path:
         raise RdtError(errno.ENOENT, f"go is needed to build {out.name} from {SIDECAR_DIR} "
                                      f"(https://go.dev/dl/, or Debian: apt-get install golang-go); "
                                      f"or run `make rdt-sidecar` where go exists")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}-", dir=out.parent)
-    os.close(fd)
-    try:
+    with atomic_binary(out) as tmp:
         try:
             r = subprocess.run([go, "build", "-o", tmp, package], cwd=SIDECAR_DIR,
                                capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
@@ -111,11 +109,6 @@ def _go_build(package: str, out: Path, force: bool) -> Path:
                                             f"{BUILD_TIMEOUT_S}s") from None
         if r.returncode != 0:
             raise RdtError(errno.EIO, f"go build of {out.name} failed:\n{r.stderr.strip()}")
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, out)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
     return out
 
 

@@ -20,10 +20,10 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from backends.real.build import atomic_binary
 from backends.real.perf import die_with_parent
 
 WORKERS_DIR = Path(__file__).resolve().parents[1] / "workers"
@@ -46,19 +46,11 @@ def build_worker(out: Path = BUILT, source: Path = SOURCE, force: bool = False) 
     if cc is None:
         raise WorkerError(f"gcc is needed to build the native worker {source} (Debian: "
                           f"apt-get install gcc), or set backend.worker to a built binary")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".funcworker-", dir=out.parent)
-    os.close(fd)
-    try:
+    with atomic_binary(out) as tmp:
         r = subprocess.run([cc, *CFLAGS, "-o", tmp, str(source)], capture_output=True,
                            text=True, timeout=120)
         if r.returncode != 0:
             raise WorkerError(f"building {source} failed:\n{r.stderr.strip()}")
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, out)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
     return out
 
 

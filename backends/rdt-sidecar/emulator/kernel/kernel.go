@@ -517,53 +517,41 @@ func (k *Kernel) nameWidth() int {
 
 // schemata is rdtgroup_schemata_show: "%*s:" names, "%d=%x" / "%d=%u" values.
 func (k *Kernel) schemata(g *group) string {
-	var b strings.Builder
-	w := k.nameWidth()
-	if k.cfg.hasCAT() {
-		fmt.Fprintf(&b, "%*s:", w, "L3")
-		for i, d := range k.cfg.Domains {
-			if i > 0 {
-				b.WriteString(";")
-			}
-			fmt.Fprintf(&b, "%d=%x", d, g.l3[d])
-		}
-		b.WriteString("\n")
-	}
-	if k.cfg.hasMBA() {
-		fmt.Fprintf(&b, "%*s:", w, "MB")
-		for i, d := range k.cfg.Domains {
-			if i > 0 {
-				b.WriteString(";")
-			}
-			fmt.Fprintf(&b, "%d=%d", d, g.mb[d])
-		}
-		b.WriteString("\n")
-	}
-	return b.String()
+	return k.resourceLines(
+		func(d int) string { return fmt.Sprintf("%x", g.l3[d]) },
+		func(d int) string { return fmt.Sprintf("%d", g.mb[d]) })
 }
 
+// size is rdtgroup_size_show: the schemata layout with each L3 mask given as
+// the bytes of cache it covers.
 func (k *Kernel) size(g *group) string {
+	return k.resourceLines(
+		func(d int) string {
+			return fmt.Sprintf("%d", k.cfg.LLCBytes/int64(k.cfg.CbmLen)*int64(bits.OnesCount64(g.l3[d])))
+		},
+		func(d int) string { return fmt.Sprintf("%d", g.mb[d]) })
+}
+
+// resourceLines writes one "NAME:dom=val;dom=val" line per resource the
+// config has, names padded to a shared width as the kernel does.
+func (k *Kernel) resourceLines(l3, mb func(d int) string) string {
 	var b strings.Builder
 	w := k.nameWidth()
-	if k.cfg.hasCAT() {
-		fmt.Fprintf(&b, "%*s:", w, "L3")
+	line := func(name string, val func(d int) string) {
+		fmt.Fprintf(&b, "%*s:", w, name)
 		for i, d := range k.cfg.Domains {
 			if i > 0 {
 				b.WriteString(";")
 			}
-			fmt.Fprintf(&b, "%d=%d", d, k.cfg.LLCBytes/int64(k.cfg.CbmLen)*int64(bits.OnesCount64(g.l3[d])))
+			fmt.Fprintf(&b, "%d=%s", d, val(d))
 		}
 		b.WriteString("\n")
 	}
+	if k.cfg.hasCAT() {
+		line("L3", l3)
+	}
 	if k.cfg.hasMBA() {
-		fmt.Fprintf(&b, "%*s:", w, "MB")
-		for i, d := range k.cfg.Domains {
-			if i > 0 {
-				b.WriteString(";")
-			}
-			fmt.Fprintf(&b, "%d=%d", d, g.mb[d])
-		}
-		b.WriteString("\n")
+		line("MB", mb)
 	}
 	return b.String()
 }
