@@ -28,10 +28,12 @@ from pathlib import Path
 
 # dotted names, in dependency order (a module's .pxd cimports earlier ones)
 COMPILED_MODULES = (
+    "sim.heap",
     "sim.engine",
     "sim.rq",
     "sim.task",
     "sim.sched_class",
+    "sim.costmodel",
     "sim.machine",
     "policies.kernel.cfs",
 )

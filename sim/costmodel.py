@@ -27,20 +27,33 @@ refill cost: its first misses are compulsory and belong to its own work.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 
-@dataclass(frozen=True)
 class CostModel:
-    name: str = "ideal"
-    direct_ns: int = 0
-    per_level_ns: int = 0
-    migration_ns: int = 0
-    refill_ns_per_line: float = 0.0
-    cache_line_bytes: int = 64
-    max_refill_bytes: int = 0
-    cache_decay_ns: int = 1
-    queue_ns_per_log2: float = 0.0
+    """A calibration profile's cost parameters (read-only once built)."""
+
+    def __init__(self, name: str = "ideal", direct_ns: int = 0, per_level_ns: int = 0,
+                 migration_ns: int = 0, refill_ns_per_line: float = 0.0,
+                 cache_line_bytes: int = 64, max_refill_bytes: int = 0,
+                 cache_decay_ns: int = 1, queue_ns_per_log2: float = 0.0):
+        self.name = name
+        self.direct_ns = direct_ns
+        self.per_level_ns = per_level_ns
+        self.migration_ns = migration_ns
+        self.refill_ns_per_line = refill_ns_per_line
+        self.cache_line_bytes = cache_line_bytes
+        self.max_refill_bytes = max_refill_bytes
+        self.cache_decay_ns = cache_decay_ns
+        self.queue_ns_per_log2 = queue_ns_per_log2
+
+    def __repr__(self) -> str:
+        return (f"CostModel({self.name!r}, direct_ns={self.direct_ns}, "
+                f"per_level_ns={self.per_level_ns}, migration_ns={self.migration_ns}, "
+                f"refill_ns_per_line={self.refill_ns_per_line}, "
+                f"cache_line_bytes={self.cache_line_bytes}, "
+                f"max_refill_bytes={self.max_refill_bytes}, "
+                f"cache_decay_ns={self.cache_decay_ns}, "
+                f"queue_ns_per_log2={self.queue_ns_per_log2})")
 
     @classmethod
     def from_config(cls, cal) -> CostModel:

@@ -1,13 +1,21 @@
 # Compiled declarations of sim/engine.py (docs/architecture.md, "Compiled core").
 cimport cython
+from sim.heap cimport Node, heap_pop, heap_push
 
-cdef class _Call:
+cdef class _Call(Node):
     cdef public object fn
     cdef public tuple args
+
+cpdef _Call new_call(long long t, long long seq, fn, tuple args)
 
 cdef class Engine:
     cdef public object env
     cdef public long long _now
+    cdef public long long _seq
+    cdef public list _calendar
     cdef public object seed
     cdef public dict _streams
+
     cpdef push(self, long long t_ns, fn, tuple args)
+    @cython.locals(call=_Call, calendar=list, queue=list, events=cython.longlong)
+    cpdef long long _run_until(self, long long until_ns)

@@ -9,11 +9,13 @@ from __future__ import annotations
 import gc
 import math
 import zlib
-from heapq import heappop, heappush
+from heapq import heappop
 
 import numpy as np
 import simpy
-from simpy.events import NORMAL, URGENT
+from simpy.events import URGENT
+
+from sim.heap import Node, heap_pop, heap_push
 
 NSEC_PER_SEC = 1_000_000_000
 NSEC_PER_MSEC = 1_000_000
@@ -26,17 +28,22 @@ def s_to_ns(seconds: float) -> int:
     return int(round(seconds * NSEC_PER_SEC))
 
 
-class _Call:
-    """A one-shot callback at a future instant.  It sits in the SimPy
-    environment's queue like an event (same (time, priority, id) order), but
-    ``Engine.run`` calls it directly instead of going through Event callbacks,
-    which is most of the cost of an event."""
+class _Call(Node):
+    """A one-shot callback: ``fn(*args)`` at instant ``key`` (ns); ``seq``
+    orders callbacks due at the same instant by when they were scheduled."""
 
     __slots__ = ("fn", "args")
 
-    def __init__(self, fn, args):
-        self.fn = fn
-        self.args = args
+
+def new_call(t: int, seq: int, fn, args: tuple) -> _Call:
+    # __new__ and field stores: compiled, a direct allocation instead of a
+    # generic constructor call with its argument tuple
+    call = _Call.__new__(_Call)
+    call.key = t
+    call.seq = seq
+    call.fn = fn
+    call.args = args
+    return call
 
 
 class RngStream:
@@ -79,14 +86,20 @@ class RngStream:
 class Engine:
     """SimPy environment with an int-ns clock and per-component RNG streams.
 
-    ``_now`` is the clock (the kernel's rq_clock, in ns); ``Engine.run``
-    keeps the SimPy environment's own clock equal to it, so SimPy events
-    and processes a component schedules on ``env`` run in the same order
-    and time as the machine's callbacks."""
+    The simulator's own callbacks live in the engine's calendar, a binary
+    heap of ``_Call`` ordered by (time, scheduling order): the machine
+    schedules about two per context switch, and a heap entry that holds its
+    time as a C integer costs a fraction of a SimPy event (an event object,
+    a queue tuple and Python-level comparisons).  SimPy events and processes
+    a component schedules on ``env`` still run, in their own queue, at the
+    right instant: ``Engine.run`` takes whichever is due first (SimPy's
+    first at equal instants) and keeps ``env``'s clock equal to ``_now``."""
 
     def __init__(self, seed: int):
         self.env = simpy.Environment(initial_time=0)
         self._now = 0
+        self._seq = 0
+        self._calendar: list[_Call] = []
         self.seed = int(seed)
         self._streams: dict[str, RngStream] = {}
 
@@ -110,44 +123,49 @@ class Engine:
         """call_at with the arguments as a tuple (the machine's fast path)."""
         if t_ns < self._now:
             raise ValueError(f"cannot schedule {fn!r} {self._now - t_ns} ns in the past")
-        env = self.env
-        heappush(env._queue, (t_ns, NORMAL, next(env._eid), _Call(fn, args)))
+        self._seq += 1
+        heap_push(self._calendar, new_call(t_ns, self._seq, fn, args))
 
     def run(self, until_ns: int, progress=None, progress_every_ns: int | None = None) -> int:
-        """Run to ``until_ns``; returns the number of events processed.
+        """Run to ``until_ns`` (what is due exactly then is left for later);
+        returns the number of events processed.
 
-        Entries are popped in SimPy's order; a ``_Call`` runs its function,
-        anything else (SimPy events and processes a component may use) goes
-        through its callbacks as ``Environment.step`` would.  The cyclic
-        garbage collector runs with a larger young generation meanwhile
-        (the run allocates millions of short-lived acyclic tuples, which
-        would otherwise trigger a collection every 700 allocations)."""
-        env = self.env
+        The cyclic garbage collector skips the objects that existed before
+        the run (gc.freeze) and collects the young generation less often
+        meanwhile: the run allocates millions of short-lived objects, which
+        would otherwise trigger a collection every 700 allocations."""
         if progress is not None and progress_every_ns:
-            def report(t):
-                progress(t, until_ns)
-                if t + progress_every_ns < until_ns:
-                    self.call_later(progress_every_ns, report, t + progress_every_ns)
-            self.call_later(0, report, 0)
-        events = 0
-        queue = env._queue
+            self.call_later(0, self._report, progress, until_ns, progress_every_ns, 0)
         thresholds = gc.get_threshold()
-        gc.set_threshold(GC_YOUNG_THRESHOLD, thresholds[1], thresholds[2])
+        if gc.isenabled():
+            gc.set_threshold(GC_YOUNG_THRESHOLD, thresholds[1], thresholds[2])
         gc.freeze()
         try:
-            while queue:
-                entry = queue[0]
-                t = entry[0]
-                if t > until_ns or (t == until_ns and entry[1] > URGENT):
+            events = self._run_until(until_ns)
+        finally:
+            gc.set_threshold(*thresholds)
+            gc.unfreeze()
+        self._now = until_ns
+        self.env._now = until_ns
+        if progress is not None:
+            progress(until_ns, until_ns)
+        return events
+
+    def _run_until(self, until_ns: int) -> int:
+        env = self.env
+        queue = env._queue
+        calendar = self._calendar
+        events = 0
+        while True:
+            if queue and (not calendar or queue[0][0] <= calendar[0].key):
+                t, priority, _, event = queue[0]
+                if t > until_ns or (t == until_ns and priority > URGENT):
                     break
+                # Environment.step()
                 heappop(queue)
                 self._now = t
                 env._now = t
-                event = entry[3]
                 events += 1
-                if type(event) is _Call:
-                    event.fn(*event.args)
-                    continue
                 callbacks, event.callbacks = event.callbacks, None
                 for callback in callbacks:
                     callback(event)
@@ -155,11 +173,17 @@ class Engine:
                     exc = type(event._value)(*event._value.args)
                     exc.__cause__ = event._value
                     raise exc
-        finally:
-            gc.set_threshold(*thresholds)
-            gc.unfreeze()
-        self._now = until_ns
-        env._now = until_ns
-        if progress is not None:
-            progress(until_ns, until_ns)
+                continue
+            if not calendar or calendar[0].key >= until_ns:
+                break
+            call = heap_pop(calendar)
+            self._now = call.key
+            env._now = call.key
+            events += 1
+            call.fn(*call.args)
         return events
+
+    def _report(self, progress, until_ns: int, every_ns: int, t: int) -> None:
+        progress(t, until_ns)
+        if t + every_ns < until_ns:
+            self.call_later(every_ns, self._report, progress, until_ns, every_ns, t + every_ns)

@@ -5,6 +5,11 @@ from sim.rq cimport SchedEntity, CfsRq, Rq, TaskGroup
 from sim.task cimport Task, Request
 from sim.sched_class cimport KernelScheduler
 from sim.engine cimport Engine
+from sim.costmodel cimport CostModel
+
+# constants the hot paths use, as C integers rather than module globals
+cdef long MAX_RT_PRIO, CPU_IDLE, CPU_NEWLY_IDLE, CPU_NOT_IDLE, DEQUEUE_SLEEP
+cdef long ENQUEUE_INITIAL, ENQUEUE_MIGRATED, ENQUEUE_WAKEUP, WF_FORK, WF_TTWU
 
 @cython.locals(levels=cython.long)
 cpdef long levels_walked(SchedEntity pse, SchedEntity se)
@@ -12,15 +17,18 @@ cpdef long levels_walked(SchedEntity pse, SchedEntity se)
 cdef class Machine:
     cdef public Engine engine
     cdef public object topology
-    cdef public object cost
+    cdef public CostModel cost
     cdef public list rqs
     cdef public list cpus_by_distance
     cdef public long long tick_ns
     cdef public bint smt
+    cdef public list siblings
+    cdef public list nohz_span
     cdef public TaskGroup root_tg
     cdef public dict groups
     cdef public KernelScheduler policy
     cdef public object rt
+    cdef public list rt_rqs
     cdef public tuple default_task_policy
     cdef public dict group_task_policy
     cdef public set idle_cpus
@@ -35,6 +43,7 @@ cdef class Machine:
     cdef public object host_cfg
 
     cpdef sched_class(self, Task p)
+    cpdef _update_curr(self, Rq rq, Task curr)
     cpdef resched_curr(self, Rq rq)
     cpdef bint idle_core(self, long cpu)
     cpdef wake_up_new_task(self, Task p, long hint_cpu)
@@ -48,7 +57,7 @@ cdef class Machine:
     cpdef move_queued_task(self, Task p, Rq src, Rq dst)
     @cython.locals(now=cython.longlong, c=cython.longlong, start=cython.longlong,
                    next_balance=cython.longlong,
-                   levels=cython.long, prev=Task, nxt=Task, migrated=bint, req=Request)
+                   levels=cython.long, cost=CostModel, prev=Task, nxt=Task, migrated=bint, req=Request)
     cpdef schedule(self, Rq rq)
     @cython.locals(fair_prev=Task)
     cpdef _pick_next_task(self, Rq rq, Task prev)

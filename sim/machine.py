@@ -55,6 +55,9 @@ class Machine:
         self.cpus_by_distance = [self._by_distance(cpu) for cpu in range(n)]
         self.tick_ns = topology.tick_ns
         self.smt = topology.threads_per_core > 1
+        self.siblings = topology.siblings
+        # the widest sched domain of each CPU: where its nohz kick looks
+        self.nohz_span = [d[-1].span if d else (cpu,) for cpu, d in enumerate(topology.domains)]
         self.root_tg = TaskGroup(ROOT, None, 1024, n, None)
         self.groups: dict[str, TaskGroup] = {ROOT: self.root_tg}
         for rq in self.rqs:
@@ -64,6 +67,7 @@ class Machine:
         # the fair class is the pluggable policy; the RT class ranks above it
         self.policy = policy_cls(sched_cfg, self)
         self.rt = RtClass(sched_cfg, self)
+        self.rt_rqs = self.rt.rt_rqs
         self.default_task_policy = (sched_cfg.get("task_policy", SCHED_NORMAL),
                                     int(sched_cfg.get("rt_priority", 50)))
         self.group_task_policy: dict[TaskGroup, tuple[str, int]] = {}
@@ -170,6 +174,14 @@ class Machine:
         """The class a task is scheduled by (rt_sched_class above fair)."""
         return self.rt if p.prio < MAX_RT_PRIO else self.policy
 
+    def _update_curr(self, rq: Rq, curr: Task) -> None:
+        """curr's class brings its accounting up to now (sched_class(curr),
+        without the dynamic dispatch on the hot path)."""
+        if curr.prio < MAX_RT_PRIO:
+            self.rt.update_curr(rq)
+        else:
+            self.policy.update_curr(rq)
+
     def resched_curr(self, rq: Rq) -> None:
         rq.need_resched = True
         self.schedule(rq)
@@ -177,13 +189,16 @@ class Machine:
     def idle_core(self, cpu: int) -> bool:
         """All SMT siblings of ``cpu`` (itself included) are idle."""
         idle = self.idle_cpus
-        for c in self.topology.siblings[cpu]:
+        for c in self.siblings[cpu]:
             if c not in idle:
                 return False
         return True
 
     def wake_up_new_task(self, p: Task, hint_cpu: int) -> None:
-        cpu = self.sched_class(p).select_task_rq(p, hint_cpu, WF_FORK)
+        if p.prio < MAX_RT_PRIO:
+            cpu = self.rt.select_task_rq(p, hint_cpu, WF_FORK)
+        else:
+            cpu = self.policy.select_task_rq(p, hint_cpu, WF_FORK)
         p.cpu = cpu
         # the fair entity's pointers are kept for RT tasks too (set_task_rq)
         self.policy.set_task_rq(p, cpu)
@@ -194,7 +209,10 @@ class Machine:
         """try_to_wake_up()"""
         if not p.sleeping or p.dead:
             return
-        cpu = self.sched_class(p).select_task_rq(p, p.cpu, WF_TTWU)
+        if p.prio < MAX_RT_PRIO:
+            cpu = self.rt.select_task_rq(p, p.cpu, WF_TTWU)
+        else:
+            cpu = self.policy.select_task_rq(p, p.cpu, WF_TTWU)
         flags = ENQUEUE_WAKEUP
         if cpu != p.cpu:
             self._set_task_cpu(p, cpu)
@@ -396,7 +414,7 @@ class Machine:
         """SMT siblings share their core: with n hardware threads busy each
         runs at smt_throughput / n of a lone thread's speed.  Called when
         ``rq`` turns busy or idle; re-times the siblings' running work."""
-        siblings = self.topology.siblings[rq.cpu]
+        siblings = self.siblings[rq.cpu]
         rqs = self.rqs
         smt = self._smt_speed(rq)
         mem = self.memory
@@ -430,7 +448,7 @@ class Machine:
             return 1.0
         rqs = self.rqs
         busy = 0
-        for c in self.topology.siblings[rq.cpu]:
+        for c in self.siblings[rq.cpu]:
             if rqs[c].curr is not None:
                 busy += 1
         return 1.0 if busy <= 1 else self.topology.smt_throughput / busy
@@ -468,7 +486,7 @@ class Machine:
         now = self.engine._now
         self._charge(rq, now)
         p.remaining = 0               # the event was timed to the burst's end
-        self.sched_class(p).update_curr(rq)
+        self._update_curr(rq, p)
         action = p.owner.burst_done(p)
         if action == 0:
             if p.remaining <= 0:
@@ -491,7 +509,7 @@ class Machine:
     def _next_tick_time(self, rq: Rq, now: int) -> int | None:
         tick = self.tick_ns
         boundary = (now // tick + 1) * tick
-        if rq.nr_running >= 2 or self.rt.rt_rqs[rq.cpu].rt_nr_running:
+        if rq.nr_running >= 2 or self.rt_rqs[rq.cpu].rt_nr_running:
             return boundary           # RT runtime and RR quanta are counted in ticks
         if rq.nr_running == 1:
             # a lone task needs no preemption check; only periodic balancing
@@ -563,7 +581,10 @@ class Machine:
         policy = self.policy
         curr = rq.curr
         if curr is not None:
-            self.sched_class(curr).task_tick(rq, curr)
+            if curr.prio < MAX_RT_PRIO:
+                self.rt.task_tick(rq, curr)
+            else:
+                policy.task_tick(rq, curr)
         if rq.nr_running >= 2 and self.idle_cpus:
             self._nohz_idle_balance(rq, now)
         if now >= rq.next_balance:
@@ -578,9 +599,7 @@ class Machine:
     def _nohz_idle_balance(self, busy: Rq, now: int) -> None:
         """nohz_balancer_kick(): an idle CPU balances on behalf of the idle
         ones whose balance interval has expired."""
-        span = self.topology.domains[busy.cpu][-1].span if self.topology.domains[busy.cpu] \
-            else (busy.cpu,)
-        for cpu in span:
+        for cpu in self.nohz_span[busy.cpu]:
             if busy.nr_running < 2:
                 break
             if cpu not in self.idle_cpus:

@@ -1,3 +1,10 @@
+# Compiled declarations of sim/rq.py (docs/architecture.md, "Compiled core").
+
+cimport cython
+
+# the PELT decay rate, a C double in the hot paths
+cdef double _DECAY_PER_NS
+
 cdef class TaskGroup:
     cdef public object name
     cdef public TaskGroup parent
@@ -29,6 +36,7 @@ cdef class SchedEntity:
     cdef public object vlag
     cdef public object deadline
     cdef public object slice
+    @cython.locals(delta=cython.longlong, y=cython.double)
     cpdef update_avg(self, long long now)
     cpdef double load_avg(self, long long now)
 
@@ -53,7 +61,9 @@ cdef class CfsRq:
     cdef public bint throttled
     cdef public long throttle_count
     cdef public object throttled_clock
+    @cython.locals(delta=cython.longlong, y=cython.double)
     cpdef update_load_avg(self, long long now)
+    @cython.locals(delta=cython.double)
     cpdef update_tg_load_avg(self)
 
 cdef class Rq:

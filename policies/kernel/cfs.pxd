@@ -5,6 +5,18 @@ from sim.sched_class cimport KernelScheduler
 from sim.rq cimport SchedEntity, CfsRq, Rq, TaskGroup
 from sim.task cimport Task
 from sim.engine cimport Engine
+from sim.heap cimport Node, heap_pop, heap_push
+
+# constants the hot paths use, as C integers rather than module globals
+cdef long long NICE_0_LOAD, MIN_SHARES, BUSY_FACTOR, IMBALANCE_PCT, SCHED_NR_MIGRATE
+cdef long long LOAD_AVG_PERIOD_NS, MAX_LOAD_BALANCE_INTERVAL_MS_PER_CPU
+cdef long CPU_IDLE, CPU_NEWLY_IDLE, CPU_NOT_IDLE, DEQUEUE_SLEEP, ENQUEUE_INITIAL
+cdef long ENQUEUE_MIGRATED, ENQUEUE_WAKEUP, WF_FORK
+
+cdef class RbNode(Node):
+    cdef public SchedEntity se
+
+cpdef RbNode rb_node(long long vruntime, long long seq, SchedEntity se)
 
 cdef class CFS(KernelScheduler):
     cdef public long long factor
@@ -17,17 +29,21 @@ cdef class CFS(KernelScheduler):
     cdef public bint wakeup_preemption
     cdef public bint hrtick
     cdef public long cache_nice_tries
-    cdef public object _seq
+    cdef public long long _rb_seq
     cdef public Engine clock
     cdef public list blocked_cfs_rqs
     cdef public long long next_blocked
     cdef public dict _h_load
     cdef public long long _h_load_at
     cdef public object bandwidth
+    cdef public list domains
+    cdef public list _balance_interval
 
+    cpdef long long _next_seq(self)
+    @cython.locals(seq=cython.longlong)
     cpdef _enqueue_timeline(self, CfsRq cfs_rq, SchedEntity se)
     cpdef _dequeue_timeline(self, CfsRq cfs_rq, SchedEntity se)
-    @cython.locals(se=SchedEntity)
+    @cython.locals(se=SchedEntity, node=RbNode, timeline=list)
     cpdef _pick_first_entity(self, CfsRq cfs_rq)
     @cython.locals(w=cython.longlong)
     cpdef long long calc_delta_fair(self, long long delta, SchedEntity se)

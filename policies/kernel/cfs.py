@@ -9,8 +9,9 @@ buddy (no sched_yield), SIS_PROP scan limits, wake_affine (no waker is
 modelled), active balancing of running tasks, misfit and asym-packing
 balancing, and util-based balancing (load and task counts only).
 
-The timeline is a binary heap keyed by vruntime with lazy deletion: an entry
-is live while its sequence number equals the entity's ``rb_seq``.
+The timeline is a binary heap (sim/heap.py) keyed by vruntime with lazy
+deletion: an entry is live while its sequence number equals the entity's
+``rb_seq``.
 
 CFS bandwidth control (cpu.max) is in sim/bandwidth.py; this file has fair.c's
 call sites: account_cfs_rq_runtime() in update_curr(), check_enqueue_throttle()
@@ -20,15 +21,15 @@ a throttled cfs_rq in enqueue_task()/dequeue_task(), and throttled_lb_pair().
 """
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass
-from itertools import count, islice
+from itertools import islice
 from typing import Optional
 
 from sim.bandwidth import SCHED_CFS_BANDWIDTH_SLICE_US, CfsBandwidthControl
 from sim.sched_class import (CPU_IDLE, CPU_NEWLY_IDLE, CPU_NOT_IDLE, DEQUEUE_SLEEP,
                              ENQUEUE_INITIAL, ENQUEUE_MIGRATED, ENQUEUE_WAKEUP, WF_FORK,
                              KernelScheduler, SchedConfig, tunable)
+from sim.heap import Node, heap_pop, heap_push
 from sim.rq import MIN_SHARES, NICE_0_LOAD
 
 SCHED_LATENCY_NS = 6_000_000
@@ -77,6 +78,23 @@ def sysctl_factor(ncpus: int, scaling: str) -> int:
     raise ValueError(f"scheduler.tunable_scaling = {scaling!r}: choose from none, log, linear")
 
 
+class RbNode(Node):
+    """A timeline entry: ``se`` queued at vruntime ``key``; live while
+    ``se.rb_seq`` is still this entry's ``seq`` (lazy deletion)."""
+
+    __slots__ = ("se",)
+
+
+def rb_node(vruntime: int, seq: int, se) -> RbNode:
+    # __new__ and field stores: compiled, a direct allocation instead of a
+    # generic constructor call with its argument tuple
+    node = RbNode.__new__(RbNode)
+    node.key = vruntime
+    node.seq = seq
+    node.se = se
+    return node
+
+
 def _opt(cfg, key, default):
     value = cfg.get(key) if cfg is not None else None
     return default if value is None else value
@@ -102,12 +120,18 @@ class CFS(KernelScheduler):
         self.wakeup_preemption = bool(_opt(cfg, "wakeup_preemption", True))
         self.hrtick = bool(_opt(cfg, "hrtick", False))
         self.cache_nice_tries = 1
-        self._seq = count(1)
+        self._rb_seq = 0               # the last timeline token handed out
         self.clock = machine.engine
         # rq->leaf_cfs_rq_list, reduced to the cfs_rqs whose load is blocked
         # (nothing queued, load not yet decayed): only they need
         # update_blocked_averages to decay and republish their load
         self.blocked_cfs_rqs: list[dict] = [{} for _ in machine.rqs]
+        # the sched domains are fixed: their spans and intervals are read
+        # once, not on every balance
+        topology = machine.topology
+        self.domains = topology.domains
+        self._balance_interval = [self._intervals_ns(d, topology.nr_cpus)
+                                  for d in topology.domains]
         self.next_blocked = 0
         self._h_load: dict = {}
         self._h_load_at = -1
@@ -119,10 +143,16 @@ class CFS(KernelScheduler):
     # timeline (the rbtree): the kernel's __enqueue_entity,
     # __dequeue_entity and __pick_first_entity, hooks that EEVDF and LAGS
     # override to keep their own orderings
+    def _next_seq(self):
+        """A fresh timeline token: tells a live entry from a stale one, and
+        orders entities queued at the same key."""
+        self._rb_seq += 1
+        return self._rb_seq
+
     def _enqueue_timeline(self, cfs_rq, se):
-        seq = next(self._seq)
+        seq = self._next_seq()
         se.rb_seq = seq
-        heapq.heappush(cfs_rq.timeline, (se.vruntime, seq, se))
+        heap_push(cfs_rq.timeline, rb_node(se.vruntime, seq, se))
 
     def _dequeue_timeline(self, cfs_rq, se):
         se.rb_seq = 0
@@ -130,10 +160,11 @@ class CFS(KernelScheduler):
     def _pick_first_entity(self, cfs_rq):
         timeline = cfs_rq.timeline
         while timeline:
-            _, seq, se = timeline[0]
-            if se.rb_seq == seq:
+            node = timeline[0]
+            se = node.se
+            if se.rb_seq == node.seq:
                 return se
-            heapq.heappop(timeline)
+            heap_pop(timeline)
         return None
 
     # ------------------------------------------------------------------
@@ -797,7 +828,7 @@ class CFS(KernelScheduler):
         innermost first; stops at the first level that moved work.  Blocked
         load is refreshed first (run_rebalance_domains, newidle_balance)."""
         self.update_blocked_averages(rq.cpu)
-        for sd in self.machine.topology.domains[rq.cpu]:
+        for sd in self.domains[rq.cpu]:
             moved = self.load_balance(rq, sd.span, idle)
             if moved:
                 return moved
@@ -806,13 +837,17 @@ class CFS(KernelScheduler):
     def balance_interval_ns(self, rq, idle):
         """sd->balance_interval (ms = span weight), x busy_factor when busy,
         capped at max_load_balance_interval; the innermost level decides."""
-        topology = self.machine.topology
-        domains = topology.domains[rq.cpu]
+        busy, not_busy = self._balance_interval[rq.cpu]
+        return busy if idle == CPU_NOT_IDLE else not_busy
+
+    def _intervals_ns(self, domains, nr_cpus):
+        """balance_interval_ns of a CPU with these sched domains: (busy, idle)."""
         if not domains:
-            return self.machine.tick_ns
-        interval = domains[0].interval_ms * (BUSY_FACTOR if idle == CPU_NOT_IDLE else 1)
-        cap = MAX_LOAD_BALANCE_INTERVAL_MS_PER_CPU * topology.nr_cpus
-        return min(interval, cap) * 1_000_000
+            tick = self.machine.tick_ns
+            return tick, tick
+        cap = MAX_LOAD_BALANCE_INTERVAL_MS_PER_CPU * nr_cpus
+        return tuple(min(domains[0].interval_ms * factor, cap) * 1_000_000
+                     for factor in (BUSY_FACTOR, 1))
 
     def newidle_allowed(self, rq):
         return rq.avg_idle >= self.migration_cost

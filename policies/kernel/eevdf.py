@@ -188,7 +188,7 @@ class EEVDF(CFS):
     # timeline
     def _enqueue_timeline(self, cfs_rq, se):
         self.avg_vruntime_add(cfs_rq, se)
-        seq = next(self._seq)
+        seq = self._next_seq()
         se.rb_seq = seq
         insort(cfs_rq.timeline, (se.vruntime, seq, se))
 

@@ -447,7 +447,7 @@ class LAGS(CFS):
 
     def _enqueue_timeline(self, cfs_rq, se):
         if self.lags_ordering and self._aware_se(se):
-            seq = next(self._seq)
+            seq = self._next_seq()
             se.rb_seq = seq
             q = self._aware_q.get(cfs_rq)
             if q is None:
