@@ -26,7 +26,12 @@ refill cost: its first misses are compulsory and belong to its own work.
 """
 from __future__ import annotations
 
-import math
+import cython
+
+if cython.compiled:            # the C library's functions: no Python call, no boxing
+    from cython.cimports.libc.math import expm1, log2
+else:
+    from math import expm1, log2
 
 
 class CostModel:
@@ -75,7 +80,7 @@ class CostModel:
         if away_ns is None or self.refill_ns_per_line == 0:
             return 0
         lines = min(ws_bytes, self.max_refill_bytes) / self.cache_line_bytes
-        evicted = 1.0 if migrated else -math.expm1(-away_ns / self.cache_decay_ns)
+        evicted = 1.0 if migrated else -expm1(-away_ns / self.cache_decay_ns)
         return int(lines * evicted * self.refill_ns_per_line)
 
     def switch_cost_ns(self, levels: int, ws_bytes: int, away_ns: int | None,
@@ -84,5 +89,5 @@ class CostModel:
         if migrated:
             cost += self.migration_ns
         if self.queue_ns_per_log2 and nr_running > 1:
-            cost += int(self.queue_ns_per_log2 * math.log2(nr_running))
+            cost += int(self.queue_ns_per_log2 * log2(nr_running))
         return cost + self.refill_ns(ws_bytes, away_ns, migrated)

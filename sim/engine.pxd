@@ -6,6 +6,7 @@ cdef class _Call(Node):
     cdef public object fn
     cdef public tuple args
 
+@cython.locals(call=_Call)
 cpdef _Call new_call(long long t, long long seq, fn, tuple args)
 
 cdef class Engine:

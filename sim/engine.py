@@ -48,22 +48,33 @@ def new_call(t: int, seq: int, fn, args: tuple) -> _Call:
 
 class RngStream:
     """A named, seeded random stream that draws in batches (numpy calls are
-    expensive one at a time, cheap in bulk)."""
+    expensive one at a time, cheap in bulk).  Batches start small and double
+    up to 4096, so the hundreds of streams of a dense host that each draw a
+    few hundred values do not generate thousands; the values are the same
+    for any batch sizes, since each stream draws one kind of variate and
+    numpy's Generator produces them one after another."""
 
-    _BATCH = 4096
+    _FIRST_BATCH = 64
+    _MAX_BATCH = 4096
 
     def __init__(self, seed: int, name: str):
         seq = np.random.SeedSequence(entropy=seed, spawn_key=(zlib.crc32(name.encode()),))
         self.gen = np.random.Generator(np.random.PCG64(seq))
+        self._batch = self._FIRST_BATCH
         self._exp = iter(())
         self._uni = iter(())
         self._norm = iter(())
+
+    def _next_batch(self) -> int:
+        n = self._batch
+        self._batch = min(2 * n, self._MAX_BATCH)
+        return n
 
     def exponential(self, mean: float) -> float:
         try:
             return next(self._exp) * mean
         except StopIteration:
-            self._exp = iter(self.gen.standard_exponential(self._BATCH).tolist())
+            self._exp = iter(self.gen.standard_exponential(self._next_batch()).tolist())
             return next(self._exp) * mean
 
     def lognormal(self, mean: float, sigma: float) -> float:
@@ -71,7 +82,7 @@ class RngStream:
         try:
             z = next(self._norm)
         except StopIteration:
-            self._norm = iter(self.gen.standard_normal(self._BATCH).tolist())
+            self._norm = iter(self.gen.standard_normal(self._next_batch()).tolist())
             z = next(self._norm)
         return mean * math.exp(sigma * z - 0.5 * sigma * sigma)
 
@@ -79,7 +90,7 @@ class RngStream:
         try:
             return next(self._uni)
         except StopIteration:
-            self._uni = iter(self.gen.random(self._BATCH).tolist())
+            self._uni = iter(self.gen.random(self._next_batch()).tolist())
             return next(self._uni)
 
 

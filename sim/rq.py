@@ -15,6 +15,13 @@ from __future__ import annotations
 
 import math
 
+import cython
+
+if cython.compiled:            # the C library's exp: no Python call, no boxing
+    from cython.cimports.libc.math import exp
+else:
+    from math import exp
+
 from sim.bandwidth import CfsBandwidth
 
 NICE_0_LOAD = 1024
@@ -44,7 +51,7 @@ def nice_to_weight(nice: int) -> int:
 
 def pelt_decay(delta_ns: int) -> float:
     """Fraction of an average that survives ``delta_ns`` (y^(delta/1024us))."""
-    return math.exp(-delta_ns * _DECAY_PER_NS)
+    return exp(-delta_ns * _DECAY_PER_NS)
 
 
 class TaskGroup:
@@ -104,7 +111,7 @@ class SchedEntity:
     def update_avg(self, now: int) -> None:
         delta = now - self.avg_last_update
         if delta > 0:
-            y = math.exp(-delta * _DECAY_PER_NS)
+            y = exp(-delta * _DECAY_PER_NS)
             self.runnable_avg = self.runnable_avg * y + (1.0 - y) if self.on_rq \
                 else self.runnable_avg * y
             self.avg_last_update = now
@@ -153,7 +160,7 @@ class CfsRq:
         """
         delta = now - self.avg_last_update
         if delta > 0:
-            y = math.exp(-delta * _DECAY_PER_NS)
+            y = exp(-delta * _DECAY_PER_NS)
             self.load_avg = self.load_avg * y + (1.0 - y) * self.load_weight
             self.avg_last_update = now
 

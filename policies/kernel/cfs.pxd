@@ -6,6 +6,7 @@ from sim.rq cimport SchedEntity, CfsRq, Rq, TaskGroup
 from sim.task cimport Task
 from sim.engine cimport Engine
 from sim.heap cimport Node, heap_pop, heap_push
+from sim.machine cimport Machine
 
 # constants the hot paths use, as C integers rather than module globals
 cdef long long NICE_0_LOAD, MIN_SHARES, BUSY_FACTOR, IMBALANCE_PCT, SCHED_NR_MIGRATE
@@ -16,6 +17,7 @@ cdef long ENQUEUE_MIGRATED, ENQUEUE_WAKEUP, WF_FORK
 cdef class RbNode(Node):
     cdef public SchedEntity se
 
+@cython.locals(node=RbNode)
 cpdef RbNode rb_node(long long vruntime, long long seq, SchedEntity se)
 
 cdef class CFS(KernelScheduler):
@@ -117,11 +119,11 @@ cdef class CFS(KernelScheduler):
     @cython.locals(curr=Task, se=SchedEntity, pse=SchedEntity, scale=bint)
     cpdef check_preempt_wakeup(self, Rq rq, Task p)
     cpdef select_task_rq(self, Task p, long prev_cpu, long wake_flags)
-    @cython.locals(start=cython.long, i=cython.long)
+    @cython.locals(m=Machine, start=cython.long, i=cython.long)
     cpdef select_idle_sibling(self, Task p, long target)
-    @cython.locals(cpu=cython.long)
+    @cython.locals(m=Machine, cpu=cython.long)
     cpdef _first_idle(self, Task p, list cpus, fallback)
-    @cython.locals(now=cython.longlong, cfs=CfsRq, rqs=list)
+    @cython.locals(m=Machine, now=cython.longlong, cfs=CfsRq, rqs=list)
     cpdef find_idlest_cpu(self, Task p, long prev_cpu)
     @cython.locals(now=cython.longlong)
     cpdef double cfs_rq_h_load(self, CfsRq cfs_rq)
@@ -132,9 +134,9 @@ cdef class CFS(KernelScheduler):
     cpdef bint task_hot(self, Task p, long long now)
     @cython.locals(tg_cfs_rq=list)
     cpdef bint can_migrate_task(self, Task p, long dst_cpu, Rq src_rq, long long now)
-    @cython.locals(rqs=list, now=cython.longlong, rq=Rq, busiest=Rq, cpu=cython.long)
+    @cython.locals(m=Machine, rqs=list, now=cython.longlong, rq=Rq, busiest=Rq, cpu=cython.long)
     cpdef find_busiest_queue(self, span, Rq dst_rq, long idle)
-    @cython.locals(src_rq=Rq, now=cython.longlong, moved=cython.long, dst_cpu=cython.long,
+    @cython.locals(m=Machine, src_rq=Rq, now=cython.longlong, moved=cython.long, dst_cpu=cython.long,
                    p=Task, busiest_load=cython.double, local_load=cython.double,
                    load=cython.double)
     cpdef load_balance(self, Rq dst_rq, span, long idle)

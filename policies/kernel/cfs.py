@@ -769,7 +769,8 @@ class CFS(KernelScheduler):
         return True
 
     def find_busiest_queue(self, span, dst_rq, idle):
-        rqs = self.machine.rqs
+        m = self.machine
+        rqs = m.rqs
         now = self.clock._now
         busiest, busiest_key = None, None
         for cpu in span:
@@ -801,6 +802,7 @@ class CFS(KernelScheduler):
             imbalance = (busiest_load - local_load) / 2
         moved = 0
         dst_cpu = dst_rq.cpu
+        m = self.machine
         # detach_tasks() examines at most loop_max = sysctl_sched_nr_migrate
         # tasks, least recently run first
         for p in list(islice(src_rq.cfs_tasks, SCHED_NR_MIGRATE)):
@@ -813,7 +815,7 @@ class CFS(KernelScheduler):
                 if load / 2 > imbalance:
                     continue
                 imbalance -= load
-            self.machine.move_queued_task(p, src_rq, dst_rq)
+            m.move_queued_task(p, src_rq, dst_rq)
             moved += 1
             if imbalance is None or imbalance <= 0:
                 break
