@@ -400,12 +400,14 @@ class Machine:
     def _charge(self, rq: Rq, now: int) -> None:
         ran = now - rq.run_start
         if ran > 0:
-            rq.curr.remaining -= ran if rq.speed == 1.0 else int(ran * rq.speed)
+            curr = rq.curr
+            curr.remaining -= ran if rq.speed == 1.0 else int(ran * rq.speed)
             rq.busy_ns += ran
             rq.run_start = now
 
     def _arm_completion(self, rq: Rq) -> None:
-        remaining = rq.curr.remaining
+        curr = rq.curr
+        remaining = curr.remaining
         if rq.speed != 1.0:
             remaining = -int(-remaining // rq.speed)
         self.engine.push(rq.run_start + remaining, self._on_burst_end, (rq, rq.gen))

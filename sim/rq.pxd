@@ -74,19 +74,19 @@ cdef class Rq:
     cdef public dict cfs_tasks
     cdef public bint need_resched
     cdef public long long gen
-    cdef public object run_start
-    cdef public object switch_end
-    cdef public object idle_since
-    cdef public object avg_idle
-    cdef public object next_balance
+    cdef public long long run_start
+    cdef public long long switch_end
+    cdef public long long idle_since
+    cdef public long long avg_idle
+    cdef public long long next_balance
     cdef public long nr_balance_failed
     cdef public bint ticking
     cdef public long long tick_gen
-    cdef public object tick_at
+    cdef public long long tick_at
     cdef public long long hrtick_gen
     cdef public bint resched_pending
     cdef public double speed
     cdef public long long nr_switches
-    cdef public object busy_ns
-    cdef public object overhead_ns
+    cdef public long long busy_ns
+    cdef public long long overhead_ns
     cdef public long long runtime_expiry_gen
