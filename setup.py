@@ -1,13 +1,28 @@
 """Build hook: Cython compiles the simulator's hot core (sim/compiled.py
 lists the modules; docs/architecture.md, "Compiled core", explains why).
 Everything else is in pyproject.toml.  COLOSIM_PURE_PYTHON=1 at build time
-installs the Python sources only."""
+installs the Python sources only, and so does a machine where compiling
+fails (no C compiler, say), with a warning: the simulator then runs, only
+several times slower."""
 import os
 import runpy
+import sys
 
 from setuptools import setup
+from setuptools.command.build_ext import build_ext
 
 COMPILED = runpy.run_path(os.path.join("sim", "compiled.py"))
+
+
+class OptionalBuildExt(build_ext):
+    def run(self):
+        # a failure stops the whole build before anything is copied into
+        # place, so the core is compiled entirely or not at all
+        try:
+            super().run()
+        except Exception as err:   # noqa: BLE001 - any compiler failure
+            print(f"warning: the compiled core was not built ({err}); colosim runs its "
+                  "Python sources, several times slower", file=sys.stderr)
 
 
 def ext_modules():
@@ -27,4 +42,4 @@ def ext_modules():
         quiet=True)
 
 
-setup(ext_modules=ext_modules())
+setup(ext_modules=ext_modules(), cmdclass={"build_ext": OptionalBuildExt})

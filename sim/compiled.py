@@ -24,6 +24,7 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
+import warnings
 from pathlib import Path
 
 # dotted names, in dependency order (a module's .pxd cimports earlier ones)
@@ -100,8 +101,26 @@ class _StaleGuard:
         return None
 
 
+def choose_finder():
+    """The finder this environment asks for: the sources' (COLOSIM_PURE_PYTHON
+    set) or the stale-module guard.  A core compiled only in part (a build
+    interrupted half way) cannot run: its compiled modules expect the
+    others' C types, so then every module comes from its source, with a
+    warning."""
+    if pure_python():
+        return _SourceFinder
+    built = [m for m in COMPILED_MODULES if compiled_file(m) is not None]
+    if built and len(built) < len(COMPILED_MODULES):
+        missing = sorted(set(COMPILED_MODULES) - set(built))
+        warnings.warn(f"the compiled core is incomplete (no compiled {', '.join(missing)}); "
+                      f"running the Python sources.  Rebuild with `{REBUILD_HINT}`.",
+                      RuntimeWarning, stacklevel=3)
+        return _SourceFinder
+    return _StaleGuard
+
+
 def install() -> None:
-    """Put the finder this environment asks for in front of the import system."""
-    finder = _SourceFinder if pure_python() else _StaleGuard
+    """Put the chosen finder in front of the import system."""
+    finder = choose_finder()
     if not any(f is finder for f in sys.meta_path):
         sys.meta_path.insert(0, finder)

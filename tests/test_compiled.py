@@ -100,6 +100,19 @@ def test_a_stale_compiled_module_is_refused(tmp_path, monkeypatch):
         compiled._StaleGuard.find_spec("sim.machine")
 
 
+def test_an_incomplete_core_runs_the_sources(tmp_path, monkeypatch):
+    monkeypatch.setattr(compiled, "ROOT", tmp_path)
+    monkeypatch.delenv(compiled.PURE_ENV, raising=False)
+    assert compiled.choose_finder() is compiled._StaleGuard       # nothing compiled
+    (tmp_path / "sim").mkdir()
+    suffix = compiled.importlib.machinery.EXTENSION_SUFFIXES[0]
+    (tmp_path / "sim" / ("machine" + suffix)).write_text("")
+    with pytest.warns(RuntimeWarning, match="incomplete.*no compiled policies.kernel.cfs"):
+        assert compiled.choose_finder() is compiled._SourceFinder
+    monkeypatch.setenv(compiled.PURE_ENV, "1")
+    assert compiled.choose_finder() is compiled._SourceFinder
+
+
 def test_a_policy_missing_part_of_the_interface_fails_at_construction():
     class Partial(KernelScheduler):
         def enqueue_task(self, rq, p, flags):
