@@ -1,6 +1,7 @@
 """The `colosim` command line."""
 
 import argparse
+import errno
 import os
 import re
 import sys
@@ -81,45 +82,86 @@ def _add_cleanup_command(commands) -> None:
     """`colosim cleanup` (backends/real/): leftovers of a crashed real-host run."""
     cleanup = commands.add_parser(
         "cleanup",
-        help="remove colosim-* cgroups left by a crashed real-host run (kills their processes)",
+        help="remove colosim-* cgroups (killing their processes) and resctrl groups left by "
+        "a crashed real-host run",
         description="Kill the processes in every colosim-* cgroup, in every cgroup hierarchy, "
-        "remove those cgroups, and list what was removed. Needs root. Touches nothing "
-        "outside the colosim- prefix.",
+        "remove those cgroups and every colosim-* resctrl group (through the RDT sidecar; "
+        "their tasks go back to the root group), and list what was removed. Needs root. "
+        "Touches nothing outside the colosim- prefix.",
     )
     cleanup.add_argument("--run", default=None,
-                         help="only the run named RUN (cgroups colosim-RUN); default: every run")
+                         help="only the run named RUN (cgroups colosim-RUN, resctrl groups "
+                         "colosim-RUN-*); default: every run")
     cleanup.add_argument("--dry-run", action="store_true",
-                         help="list the colosim-* cgroups and their processes, change nothing")
+                         help="list the colosim-* cgroups and resctrl groups and their "
+                         "processes, change nothing")
     cleanup.set_defaults(handler=_cleanup)
 
 
 def _cleanup(args: argparse.Namespace) -> int:
     from backends.real import cgroupfs
 
+    name = None
+    if args.run is not None:
+        name = args.run if args.run.startswith(cgroupfs.PREFIX) else cgroupfs.PREFIX + args.run
     try:
         layout = cgroupfs.detect_layout()
         tops = cgroupfs.find_leftovers(layout)
-        if args.run is not None:
-            name = args.run if args.run.startswith(cgroupfs.PREFIX) else cgroupfs.PREFIX + args.run
+        if name is not None:
             tops = [t for t in tops if t.name == name]
         if not tops:
-            print("nothing to clean up: no colosim-* cgroups")
-            return 0
-        if args.dry_run:
+            print(f"no {name or cgroupfs.PREFIX + '*'} cgroups")
+        elif args.dry_run:
             for t in tops:
                 print(f"would remove {t} (processes: {cgroupfs.tree_pids(t) or 'none'})")
-            return 0
-        if os.geteuid() != 0:
+        elif os.geteuid() != 0:
             return _fail(f"cleanup needs root (running as uid {os.geteuid()}); found: "
                          + ", ".join(map(str, tops)))
-        for t in tops:
-            removed, killed = cgroupfs.remove_tree(t, layout)
-            for pid in killed:
-                print(f"killed pid {pid} (in {t})")
-            for d in removed:
-                print(f"removed {d}")
+        else:
+            for t in tops:
+                removed, killed = cgroupfs.remove_tree(t, layout)
+                for pid in killed:
+                    print(f"killed pid {pid} (in {t})")
+                for d in removed:
+                    print(f"removed {d}")
     except cgroupfs.CgroupError as e:
         return _fail(e)
+    return _cleanup_resctrl(f"{name}-" if name else cgroupfs.PREFIX, args.dry_run)
+
+
+def _cleanup_resctrl(prefix: str, dry_run: bool) -> int:
+    """The resctrl groups under ``prefix``, through the RDT sidecar (as
+    backends/real/rdt.py's docstring says); nothing to remove without resctrl."""
+    from backends.host import RdtError
+    from backends.real import detect
+    from backends.real.rdt import RdtSidecar
+
+    try:
+        sc = RdtSidecar(prefix=prefix)
+    except RdtError as e:
+        # no sidecar (e.g. no go to build it) only matters where resctrl could hold groups
+        if detect.resctrl_mounted():
+            return _fail(f"resctrl groups not checked: {e.strerror}")
+        print(f"no {prefix}* resctrl groups: resctrl is not mounted")
+        return 0
+    try:
+        if dry_run:
+            found = sc.classes()
+            for cls, c in found.items():
+                print(f"would remove resctrl group {sc.prefix}{cls} "
+                      f"(tasks: {c.get('pids') or 'none'})")
+        else:
+            found = sc.cleanup()
+            for cls in found:
+                print(f"removed resctrl group {sc.prefix}{cls}")
+        if not found:
+            print(f"no {sc.prefix}* resctrl groups")
+    except RdtError as e:
+        if e.errno != errno.ENODEV:
+            return _fail(f"resctrl: {e.strerror}")
+        print(f"no {sc.prefix}* resctrl groups: {e.strerror}")
+    finally:
+        sc.close()
     return 0
 
 

@@ -163,8 +163,7 @@ def fingerprint(probe_perf: bool = True) -> dict:
         cgv = "+".join(f"v{v}" for v in sorted(versions)) or None
     except OSError:
         layout, cg, cgv = None, None, None
-    resctrl = Path("/sys/fs/resctrl/schemata").exists() or any(
-        line.split()[2:3] == ["resctrl"] for line in _read("/proc/mounts").splitlines())
+    resctrl = resctrl_mounted()
     resctrl_fs = "resctrl" in _read("/proc/filesystems")
     pe = perf_events(probe_perf)
     fp.update({
@@ -179,6 +178,24 @@ def fingerprint(probe_perf: bool = True) -> dict:
         "perf_hardware_events": pe["hardware"],
     })
     return fp
+
+
+def resctrl_mounted() -> bool:
+    return Path("/sys/fs/resctrl/schemata").exists() or any(
+        line.split()[2:3] == ["resctrl"] for line in _read("/proc/mounts").splitlines())
+
+
+def rdt_missing() -> str | None:
+    """What keeps RDT (resctrl) from this host, in the RDT sidecar's words
+    (or why the sidecar could not run); None when it is usable."""
+    from backends.host import RdtError
+    from backends.real.rdt import RdtSidecar
+    try:
+        with RdtSidecar() as sc:
+            sc.rdt_info()
+    except RdtError as e:
+        return e.strerror
+    return None
 
 
 def _read(path: str) -> str:

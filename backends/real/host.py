@@ -19,24 +19,38 @@ splits that parent's RT runtime equally among its children (the run's top
 cgroup gets the root's unallocated runtime).  Each function then has an RT
 budget of (its share) per ``cpu.rt_period_us`` per CPU, a stricter cap than
 the simulator's global 95 % RT throttling.
+
+The ``rdt_*`` methods go through one RDT sidecar (backends/real/rdt.py),
+started on first use with the run's prefix (``colosim-<run>-``) and closed
+with its classes removed by :meth:`close`.  Without resctrl every ``rdt_*``
+raises RdtError(ENODEV) with what the sidecar says is missing.  The root
+group's schemata (system/default, which SimHost lets ``rdt_update_class("")``
+rewrite) are outside the prefix, which the sidecar never writes: that
+update is refused with EPERM.
 """
 from __future__ import annotations
 
+import errno
 import os
 import threading
 import time
+from typing import Callable
 
 import numpy as np
 
-from backends.host import Completed, CpuStat, trace_demand
+from backends.host import Completed, CpuStat, RdtError, RdtLimits, trace_demand
 from backends.real.cgroupfs import CgroupError, CgroupFS
+from backends.real.rdt import RdtSidecar
 
 _POLICIES = {"rr": os.SCHED_RR, "normal": os.SCHED_OTHER}
 
 
 class RealHost:
     def __init__(self, cg: CgroupFS, functions: list[str], trace=None,
-                 parent_cgroup: str = "", create: bool = True):
+                 parent_cgroup: str = "", create: bool = True,
+                 rdt_sidecar: Callable[..., RdtSidecar] = RdtSidecar):
+        """``rdt_sidecar(prefix=, pids_of=)`` makes the RDT sidecar (tests
+        substitute one running against an emulated resctrl)."""
         self.cg = cg
         self._functions = ["/" + CgroupFS.norm(f) for f in functions]
         self._trace = trace
@@ -44,6 +58,9 @@ class RealHost:
         self._parent = "/" + p if p else ""
         self._done: list[tuple[str, float, float]] = []
         self._lock = threading.Lock()
+        self._make_rdt = rdt_sidecar
+        self._rdt: RdtSidecar | None = None
+        self._rdt_missing: RdtError | None = None
         if create:
             for f in self._functions:
                 cg.create(f)
@@ -151,5 +168,60 @@ class RealHost:
                              f"{', '.join(self._functions)}")
         return c
 
+    # --- RDT (the sidecar) --------------------------------------------------
+    def rdt(self) -> RdtSidecar:
+        """The run's sidecar, started on first use; RdtError when RDT is
+        unavailable.  Every rdt_* calls it before anything else, so without
+        resctrl they all fail with what is missing, not with their own checks."""
+        if self._rdt_missing is not None:
+            raise RdtError(self._rdt_missing.errno, self._rdt_missing.strerror)
+        if self._rdt is None:
+            sc = self._make_rdt(prefix=f"{self.cg.name}-", pids_of=self.cg.pids)
+            try:
+                sc.rdt_info()
+            except RdtError as e:
+                sc.close()
+                if e.errno == errno.ENODEV:   # resctrl will not appear during the run
+                    self._rdt_missing = e
+                raise
+            self._rdt = sc
+        return self._rdt
+
+    def rdt_info(self) -> RdtLimits:
+        return self.rdt().rdt_info()
+
+    def rdt_create_class(self, name: str, l3_cbm: int | dict[int, int],
+                         mb_percent: int | dict[int, int] = 100, exclusive: bool = False) -> None:
+        self.rdt().rdt_create_class(name, l3_cbm, mb_percent, exclusive)
+
+    def rdt_update_class(self, name: str, l3_cbm: int | dict[int, int] | None = None,
+                         mb_percent: int | dict[int, int] | None = None) -> None:
+        sc = self.rdt()
+        if name == "":
+            raise RdtError(errno.EPERM, "the root group's schemata (system/default) are outside "
+                                        "colosim's prefix, which the RDT sidecar never writes")
+        sc.rdt_update_class(name, l3_cbm, mb_percent)
+
+    def rdt_remove_class(self, name: str) -> None:
+        self.rdt().rdt_remove_class(name)
+
+    def rdt_assign(self, cgroup: str, name: str) -> None:
+        sc = self.rdt()
+        sc.rdt_assign(self._known(cgroup), name)
+
+    def rdt_class_of(self, cgroup: str) -> str:
+        sc = self.rdt()
+        return sc.rdt_class_of(self._known(cgroup))
+
+    def rdt_mon(self, name: str) -> dict[int, dict[str, int]]:
+        return self.rdt().rdt_mon(name)
+
     def close(self) -> None:
-        self.cg.remove()
+        """Remove the run's resctrl classes (their tasks go back to the root
+        group) and its cgroups, killing what still runs in them."""
+        rdt, self._rdt = self._rdt, None
+        try:
+            if rdt is not None:
+                rdt.close(cleanup=True)
+        finally:
+            self.cg.remove()

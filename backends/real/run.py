@@ -3,7 +3,8 @@ the simulator returns (summary, requests, intervals; same columns).
 
 Flow (``run_real``):
 1. refuse what the host cannot provide before creating anything: the
-   ``scheduler=`` (detect.check_scheduler), root and the cgroup controllers
+   ``scheduler=`` (detect.check_scheduler), RDT for a controller that uses
+   it (detect.rdt_missing), root and the cgroup controllers
    (cgroupfs.preflight), the workload (it must replay an invocation trace);
 2. build the native worker (gcc) and the trace (backends/real/trace.py);
 3. create ``colosim-<run>/<parent_cgroup>/<function>`` cgroups, apply the
@@ -14,7 +15,8 @@ Flow (``run_real``):
 5. replay the trace open loop (backends/real/loadgen.py) with interval
    sampling, the warm-up snapshot and the controller's start/step on the
    same loop;
-6. stop, tear everything down (also on SIGINT / SIGTERM / exceptions), and
+6. stop, tear everything down (also on SIGINT / SIGTERM / exceptions:
+   workers, the RDT sidecar's classes, the cgroups), and
    build the tables.  Columns the real host cannot measure
    (``sched_overhead_frac``, ``ctx_switch_cost_mean_us``,
    ``runqueue_wait_mean_s``, ``sim_events``) are null/NaN, never invented.
@@ -95,6 +97,19 @@ def check_host_scheduler(name: str) -> str:
                            f"scheduler={found}") from None
 
 
+def check_rdt(cfg: dict) -> None:
+    """RealRunError naming what is missing when the controller acts through
+    RDT (its ``uses_rdt``) and this host cannot provide it."""
+    from policies.control import NONE, module
+    name = (cfg.get("controller") or {}).get("controller") or NONE
+    if name == NONE or not module(name).CONTROLLER.uses_rdt:
+        return
+    missing = detect.rdt_missing()
+    if missing:
+        raise RealRunError(f"controller={name} needs RDT (resctrl), which backend=real cannot "
+                           f"provide on this host: {missing}")
+
+
 def _run_name(name: str) -> str:
     s = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:80] or "run"
     return f"{s}-{uuid.uuid4().hex[:6]}"
@@ -105,6 +120,7 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
     cfg = _plain(cfg)
     b = backend_keys(cfg)
     host_sched = check_host_scheduler(str(cfg["scheduler"]["name"]))
+    check_rdt(cfg)
     from backends.real.trace import SUPPORTED
     wname = cfg["workload"]["name"]
     periodic = wname in PERIODIC
@@ -163,6 +179,7 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
     except CgroupError as e:
         raise RealRunError(str(e)) from None
     workers: list[WorkerProc] = []
+    host = None
     perf = None
     sampler = None
     old_affinity = os.sched_getaffinity(0)
@@ -315,7 +332,10 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
             wp.kill()
         if sampler is not None:
             sampler.close()
-        cg.remove()
+        if host is not None:
+            host.close()
+        else:
+            cg.remove()
         if old_term is not None:
             signal.signal(signal.SIGTERM, old_term)
     if terminated:

@@ -30,6 +30,10 @@ class ControlConfig:
 
 
 class Controller:
+    # acts through host.rdt_*: the real backend refuses the run up front on
+    # a host without RDT (backends/real/run.py)
+    uses_rdt = False
+
     def __init__(self, cfg):
         self.cfg = cfg
         self.interval_s = float(cfg["interval_s"])

@@ -154,6 +154,8 @@ class SocketRdt:
 
 
 class DynamicPriority(Controller):
+    uses_rdt = True
+
     def start(self, host) -> None:
         info = host.rdt_info()
         self.info = info
