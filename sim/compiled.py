@@ -6,7 +6,7 @@ compiled module ``x.py`` has a ``x.pxd`` next to it that declares its
 classes' attribute types and its methods' argument types; the logic lives
 only in the ``.py``, which stays importable and runnable as it is.
 
-Two safeguards, both applied when ``sim`` is imported:
+Safeguards, applied when ``sim`` is imported (``choose_finder``):
 
 - ``COLOSIM_PURE_PYTHON=1`` in the environment imports the ``.py`` sources
   even where a compiled module exists (for debuggers, coverage, and the test
@@ -14,6 +14,9 @@ Two safeguards, both applied when ``sim`` is imported:
 - A compiled module older than its ``.py`` or ``.pxd`` would silently run old
   code, so importing it fails, naming the file and the command that rebuilds
   it.
+- A core compiled only in part cannot run (its compiled modules need each
+  other's C types), so then every module comes from its source, with a
+  warning.
 
 This module imports only the standard library: setup.py reads
 ``COMPILED_MODULES`` from it before anything is installed.
@@ -102,11 +105,8 @@ class _StaleGuard:
 
 
 def choose_finder():
-    """The finder this environment asks for: the sources' (COLOSIM_PURE_PYTHON
-    set) or the stale-module guard.  A core compiled only in part (a build
-    interrupted half way) cannot run: its compiled modules expect the
-    others' C types, so then every module comes from its source, with a
-    warning."""
+    """The finder for this environment: the sources' (COLOSIM_PURE_PYTHON set,
+    or a core compiled only in part) or the stale-module guard."""
     if pure_python():
         return _SourceFinder
     built = [m for m in COMPILED_MODULES if compiled_file(m) is not None]

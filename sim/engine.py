@@ -148,8 +148,7 @@ class Engine:
         if progress is not None and progress_every_ns:
             self.call_later(0, self._report, progress, until_ns, progress_every_ns, 0)
         thresholds = gc.get_threshold()
-        if gc.isenabled():
-            gc.set_threshold(GC_YOUNG_THRESHOLD, thresholds[1], thresholds[2])
+        gc.set_threshold(GC_YOUNG_THRESHOLD, thresholds[1], thresholds[2])
         gc.freeze()
         try:
             events = self._run_until(until_ns)

@@ -44,6 +44,7 @@ cdef class Machine:
 
     cpdef sched_class(self, Task p)
     cpdef _update_curr(self, Rq rq, Task curr)
+    cpdef long _select_task_rq(self, Task p, long prev_cpu, long wake_flags)
     cpdef resched_curr(self, Rq rq)
     cpdef bint idle_core(self, long cpu)
     cpdef wake_up_new_task(self, Task p, long hint_cpu)

@@ -174,13 +174,18 @@ class Machine:
         """The class a task is scheduled by (rt_sched_class above fair)."""
         return self.rt if p.prio < MAX_RT_PRIO else self.policy
 
+    # sched_class(p).<method>, each without the dynamic dispatch (compiled,
+    # the fair policy's methods are C calls)
     def _update_curr(self, rq: Rq, curr: Task) -> None:
-        """curr's class brings its accounting up to now (sched_class(curr),
-        without the dynamic dispatch on the hot path)."""
         if curr.prio < MAX_RT_PRIO:
             self.rt.update_curr(rq)
         else:
             self.policy.update_curr(rq)
+
+    def _select_task_rq(self, p: Task, prev_cpu: int, wake_flags: int) -> int:
+        if p.prio < MAX_RT_PRIO:
+            return self.rt.select_task_rq(p, prev_cpu, wake_flags)
+        return self.policy.select_task_rq(p, prev_cpu, wake_flags)
 
     def resched_curr(self, rq: Rq) -> None:
         rq.need_resched = True
@@ -195,10 +200,7 @@ class Machine:
         return True
 
     def wake_up_new_task(self, p: Task, hint_cpu: int) -> None:
-        if p.prio < MAX_RT_PRIO:
-            cpu = self.rt.select_task_rq(p, hint_cpu, WF_FORK)
-        else:
-            cpu = self.policy.select_task_rq(p, hint_cpu, WF_FORK)
+        cpu = self._select_task_rq(p, hint_cpu, WF_FORK)
         p.cpu = cpu
         # the fair entity's pointers are kept for RT tasks too (set_task_rq)
         self.policy.set_task_rq(p, cpu)
@@ -209,10 +211,7 @@ class Machine:
         """try_to_wake_up()"""
         if not p.sleeping or p.dead:
             return
-        if p.prio < MAX_RT_PRIO:
-            cpu = self.rt.select_task_rq(p, p.cpu, WF_TTWU)
-        else:
-            cpu = self.policy.select_task_rq(p, p.cpu, WF_TTWU)
+        cpu = self._select_task_rq(p, p.cpu, WF_TTWU)
         flags = ENQUEUE_WAKEUP
         if cpu != p.cpu:
             self._set_task_cpu(p, cpu)
@@ -541,7 +540,7 @@ class Machine:
     def _on_hrtick(self, rq: Rq, hrtick_gen: int) -> None:
         """hrtick(): a queued tick always reschedules (entity_tick, queued=1)."""
         if hrtick_gen == rq.hrtick_gen and rq.curr is not None:
-            self.sched_class(rq.curr).update_curr(rq)
+            self._update_curr(rq, rq.curr)
             rq.need_resched = True
             self.schedule(rq)
 
@@ -621,4 +620,4 @@ class Machine:
         for rq in self.rqs:
             if rq.curr is not None:
                 self._charge(rq, now)
-                self.sched_class(rq.curr).update_curr(rq)
+                self._update_curr(rq, rq.curr)
