@@ -136,7 +136,10 @@ def test_periodic_hog_under_quota(tmp_path):
     req = run.requests.to_pandas()
     assert s["n_unfinished"] == 1 and len(req) > 10
     assert (req.cgroup == "/periodic").all() and (req.cpu_demand_s == 0.01).all()
-    assert np.allclose(req.cpu_measured_s, 0.01, atol=5e-4)
+    # the same check as np.allclose, naming the bursts that miss it (seen
+    # once in a full suite run, never alone: keep the evidence if it recurs)
+    off = req[~np.isclose(req.cpu_measured_s, 0.01, atol=5e-4)]
+    assert off.empty, off[["start_s", "end_s", "cpu_measured_s"]].to_dict("records")
     iv = run.intervals.to_pandas()
     g = iv[iv.cgroup == "/periodic"]
     assert (g.quota_us == 20000).all() and g.nr_throttled.sum() > 0
