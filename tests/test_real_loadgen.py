@@ -5,6 +5,7 @@ import time
 
 import numpy as np
 import pytest
+from omegaconf import OmegaConf
 
 from backends.real.loadgen import Timer, lateness_stats, lateness_verdict, replay
 from backends.real.trace import poisson_trace, trace_for_real
@@ -99,6 +100,25 @@ def test_poisson_trace_is_the_simulators_requests():
     # every trace row after warm-up is a simulated request or unfinished
     m = req.merge(t, on=["function", "arrival_s"], how="left")
     assert not m.demand_s.isna().any()
+    assert np.allclose(m.cpu_demand_s, m.demand_s, rtol=0, atol=1e-12)
+    n_unfinished = sim.summary.column("n_unfinished")[0].as_py()
+    assert len(req) + n_unfinished == len(t)
+
+
+def test_worker_pool_trace_is_the_simulators_requests():
+    from scenarios.config import compose
+    from sim import simulate
+    cfg = compose(["host=this-vm", "scheduler=eevdf", "workload=worker_pool",
+                   "workload.workers=2", "workload.capacity=2", "workload.rate_rps=60",
+                   "workload.mean_service_s=0.02", "seed=3", "duration_s=3", "warmup_s=0.5",
+                   "calibration=ideal"])
+    trace = trace_for_real(OmegaConf.to_container(cfg, resolve=True)).to_pandas()
+    assert set(trace.function) == {"server"} and set(trace.threads) == {1}
+    sim = simulate(cfg)
+    req = sim.requests.to_pandas()
+    t = trace[trace.arrival_s >= 0.5]
+    m = req.merge(t, on=["function", "arrival_s"], how="left")
+    assert not m.demand_s.isna().any() and req.dropped.any()
     assert np.allclose(m.cpu_demand_s, m.demand_s, rtol=0, atol=1e-12)
     n_unfinished = sim.summary.column("n_unfinished")[0].as_py()
     assert len(req) + n_unfinished == len(t)

@@ -149,6 +149,28 @@ def test_periodic_hog_under_quota(tmp_path):
     assert not _ours(out.name)
 
 
+def test_worker_pool_serves_from_a_bounded_queue_and_drops(tmp_path):
+    # one worker, no queue, 1.2 CPUs of offered work: some arrivals are dropped
+    out = tmp_path / f"rt-{os.getpid()}-pool"
+    assert main(["run", "backend=real", "host=this-vm", f"scheduler={SCHED}",
+                 "workload=worker_pool", "workload.workers=1", "workload.capacity=0",
+                 "workload.rate_rps=60", "workload.mean_service_s=0.02", "duration_s=3",
+                 "warmup_s=0.5", "backend.lateness_action=flag", f"output_dir={out}"]) == 0
+    run = read_run_dir(out)
+    s = run.summary.to_pylist()[0]
+    req = run.requests.to_pandas()
+    trace = pq.read_table(out / "trace.parquet").to_pandas()
+    assert set(req.cgroup) == {"/server"} and 0 < s["n_dropped"] < len(req)
+    assert s["n_requests"] + s["n_unfinished"] == (trace.arrival_s >= 0.5).sum()
+    dropped, done = req[req.dropped], req[~req.dropped]
+    assert dropped.latency_s.isna().all() and dropped.start_s.isna().all()
+    assert (done.latency_s >= done.cpu_demand_s).all()
+    # one worker: no two requests in service at once
+    done = done.sort_values("start_s")
+    assert (done.start_s.to_numpy()[1:] >= done.end_s.to_numpy()[:-1] - 1e-6).all()
+    assert not _ours(out.name)
+
+
 def test_a_scheduler_the_kernel_does_not_run_is_refused(tmp_path, capsys):
     other = "cfs" if SCHED != "cfs" else "eevdf"
     out = tmp_path / "refused"

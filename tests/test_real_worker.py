@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from backends.real.workers import (Burst, Done, WorkerError, WorkerProc, build_worker,
+from backends.real.workers import (Burst, Done, Dropped, WorkerError, WorkerProc, build_worker,
                                    parse_line, request_line)
 
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None,
@@ -29,6 +29,7 @@ def test_parse_worker_lines():
     assert parse_line("K 4242") == ("K", 4242)
     assert parse_line(b"B 1 10 11 20 9") == Burst(1, 10, 11, 20, 9)
     assert parse_line(b"E bad request: R x") == ("E", "bad request: R x")
+    assert parse_line(b"X 5 123") == Dropped(5, 123)
     for bad in (b"D 1 2 3", b"D a b c d", b"hello", b""):
         with pytest.raises(WorkerError):
             parse_line(bad)
@@ -138,3 +139,29 @@ def test_periodic_mode_reports_bursts_from_its_start_time(binary):
     finally:
         w.quit()
 
+
+
+@needs_gcc
+def test_pool_mode_queues_then_drops_like_mgck(binary):
+    # 1 worker, queue of 1: the first runs, the second waits for it, the
+    # third finds K = 2 taken and is dropped at once; after both are done
+    # a fourth is admitted again
+    w = WorkerProc(binary, "pool", 10, pool=(1, 1))
+    try:
+        t0 = time.monotonic_ns()
+        w.send(request_line(1, 20_000_000, 1) + request_line(2, 10_000_000, 1)
+               + request_line(3, 10_000_000, 1))
+        msgs = {m.id: m for m in _wait_lines(w, 3)}
+        assert isinstance(msgs[3], Dropped) and t0 <= msgs[3].at_ns < msgs[1].end_ns
+        assert isinstance(msgs[1], Done) and isinstance(msgs[2], Done)
+        assert msgs[2].start_ns >= msgs[1].end_ns          # one worker: FIFO, one at a time
+        for d, demand in ((msgs[1], 20e6), (msgs[2], 10e6)):
+            assert demand <= d.cpu_ns <= demand + 1e6
+        w.send(request_line(4, 1_000_000, 1) + request_line(5, 1_000_000, 2))
+        four, err = sorted(_wait_lines(w, 2), key=lambda m: isinstance(m, tuple))
+        assert isinstance(four, Done) and four.id == 4
+        assert err[0] == "E" and "one worker thread" in err[1]
+        # the pool's threads exist from the start: main thread + 1 worker
+        assert len(os.listdir(f"/proc/{w.pid}/task")) == 2
+    finally:
+        w.quit()

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from backends.real.workers import Burst, Done, WorkerError, parse_line, request_line
+from backends.real.workers import Burst, Done, Dropped, WorkerError, parse_line, request_line
 
 PR_SET_TIMERSLACK = 29
 
@@ -75,6 +75,7 @@ class ReplayResult:
     done: dict                # row -> Done (absolute CLOCK_MONOTONIC times)
     errors: list
     bursts: list              # (worker index, Burst) of periodic workers
+    dropped: dict             # row -> Dropped (pool workers with a full queue)
 
 
 def replay(arrival_ns: np.ndarray, worker_of_row: np.ndarray, demand_ns: np.ndarray,
@@ -89,6 +90,7 @@ def replay(arrival_ns: np.ndarray, worker_of_row: np.ndarray, demand_ns: np.ndar
     done: dict[int, Done] = {}
     errors: list[str] = []
     bursts: list = []
+    dropped: dict[int, Dropped] = {}
     heap = [(t.first_ns, k, t) for k, t in enumerate(timers)]
     heapq.heapify(heap)
     mono = time.monotonic_ns
@@ -103,6 +105,8 @@ def replay(arrival_ns: np.ndarray, worker_of_row: np.ndarray, demand_ns: np.ndar
                 msg = parse_line(line)
                 if isinstance(msg, Burst):
                     bursts.append((wi, msg))
+                elif isinstance(msg, Dropped):
+                    dropped[msg.id] = msg
                 elif isinstance(msg, Done):
                     done[msg.id] = msg
                     if on_done is not None:
@@ -146,4 +150,4 @@ def replay(arrival_ns: np.ndarray, worker_of_row: np.ndarray, demand_ns: np.ndar
         if target >= end_ns:
             break
     drain()
-    return ReplayResult(dispatch, done, errors, bursts)
+    return ReplayResult(dispatch, done, errors, bursts, dropped)

@@ -124,6 +124,7 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
     from backends.real.trace import SUPPORTED
     wname = cfg["workload"]["name"]
     periodic = wname in PERIODIC
+    pooled = wname in POOLED
     if not periodic and wname not in SUPPORTED and not (cfg["workload"].get("trace_file")
                                                         and "functions" in cfg["workload"]):
         raise RealRunError(f"workload={wname} is not supported by backend=real yet; it runs "
@@ -154,6 +155,10 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
                           key=lambda s: (len(s), s))
         if w["name"] == "poisson" and not w.get("trace_file"):
             fn_names = [f"func-{i}" for i in range(int(w["functions"]))]
+        if pooled:
+            # one server cgroup, as sim/workloads/worker_pool.py makes it
+            from sim.workloads.worker_pool import NAME
+            parent, fn_names = "", [NAME]
     cgroups = [f"/{parent}/{f}" if parent else f"/{f}" for f in fn_names]
 
     try:
@@ -218,10 +223,12 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
         else:
             for c in cgroups:
                 _apply_cgroup(cg, host, c, w, w)
+            pool = (int(w["workers"]), int(w["capacity"])) if pooled else None
             for f, c in zip(fn_names, cgroups):
                 workers.append(WorkerProc(binary, f, max_s,
                                           attach=lambda pid, c=c: cg.attach(c, pid),
-                                          cpus=cpus, nice=int(w.get("nice", 0) or 0)))
+                                          cpus=cpus, nice=int(w.get("nice", 0) or 0),
+                                          pool=pool))
         for c, (is_rr, prio) in rr.items():
             if is_rr:
                 host.set_rt_policy(c, "rr", prio)
@@ -236,7 +243,9 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
         threads = trace.column("threads").to_numpy()[order].astype(np.int64)
         fn_col = np.asarray(trace.column("function").to_pylist(), dtype=object)[order]
         index = {f: i for i, f in enumerate(fn_names)}
-        worker_of_row = np.array([index[f] for f in fn_col], dtype=np.int64)
+        # a pool serves every row, whatever its function (as the simulator's
+        # worker_pool and webserver replay a trace)
+        worker_of_row = np.array([0 if pooled else index[f] for f in fn_col], dtype=np.int64)
         keep = arrival_ns < duration_ns
         arrival_ns, demand_ns, threads, fn_col, worker_of_row = (
             a[keep] for a in (arrival_ns, demand_ns, threads, fn_col, worker_of_row))
@@ -391,6 +400,8 @@ def _apply_cgroup(cg: CgroupFS, host, c: str, weights: dict, bandwidth: dict) ->
 
 
 PERIODIC = ("periodic", "ebizzy")
+# served by one pool-mode worker (funcworker --pool) behind a bounded queue
+POOLED = ("worker_pool",)
 
 
 def periodic_groups(w: dict) -> list[dict]:
@@ -438,7 +449,7 @@ def _burst_requests(bursts, cgroups, groups, t0, warmup_ns, end_ns) -> pa.Table:
             continue
         c = cgroups[wi]
         rows.append((c, c, a / NS, (bu.start_ns - t0) / NS, e / NS, (e - a) / NS,
-                     groups[wi]["run_us"] / 1e6, None, bu.cpu_ns / NS))
+                     groups[wi]["run_us"] / 1e6, None, bu.cpu_ns / NS, False))
     return _request_table(rows)
 
 
@@ -607,19 +618,24 @@ def _requests(arrival_ns, demand_ns, fn_col, worker_of_row, cgroups, res, t0, wa
     for i in range(len(arrival_ns)):
         if arrival_ns[i] < warmup_ns:
             continue
+        a = arrival_ns[i] / NS
+        if i in res.dropped:    # the simulator's dropped rows: no start, end or latency
+            rows.append((fn_col[i], cgroups[worker_of_row[i]], a, math.nan, math.nan,
+                         math.nan, demand_ns[i] / NS, (res.dispatch_ns[i] - arrival_ns[i]) / NS,
+                         math.nan, True))
+            continue
         d = res.done.get(i)
         if d is None or d.end_ns - t0 > end_ns:
             continue   # unfinished at the end, as in the simulator
-        a = arrival_ns[i] / NS
         e = (d.end_ns - t0) / NS
         rows.append((fn_col[i], cgroups[worker_of_row[i]], a, (d.start_ns - t0) / NS, e,
                      e - a, demand_ns[i] / NS, (res.dispatch_ns[i] - arrival_ns[i]) / NS,
-                     d.cpu_ns / NS))
+                     d.cpu_ns / NS, False))
     return _request_table(rows)
 
 
 def _request_table(rows) -> pa.Table:
-    cols = [list(c) for c in zip(*rows)] if rows else [[] for _ in range(9)]
+    cols = [list(c) for c in zip(*rows)] if rows else [[] for _ in range(10)]
     return pa.table({
         "function": pa.array(cols[0], pa.string()),
         "cgroup": pa.array(cols[1], pa.string()),
@@ -628,7 +644,7 @@ def _request_table(rows) -> pa.Table:
         "end_s": pa.array(cols[4], pa.float64()),
         "latency_s": pa.array(cols[5], pa.float64()),
         "cpu_demand_s": pa.array(cols[6], pa.float64()),
-        "dropped": pa.array([False] * len(rows), pa.bool_()),
+        "dropped": pa.array(cols[9], pa.bool_()),
         # real backend only: dispatch - scheduled arrival, and the CPU time
         # the worker's threads measured for the request
         "dispatch_lateness_s": pa.array(cols[7], pa.float64()),

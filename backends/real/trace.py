@@ -13,6 +13,10 @@ Every scenario the real backend runs is replayed from an invocation trace
   of the same config sees the same requests, request for request (common
   random numbers; tests/test_real_loadgen.py checks it against simulate()).
   The simulator itself is untouched.
+- ``worker_pool``: the arrivals and demands of its one ``server`` stream,
+  drawn from the streams sim/workloads/worker_pool.py draws on the fly
+  (sim.workloads.webserver.arrival_trace, the same server's trace), so
+  again the simulator's run of the same config sees the same requests.
 
 The trace is written into the real run's directory as ``trace.parquet``.
 """
@@ -24,7 +28,7 @@ from sim.engine import NSEC_PER_SEC, RngStream, s_to_ns
 from sim.workloads.common import ServiceTime
 from sim.workloads.trace import make_trace, read_trace
 
-SUPPORTED = ("poisson", "azure2021", "random")
+SUPPORTED = ("poisson", "worker_pool", "azure2021", "random")
 
 
 def poisson_trace(cfg: dict) -> pa.Table:
@@ -59,6 +63,9 @@ def trace_for_real(cfg: dict) -> pa.Table:
     name = w["name"]
     if name == "poisson":
         return poisson_trace(cfg)
+    if name == "worker_pool":
+        from sim.workloads.webserver import arrival_trace
+        return arrival_trace(w, int(cfg.get("seed", 0)), float(cfg["duration_s"]))
     if name in ("azure2021", "random"):
         from scenarios.workloads import trace_for
         return trace_for(cfg)

@@ -11,6 +11,7 @@ load generator -> worker               worker -> load generator
 ``R <id> <demand_ns> <threads>``       later ``D <id> <start_ns> <end_ns> <cpu_ns>``
 ``Q`` (quit now)                       ``E <message>`` (a malformed command)
 ``G <t0_ns>`` (periodic mode: start)   ``B <thread> <release_ns> <start_ns> <end_ns> <cpu_ns>``
+                                       ``X <id> <now_ns>`` (pool mode: queue full, dropped)
 ====================================  =====================================
 """
 from __future__ import annotations
@@ -82,6 +83,13 @@ class Burst:
     cpu_ns: int
 
 
+@dataclass(frozen=True)
+class Dropped:
+    """A pool-mode request that found every worker busy and the queue full."""
+    id: int
+    at_ns: int
+
+
 def request_line(req_id: int, demand_ns: int, threads: int) -> bytes:
     if demand_ns < 1 or threads < 1:
         raise ValueError(f"request {req_id}: demand {demand_ns} ns and threads {threads} "
@@ -90,7 +98,7 @@ def request_line(req_id: int, demand_ns: int, threads: int) -> bytes:
 
 
 def parse_line(line: bytes | str):
-    """A worker's line as ``Done``, ``("K", pid)`` or ``("E", message)``;
+    """A worker's line as ``Done``, ``Burst``, ``Dropped``, ``("K", pid)`` or ``("E", message)``;
     anything else raises WorkerError."""
     s = line.decode() if isinstance(line, bytes) else line
     s = s.rstrip("\n")
@@ -100,6 +108,8 @@ def parse_line(line: bytes | str):
             return Done(*(int(p) for p in parts[1:]))
         if parts and parts[0] == "B" and len(parts) == 6:
             return Burst(*(int(p) for p in parts[1:]))
+        if parts and parts[0] == "X" and len(parts) == 3:
+            return Dropped(int(parts[1]), int(parts[2]))
         if parts and parts[0] == "K" and len(parts) == 2:
             return ("K", int(parts[1]))
     except ValueError:
@@ -115,15 +125,19 @@ class WorkerProc:
     created per request and inherit the cgroup."""
 
     def __init__(self, binary: Path, name: str, max_seconds: float, attach=None,
-                 cpus: set[int] | None = None, nice: int = 0, periodic=None, nices=None):
+                 cpus: set[int] | None = None, nice: int = 0, periodic=None, nices=None,
+                 pool=None):
         """``periodic`` = (threads, run_us, sleep_us): periodic mode, started
-        by :meth:`go`; ``nices``: one nice per periodic thread."""
+        by :meth:`go`; ``nices``: one nice per periodic thread; ``pool`` =
+        (workers, capacity): pool mode (workload=worker_pool)."""
         self.name = name
         args = [str(binary), "--max-seconds", str(max(1, math.ceil(max_seconds)))]
         if periodic is not None:
             args += ["--periodic", *(str(int(x)) for x in periodic)]
             if nices is not None:
                 args += ["--nices", ",".join(str(int(n)) for n in nices)]
+        if pool is not None:
+            args += ["--pool", *(str(int(x)) for x in pool)]
 
         def pre():
             die_with_parent(signal.SIGKILL)   # and --max-seconds, and cgroup removal

@@ -27,6 +27,15 @@
  * when the thread ran after it; as the simulator's periodic requests).
  * --nices gives thread j nice Nj (setpriority on its tid).
  *
+ * Pool mode (--pool WORKERS CAPACITY): the server of workload=worker_pool
+ * (sim/workloads/worker_pool.py).  WORKERS threads serve a FIFO queue of at
+ * most CAPACITY waiting requests; "R <id> <demand_ns> 1" is admitted while
+ * fewer than WORKERS + CAPACITY requests are queued or in service (M/G/c/K),
+ * else answered at once with "X <id> <now_ns>" (dropped).  A request runs on
+ * the worker that takes it (start_ns: when it took it) and is reported with
+ * "D" as above.  The threads exist from the start, blocked on the queue:
+ * the simulator spawns them on first demand, which costs no CPU either way.
+ *
  * --max-seconds S: the process is killed by SIGALRM after S seconds of wall
  * time whatever happens (the backend's time bound on every worker).
  */
@@ -188,16 +197,62 @@ static void *periodic_thread(void *arg) {
     return NULL;
 }
 
+/* Pool mode: a ring of WORKERS + CAPACITY slots holds the queued requests;
+ * `admitted` counts those queued or in service. */
+struct pool_item {
+    uint64_t id;
+    int64_t demand;
+};
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pool_cond = PTHREAD_COND_INITIALIZER;
+static struct pool_item *ring;
+static long ring_size, ring_head, ring_len, admitted, pool_limit;
+
+static void *pool_thread(void *arg) {
+    (void)arg;
+    for (;;) {
+        pthread_mutex_lock(&pool_lock);
+        while (ring_len == 0) pthread_cond_wait(&pool_cond, &pool_lock);
+        struct pool_item it = ring[ring_head];
+        ring_head = (ring_head + 1) % ring_size;
+        ring_len--;
+        pthread_mutex_unlock(&pool_lock);
+        int64_t start = now_ns(CLOCK_MONOTONIC);
+        int64_t c0 = now_ns(CLOCK_THREAD_CPUTIME_ID);
+        spin_cpu(it.demand);
+        int64_t end = now_ns(CLOCK_MONOTONIC);
+        int64_t cpu = now_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+        pthread_mutex_lock(&pool_lock);
+        admitted--;
+        pthread_mutex_unlock(&pool_lock);
+        say("D %" PRIu64 " %" PRId64 " %" PRId64 " %" PRId64 "\n", it.id, start, end, cpu);
+    }
+    return NULL;
+}
+
+static void pool_submit(uint64_t id, int64_t demand) {
+    pthread_mutex_lock(&pool_lock);
+    int ok = admitted < pool_limit;
+    if (ok) {
+        ring[(ring_head + ring_len) % ring_size] = (struct pool_item){id, demand};
+        ring_len++;
+        admitted++;
+        pthread_cond_signal(&pool_cond);
+    }
+    pthread_mutex_unlock(&pool_lock);
+    if (!ok) say("X %" PRIu64 " %" PRId64 "\n", id, now_ns(CLOCK_MONOTONIC));
+}
+
 static void usage(void) {
     fprintf(stderr, "usage: funcworker [--max-seconds S] [--periodic THREADS RUN_US SLEEP_US "
-                    "[--nices N0,N1,...]]\n");
+                    "[--nices N0,N1,...] | --pool WORKERS CAPACITY]\n");
     exit(2);
 }
 
 int main(int argc, char **argv) {
     unsigned max_s = 0;
     int periodic = 0;
-    long threads = 0;
+    long threads = 0, pool_workers = 0, pool_capacity = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--max-seconds") && i + 1 < argc) {
             max_s = (unsigned)strtoul(argv[++i], NULL, 10);
@@ -207,6 +262,12 @@ int main(int argc, char **argv) {
             per.run_ns = strtoll(argv[++i], NULL, 10) * 1000;
             per.sleep_ns = strtoll(argv[++i], NULL, 10) * 1000;
             if (threads < 1 || threads > 1024 || per.run_ns < 0 || per.sleep_ns < 0) usage();
+        } else if (!strcmp(argv[i], "--pool") && i + 2 < argc) {
+            pool_workers = strtol(argv[++i], NULL, 10);
+            pool_capacity = strtol(argv[++i], NULL, 10);
+            if (pool_workers < 1 || pool_workers > 4096 || pool_capacity < 0 ||
+                pool_capacity > 10000000)
+                usage();
         } else if (!strcmp(argv[i], "--nices") && i + 1 < argc) {
             char *q = argv[++i];
             for (have_nices = 0; *q && have_nices < 1024; have_nices++) {
@@ -230,6 +291,19 @@ int main(int argc, char **argv) {
         for (long j = 0; j < threads; j++) {
             pthread_t t;
             if (pthread_create(&t, &attr, periodic_thread, (void *)j)) {
+                perror("pthread_create");
+                return 4;
+            }
+        }
+    }
+    if (periodic && pool_workers) usage();
+    if (pool_workers) {
+        pool_limit = ring_size = pool_workers + pool_capacity;
+        ring = calloc((size_t)ring_size, sizeof *ring);
+        if (!ring) return 4;
+        for (long j = 0; j < pool_workers; j++) {
+            pthread_t t;
+            if (pthread_create(&t, &attr, pool_thread, NULL)) {
                 perror("pthread_create");
                 return 4;
             }
@@ -262,6 +336,12 @@ int main(int argc, char **argv) {
             } else if (sscanf(line + 1, "%" SCNu64 " %" SCNd64 " %d", &id, &demand, &k) != 3 ||
                        demand < 1 || k < 1 || k > 4096) {
                 say("E bad request: %.*s\n", (int)strcspn(line, "\n"), line);
+            } else if (pool_workers) {
+                if (k != 1)
+                    say("E pool requests run on one worker thread: %.*s\n",
+                        (int)strcspn(line, "\n"), line);
+                else
+                    pool_submit(id, demand);
             } else if (start_request(id, demand, k)) {
                 say("E out of memory\n");
                 exit(4);
