@@ -6,7 +6,7 @@ Domain ranges are checked separately in scenarios.validate.
 """
 
 from dataclasses import dataclass
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
@@ -53,6 +53,9 @@ class CalibrationConfig:
     cache_decay_ns: float = MISSING
     queue_ns_per_log2: float = 0.0   # per doubling of the CPU's runnable tasks (sim/costmodel.py)
     description: str = MISSING
+    # a profile fitted by `colosim calibrate` (calibration/profile.py): the
+    # parameters' 1-sigma, the residual of every point, the host fingerprint
+    fit: Optional[Dict[str, Any]] = None
 
 
 @dataclass

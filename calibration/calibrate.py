@@ -1,0 +1,138 @@
+"""``colosim calibrate``: measure this host with the microbenchmarks of
+calibration/bench, fit the cost model (calibration/fit.py), check the fit by
+re-simulating every measured configuration (calibration/simbench.py), and
+write the profile (calibration/profile.py) and a fit report.
+
+Outputs: the profile (``--out NAME`` is scenarios/conf/calibration/NAME.yaml,
+usable as ``calibration=NAME``); in the work directory the benchmark tables
+(bench/*.parquet), fit-report.md and a copy of the profile; for a named
+profile the report also goes to calibration/fits/NAME.md next to the other
+fits.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from calibration import fit as F
+from calibration import simbench
+from calibration.profile import build_profile, profile_path, write_profile
+
+FITS_DIR = Path(__file__).resolve().parent / "fits"
+CTX_FILE = "ctx_switch.parquet"
+
+
+def read_ctx_switch(bench_dir: Path):
+    """The ctx_switch table of a benchmark directory, its fingerprint and
+    metadata (Parquet schema metadata written by calibration/bench)."""
+    path = Path(bench_dir) / CTX_FILE
+    if not path.exists():
+        raise FileNotFoundError(f"{path} not found: run the ctx_switch benchmark first "
+                                f"(colosim calibrate, or python -m calibration.bench.ctx_switch)")
+    table = pq.read_table(path)
+    meta = table.schema.metadata or {}
+    fingerprint = json.loads(meta.get(b"colosim.fingerprint", b"{}"))
+    bench = json.loads(meta.get(b"colosim.bench", b"{}"))
+    return table, fingerprint, bench
+
+
+def resimulate(result: F.FitResult, table, host: str, scheduler: str, progress=None) -> dict:
+    """Per point: the switch cost the simulator produces with the fitted
+    profile running the benchmark itself (same configurations, hop times
+    and batch sizes as measured)."""
+    params = {**result.params, "cache_line_bytes": F.LINE_BYTES,
+              "max_refill_bytes": int(round(result.params["max_refill_bytes"]))}
+    med = F.config_medians(table)
+    hop = {ws: m / 2 for (exp, _, _, ws), (m, _, _) in med.items() if exp == "overhead"}
+    rounds_col = table.column("rounds").to_numpy(zero_copy_only=False)
+    ws_col = table.column("ws_bytes").to_numpy(zero_copy_only=False)
+    rounds = {int(ws): int(np.median(rounds_col[ws_col == ws])) for ws in set(ws_col.tolist())}
+    configs = [k for k in med if k[3] in hop]
+    sim = simbench.simulate(params, configs, hop_ns=lambda ws: hop[ws],
+                            rounds=lambda ws: rounds[ws], batches=5, host=host,
+                            scheduler=scheduler, progress=progress)
+    return {p.label: p.value_ns for p in F.points_from_bench(sim)}
+
+
+def report_markdown(name: str, result: F.FitResult, fingerprint: dict, bench: dict,
+                    simulated: dict | None, command: str) -> str:
+    lines = [f"# Calibration fit: `{name}`", "",
+             f"Command: `{command}`  ",
+             f"Fitted {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; "
+             f"chi2 = {result.chi2:.1f} for {result.dof} degrees of freedom "
+             f"(errors: standard error of the median, floored at {F.REL_FLOOR:.0%} "
+             f"of the value).", "", "## Host", "", "| key | value |", "|---|---|"]
+    for k in ("model_name", "cpu_model", "cpus", "cores", "threads_per_core", "kernel",
+              "scheduler", "cgroup_version", "perf_hardware_events"):
+        if k in fingerprint:
+            lines.append(f"| {k} | {fingerprint[k]} |")
+    lines += ["", "## Parameters", "", "| parameter | value | 1-sigma |", "|---|---:|---:|"]
+    for k in F.PARAMS:
+        s = "fixed" if k in result.fixed else f"{result.sigma[k]:.3g}"
+        lines.append(f"| {k} | {result.params[k]:.4g} | {s} |")
+    if result.notes:
+        lines += [""] + [f"- {n}" for n in result.notes]
+    lines += ["", "## Points", "",
+              "Measured: per-switch cost from the benchmark (ns). Model: the fit's formula "
+              "(calibration/fit.py). Simulated: the simulator running the same benchmark "
+              "with the fitted profile. Scaled: (model - measured) / error.", "",
+              "| point | n | measured | error | model | scaled | simulated |",
+              "|---|---:|---:|---:|---:|---:|---:|"]
+    for row in result.residual_rows():
+        sim = "" if simulated is None else f"{simulated.get(row['point'], float('nan')):.0f}"
+        lines.append(f"| {row['point']} | {row['n']} | {row['measured_ns']:.0f} | "
+                     f"{row['error_ns']:.0f} | {row['model_ns']:.0f} | {row['scaled']:+.2f} | "
+                     f"{sim} |")
+    if bench:
+        lines += ["", "## Benchmark", "", "```", json.dumps(bench, indent=1, default=str), "```"]
+    return "\n".join(lines) + "\n"
+
+
+def calibrate(out: str, work_dir: Path | None = None, from_bench: Path | None = None,
+              quick: bool = False, fixed: dict | None = None, host: str = "this-vm",
+              scheduler: str = "eevdf", resim: bool = True, progress=print,
+              command: str = "colosim calibrate") -> dict:
+    """Run (or reuse) the benchmarks, fit, check and write the profile.
+    Returns {"profile": path, "report": path, "result": FitResult}."""
+    target = profile_path(out)
+    name = target.stem
+    if work_dir is None:
+        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        work_dir = Path("runs") / f"calibrate-{name}-{stamp}"
+    work_dir = Path(work_dir)
+    if from_bench is None:
+        from calibration import bench
+        bench_dir = work_dir / "bench"
+        bench_dir.mkdir(parents=True, exist_ok=True)
+        bench.run_all(bench_dir, quick=quick, progress=progress)
+    else:
+        bench_dir = Path(from_bench)
+        work_dir.mkdir(parents=True, exist_ok=True)
+    table, fingerprint, bench_meta = read_ctx_switch(bench_dir)
+    points = F.points_from_bench(table)
+    progress(f"fitting {len(points)} points")
+    result = F.fit(points, fixed=fixed)
+    simulated = resimulate(result, table, host, scheduler, progress) if resim else None
+    bench_meta = {**bench_meta, "dir": str(bench_dir)}
+    profile = build_profile(name, result, fingerprint, bench_meta)
+    profile["fit"]["command"] = command
+    if simulated is not None:
+        for row in profile["fit"]["residuals"]:
+            v = simulated.get(row["point"])
+            row["simulated_ns"] = None if v is None else round(float(v), 1)
+    write_profile(target, profile)
+    report = report_markdown(name, result, fingerprint, bench_meta, simulated, command)
+    (work_dir / "fit-report.md").write_text(report)
+    shutil.copy(target, work_dir / target.name)
+    paths = {"profile": target, "report": work_dir / "fit-report.md", "result": result,
+             "work_dir": work_dir}
+    if target.parent == profile_path("x").parent:
+        FITS_DIR.mkdir(exist_ok=True)
+        (FITS_DIR / f"{name}.md").write_text(report)
+        paths["report"] = FITS_DIR / f"{name}.md"
+    return paths

@@ -1,0 +1,132 @@
+"""Calibration profiles fitted by ``colosim calibrate``: YAML files that are
+options of the ``calibration`` config group (scenarios/conf/calibration/).
+
+A profile holds the cost model's keys (what the simulator reads) and a
+``fit`` block (what a reader needs to trust them): every parameter's
+1-sigma (``fixed`` for those the points could not move or the user fixed),
+the residual of every point, chi2 and degrees of freedom, the host
+fingerprint and the benchmark's metadata.  Reading and writing round-trip
+exactly (tests/test_calibration_host.py).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import math
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from calibration.fit import LINE_BYTES, PARAMS, FitResult
+from scenarios.config import CONF_DIR
+
+PROFILE_DIR = CONF_DIR / "calibration"
+# the cost model's keys in a profile, in the simulator's units
+COST_KEYS = ("direct_ns", "per_level_ns", "migration_ns", "refill_ns_per_line",
+             "cache_line_bytes", "max_refill_bytes", "cache_decay_ns", "queue_ns_per_log2")
+
+
+def profile_path(name_or_path: str) -> Path:
+    """A bare name is an option of the calibration group; anything with a
+    slash or a .yaml suffix is a file path."""
+    if "/" in name_or_path or name_or_path.endswith((".yaml", ".yml")):
+        return Path(name_or_path)
+    if not name_or_path.replace("-", "").replace("_", "").isalnum():
+        raise ValueError(f"profile name {name_or_path!r}: use letters, digits, - and _")
+    return PROFILE_DIR / f"{name_or_path}.yaml"
+
+
+def _plain(v):
+    """numpy scalars and tuples as YAML-friendly Python values."""
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if hasattr(v, "item"):
+        return v.item()
+    return v
+
+
+def _git_commit() -> str | None:
+    try:
+        r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                           text=True, timeout=5, cwd=Path(__file__).parent)
+    except OSError:
+        return None
+    return r.stdout.strip() or None
+
+
+def build_profile(name: str, result: FitResult, fingerprint: dict, bench: dict | None = None,
+                  description: str | None = None) -> dict:
+    p = result.params
+    cost = {
+        "direct_ns": round(p["direct_ns"], 1),
+        "per_level_ns": round(p["per_level_ns"], 1),
+        "migration_ns": round(p["migration_ns"], 1),
+        "refill_ns_per_line": round(p["refill_ns_per_line"], 4),
+        "cache_line_bytes": LINE_BYTES,
+        "max_refill_bytes": int(round(p["max_refill_bytes"])),
+        "cache_decay_ns": round(p["cache_decay_ns"], 1),
+        "queue_ns_per_log2": round(p["queue_ns_per_log2"], 1),
+    }
+    uncertainty = {k: ("fixed" if k in result.fixed else _round_sigma(result.sigma[k]))
+                   for k in PARAMS}
+    cpu = fingerprint.get("model_name") or fingerprint.get("cpu_model") or "this host"
+    if description is None:
+        description = (f"Fitted by `colosim calibrate` on {cpu} "
+                       f"({fingerprint.get('kernel', '?')}, {fingerprint.get('scheduler', '?')}) "
+                       f"from the ctx_switch microbenchmark; see the fit block.")
+    return _plain({
+        "name": name,
+        **cost,
+        "description": description,
+        "fit": {
+            "method": "scipy least_squares on per-switch medians (calibration/fit.py)",
+            "fitted_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "commit": _git_commit(),
+            "uncertainty": uncertainty,
+            "chi2": round(result.chi2, 3),
+            "dof": result.dof,
+            "notes": list(result.notes),
+            "residuals": result.residual_rows(),
+            "fingerprint": fingerprint,
+            "bench": bench or {},
+        },
+    })
+
+
+def _round_sigma(s: float) -> float:
+    if not math.isfinite(s):
+        return float("inf")
+    return float(f"{s:.3g}")
+
+
+def write_profile(path: Path, profile: dict) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = ("# Context-switch cost profile fitted by `colosim calibrate` (calibration/fit.py).\n"
+              "# Do not edit by hand: re-run the command in the fit block's notes or\n"
+              "# docs/calibration-host.md.  Use it with calibration=" + profile["name"] + ".\n")
+    body = yaml.safe_dump(profile, sort_keys=False, default_flow_style=None, width=100)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(header + body)
+    tmp.replace(path)
+    return path
+
+
+def read_profile(name_or_path: str) -> dict:
+    path = profile_path(name_or_path)
+    if not path.exists():
+        known = sorted(p.stem for p in PROFILE_DIR.glob("*.yaml"))
+        raise FileNotFoundError(f"no calibration profile {path}; known profiles: "
+                                f"{', '.join(known)}")
+    data = yaml.safe_load(path.read_text())
+    missing = [k for k in ("name", *COST_KEYS) if k not in data]
+    if missing:
+        raise ValueError(f"{path} is not a calibration profile: missing {', '.join(missing)}")
+    return data
+
+
+def cost_params(profile: dict) -> dict:
+    """The simulator's cost-model keys of a profile."""
+    return {k: profile[k] for k in COST_KEYS}

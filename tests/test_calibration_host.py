@@ -1,0 +1,159 @@
+"""Host calibration (calibration/fit.py, profile.py, calibrate.py, simbench.py
+and the simulator's twin of the benchmark, sim/workloads/pingpong.py).
+
+The fit's formulas must be what the simulator does: the simulator runs the
+ping-pong benchmark with known costs and the formulas must reproduce every
+configuration's per-switch cost.  Then the fit must recover those known
+costs from the simulator's measurements with noise added, within the
+uncertainty it reports."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from calibration import fit as F
+from calibration import simbench
+from calibration.profile import build_profile, cost_params, read_profile, write_profile
+
+TRUTH = {"direct_ns": 3000.0, "per_level_ns": 800.0, "migration_ns": 8000.0,
+         "refill_ns_per_line": 3.0, "max_refill_bytes": float(4 << 20),
+         "cache_decay_ns": 50_000.0, "queue_ns_per_log2": 500.0}
+WS = [0, 4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20]
+CONFIGS = ([("overhead", 2, 0, ws) for ws in WS]
+           + [("pingpong", lv, 0, 0) for lv in (0, 2, 4, 6, 8)]
+           + [("pingpong", 2, b, 0) for b in (1, 2, 4, 8, 16, 32)]
+           + [("pingpong", 2, 0, ws) for ws in WS[1:]]
+           + [(e, 2, 0, ws) for ws in (0, 1 << 20) for e in ("migrate", "migrate_ref")])
+
+
+def hop(ws):          # a warm pass over the working set plus the pipe calls
+    return 1500 + ws / 64 * 0.6
+
+
+def rounds(ws):       # batches of about 2 ms, as the real benchmark sizes them
+    return max(2, int(2e6 // (2 * hop(ws) + 20_000)))
+
+
+@pytest.fixture(scope="module")
+def sim_table():
+    return simbench.simulate(TRUTH, CONFIGS, hop, rounds, batches=12)
+
+
+def _noisy(table: pa.Table, sigma: float, seed: int) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    el = table.column("elapsed_ns").to_numpy() * rng.lognormal(0.0, sigma, table.num_rows)
+    i = table.schema.get_field_index("elapsed_ns")
+    return table.set_column(i, "elapsed_ns", pa.array(el.astype(np.int64)))
+
+
+def test_simulated_benchmark_matches_the_fit_formulas(sim_table):
+    """Every configuration's per-switch cost in the simulator equals the
+    fit's closed form at the true parameters (to rounding of whole ns)."""
+    points = F.points_from_bench(sim_table)
+    assert len(points) == len(CONFIGS) - len(WS) - 2     # overhead and migrate_ref are baselines
+    for pt in points:
+        assert F.predict(TRUTH, pt) == pytest.approx(pt.value_ns, abs=3.0), pt.label
+
+
+def test_fit_recovers_known_parameters_within_their_uncertainty(sim_table):
+    result = F.fit(F.points_from_bench(_noisy(sim_table, 0.01, seed=3)))
+    for key, true in TRUTH.items():
+        got, sigma = result.params[key], result.sigma[key]
+        assert math.isfinite(sigma) and sigma < 0.1 * true, (key, got, sigma)
+        assert abs(got - true) <= 3 * sigma, (key, got, true, sigma)
+    assert result.chi2 / result.dof < 2
+
+
+def test_fit_fixes_what_the_points_cannot_move(sim_table):
+    """Without migrate rows or busy cgroups, those parameters are fixed and
+    named in the notes, not invented."""
+    keep = [e != "migrate" and b == 0 for e, b in zip(
+        sim_table.column("experiment").to_pylist(), sim_table.column("busy_cgroups").to_pylist())]
+    result = F.fit(F.points_from_bench(sim_table.filter(pa.array(keep))))
+    assert "migration_ns" in result.fixed and "queue_ns_per_log2" in result.fixed
+    assert any("migration_ns fixed" in n for n in result.notes)
+    assert result.params["direct_ns"] == pytest.approx(TRUTH["direct_ns"], rel=0.03)
+
+
+def test_fit_rejects_unknown_fixed_parameter(sim_table):
+    with pytest.raises(ValueError, match="cannot fix"):
+        F.fit(F.points_from_bench(sim_table), fixed={"bogus_ns": 1})
+
+
+def test_points_need_overhead_pairs():
+    t = pa.table({"experiment": ["pingpong"], "levels": [2], "busy_cgroups": [0],
+                  "ws_bytes": [0], "rounds": [10], "elapsed_ns": [100_000]})
+    with pytest.raises(ValueError, match="no pingpong/overhead pairs"):
+        F.points_from_bench(t)
+
+
+def test_pingpong_workload_rejects_odd_levels():
+    from sim.workloads.pingpong import partner_paths
+    assert partner_paths(0) == ("pingpong", "pingpong")
+    assert partner_paths(4) == ("pingpong/a1/a2", "pingpong/b1/b2")
+    with pytest.raises(ValueError, match="even"):
+        partner_paths(3)
+
+
+def test_profile_round_trips_and_composes(tmp_path, sim_table):
+    from omegaconf import OmegaConf
+
+    from scenarios.schema import CalibrationConfig
+    result = F.fit(F.points_from_bench(_noisy(sim_table, 0.01, seed=5)))
+    fp = {"model_name": "Test CPU", "kernel": "6.18", "scheduler": "eevdf", "cpus": 2}
+    prof = build_profile("synthetic", result, fp, {"quick": True})
+    path = write_profile(tmp_path / "synthetic.yaml", prof)
+    back = read_profile(str(path))
+    assert back == prof
+    assert back["fit"]["fingerprint"] == fp
+    assert len(back["fit"]["residuals"]) == len(result.points)
+    assert set(back["fit"]["uncertainty"]) == set(F.PARAMS)
+    # the simulator's config schema accepts it as a calibration option
+    merged = OmegaConf.merge(OmegaConf.structured(CalibrationConfig), yaml.safe_load(
+        path.read_text()))
+    from sim.costmodel import CostModel
+    model = CostModel.from_config(merged)
+    assert model.direct_ns == int(cost_params(back)["direct_ns"])
+
+
+def test_calibrate_cli_fits_recorded_tables(tmp_path, sim_table, capsys):
+    """`colosim calibrate --from-bench` on a benchmark directory: profile,
+    report with the re-simulated column, values near the truth."""
+    from scenarios.cli import main
+
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    table = _noisy(sim_table, 0.01, seed=9)
+    meta = {b"colosim.fingerprint": json.dumps({"model_name": "Synthetic", "kernel": "x"}),
+            b"colosim.bench": json.dumps({"bench": "ctx_switch", "quick": True})}
+    pq.write_table(table.replace_schema_metadata(meta), bench / "ctx_switch.parquet")
+    out = tmp_path / "prof.yaml"
+    rc = main(["calibrate", "--out", str(out), "--from-bench", str(bench),
+               "--dir", str(tmp_path / "work"), "--host", "this-vm", "--scheduler", "eevdf"])
+    assert rc == 0
+    prof = read_profile(str(out))
+    assert prof["direct_ns"] == pytest.approx(TRUTH["direct_ns"], rel=0.05)
+    assert prof["fit"]["fingerprint"]["model_name"] == "Synthetic"
+    resim = {r["point"]: r["simulated_ns"] for r in prof["fit"]["residuals"]}
+    for r in prof["fit"]["residuals"]:
+        # the simulator with the fitted values reproduces each measurement
+        assert resim[r["point"]] == pytest.approx(r["measured_ns"], rel=0.05), r["point"]
+    report = (tmp_path / "work" / "fit-report.md").read_text()
+    assert "| switch levels=8 busy=0 ws=0 |" in report
+    assert "profile:" in capsys.readouterr().out
+
+
+def test_calibrate_cli_errors(tmp_path, capsys):
+    from scenarios.cli import main
+    assert main(["calibrate", "--out", str(tmp_path / "p.yaml"), "--from-bench",
+                 str(tmp_path), "--fix", "bogus=1"]) == 2
+    assert "PARAM one of" in capsys.readouterr().err
+    assert main(["calibrate", "--out", str(tmp_path / "p.yaml"), "--from-bench",
+                 str(tmp_path)]) == 2
+    assert "ctx_switch.parquet not found" in capsys.readouterr().err
