@@ -27,6 +27,7 @@ MAX_PANELS = 6          # subplots per figure; more groups are sampled evenly
 CDF_POINTS = 400        # quantiles drawn per CDF line: the PNG stays small
 DENSITY_KEYS = ("workload.functions", "workload.workers", "workload.threads")
 CPU_LIMIT_COLUMN = "cpu_limit_mcpu"
+VALIDATION_FILE = "validation.parquet"   # written by `colosim validate` (calibration/validate.py)
 
 
 @dataclass
@@ -44,7 +45,11 @@ def write_report(path: str | Path, out: str | Path | None = None, baseline: str 
     results = open_results(path)
     comparison = compare(results, baseline=baseline, ci=ci, resamples=resamples)
     out = Path(out) if out else path / REPORT_FILE
-    page = render(results, comparison, title=f"colosim report: {path.absolute().name}")
+    extra = []
+    if (path / VALIDATION_FILE).is_file():
+        extra.append(validation(path, results))
+    page = render(results, comparison, title=f"colosim report: {path.absolute().name}",
+                  extra=extra)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     tmp.write_text(page, encoding="utf-8")
@@ -52,12 +57,15 @@ def write_report(path: str | Path, out: str | Path | None = None, baseline: str 
     return out.absolute()
 
 
-def render(results: Results, comparison: Comparison, title: str) -> str:
+def render(results: Results, comparison: Comparison, title: str,
+           extra: list[Section] = ()) -> str:
+    """The page; ``extra`` sections (a validation's) follow the overview."""
     summary = results.summary_frame()
     summary["policy"] = _policies(summary)
     colors = _colors(comparison, summary)
     sections = [
         overview(results, comparison, summary),
+        *extra,
         latency_cdfs(results, comparison, summary, colors),
         versus_density(comparison, summary, colors, "Goodput and throughput vs density",
                        ("goodput_rps", "throughput_rps")),
@@ -238,6 +246,54 @@ def cpu_entitlement(results: Results, comparison: Comparison, summary: pd.DataFr
                             "limit (cpu.max quota/period in force at each interval's end, or "
                             f"{CPU_LIMIT_COLUMN}) and of their usage in the interval; one run "
                             "per policy (densest point, lowest seed)."))
+    return section
+
+
+def validation(path: Path, results: Results) -> Section:
+    """`colosim validate`'s error table and, per scenario, the latency CDFs
+    of the real and the simulated run."""
+    from calibration.validate import HEAD, ks_lines, read_validation, table_cells, verdict
+
+    frame = read_validation(path)
+    section = Section("Validation: simulator vs this host")
+    row_html = "".join(
+        "<tr>" + "".join(f"<td{' class=num' if 2 <= i <= 5 else ''}>{html.escape(c)}</td>"
+                         for i, c in enumerate(row)) + "</tr>"
+        for row in table_cells(frame))
+    section.html = (f"<p><b>{html.escape(verdict(frame))}</b></p><table><thead><tr>"
+                    + "".join(f"<th>{html.escape(h)}</th>" for h in HEAD)
+                    + f"</tr></thead><tbody>{row_html}</tbody></table><ul>"
+                    + "".join(f"<li>{html.escape(line)}</li>" for line in ks_lines(frame))
+                    + "</ul>")
+    section.notes.append("error = (sim - real) / real; result: pass or MISS against the "
+                         "target, missing when either backend has no value (never a pass).")
+    runs = frame.drop_duplicates("scenario")[["scenario", "real_run", "sim_run"]]
+    runs = runs[(runs["real_run"] != "") & (runs["sim_run"] != "")]
+    if runs.empty:
+        section.notes.append("No scenario ran on both backends, so there are no latency "
+                             "distributions to compare.")
+        return section
+    requests = results.table("requests", columns=["run_id", "latency_s", "dropped"]).to_pandas()
+    done = requests[~requests["dropped"].astype(bool) & requests["latency_s"].notna()
+                    & (requests["latency_s"] > 0)]
+    shown = list(runs.itertuples())[:MAX_PANELS * 2]
+    fig, axes = _panels(len(shown))
+    for ax, r in zip(axes, shown):
+        for label, run_id, color in (("real", r.real_run, "black"), ("sim", r.sim_run, "C1")):
+            ms = done.loc[done["run_id"] == run_id, "latency_s"].to_numpy() * 1e3
+            if ms.size:
+                q = np.linspace(0, 1, min(CDF_POINTS, ms.size))
+                ax.plot(np.quantile(ms, q), q, label=f"{label} (n={ms.size:,})", color=color)
+        ax.set_xscale("log")
+        ax.set_xlabel("latency (ms, log scale)")
+        ax.set_ylabel("fraction of requests")
+        ax.set_title(r.scenario, fontsize=9)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    caption = "Completed requests after warmup of each scenario's real and simulated run."
+    if len(shown) < len(runs):
+        caption += f" First {len(shown)} of {len(runs)} scenarios."
+    section.figures.append((_png(fig), caption))
     return section
 
 

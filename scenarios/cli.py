@@ -75,7 +75,79 @@ def _parser() -> argparse.ArgumentParser:
     sweep.set_defaults(handler=_sweep)
     _add_results_commands(commands)
     _add_cleanup_command(commands)
+    _add_validate_command(commands)
     return parser
+
+
+def _add_validate_command(commands) -> None:
+    """`colosim validate` (calibration/validate.py): simulator vs this host."""
+    validate = commands.add_parser(
+        "validate",
+        help="run held-out scenarios on this host and in the simulator and report the errors",
+        description="Run each scenario of a held-out suite on backend=real (this machine; "
+        "needs root) and then on backend=sim with the same overrides, seed, invocation trace "
+        "and calibration=PROFILE, and report per scenario: throughput, goodput, p50/p95/p99 "
+        "latency, context-switch rate, migration rate, CPU utilisation and throttled time "
+        "(real, sim, relative error (sim - real) / real) and the two-sample KS statistic of "
+        "the latency distributions.  Targets: throughput and CPU utilisation within 5%%, p50 "
+        "within 10%%, p99 and context-switch rate within 20%%; the other metrics have none.",
+        epilog="""examples:
+  colosim validate default                     the default suite (about 2.5 minutes)
+  colosim validate this-vm poisson-8 --quick   one scenario, 5 s per run
+  colosim validate default --suite calibration/suites/heldout-12cpu.yaml
+  colosim validate default --format markdown > validation.md
+
+Writes DIR/validation.parquet (one row per scenario x metric), DIR/runs/<scenario>-real
+and -sim (run directories: `colosim compare DIR` reads them), DIR/suite.yaml and
+DIR/report.html (`colosim report DIR` renders the Validation section again).
+A result is pass or MISS against its target, or missing when a backend has no
+value (e.g. no perf counts): never a pass.  The exit code is 0 when the suite
+ran, whether or not the targets were met (it is a report: read the verdict
+line; a scenario whose run failed shows as missing, with the reason); 2 for an
+unknown profile or scenario, a bad suite, or a host where backend=real cannot
+run.  See docs/host-validation.md.
+""",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    validate.add_argument("profile", metavar="PROFILE",
+                          help="calibration profile: an option of scenarios/conf/calibration/ "
+                          "(e.g. default, or a fitted profile such as this-vm)")
+    validate.add_argument("scenarios", nargs="*", metavar="SCENARIO",
+                          help="scenario names of the suite (default: all of them)")
+    validate.add_argument("--suite", type=Path, default=None,
+                          help="suite file: scenario name -> list of `colosim run` overrides "
+                          "(default: calibration/suites/heldout.yaml, sized for 2 CPUs)")
+    validate.add_argument("--out", type=Path, default=None,
+                          help="output directory (default: runs/validate-PROFILE-<timestamp>)")
+    validate.add_argument("--quick", action="store_true",
+                          help="append the suite's `quick` overrides (duration_s=5): for CI")
+    validate.add_argument("--format", choices=["text", "markdown", "csv"], default="text",
+                          help="table printed to stdout: text (default), markdown, or csv "
+                          "(long form, full precision)")
+    validate.set_defaults(handler=_validate)
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from calibration import validate as v
+
+    try:
+        suite = v.load_suite(args.suite or v.DEFAULT_SUITE)
+        names = v.select(suite, args.scenarios)
+        v.check_profile(args.profile)
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        out = (args.out or Path("runs") / f"validate-{args.profile}-{stamp}").absolute()
+        ensure_writable(out)
+        frame = v.validate(args.profile, suite, names, out, quick=args.quick)
+    except (v.ValidateError, RunDirExistsError) as err:
+        return _fail(err)
+    except KeyboardInterrupt:
+        print("\ncolosim: interrupted; the completed runs are kept", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    print(v.FORMATTERS[args.format](frame), end="")
+    if args.format != "text":   # the text table ends with it already
+        print(v.verdict(frame), file=sys.stderr)
+    print(f"results in {out}", file=sys.stderr)
+    return 0
 
 
 def _add_cleanup_command(commands) -> None:

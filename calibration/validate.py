@@ -1,0 +1,413 @@
+"""`colosim validate`: how far the simulator is from this host, on scenarios
+the calibration never saw.
+
+For each scenario of a suite (calibration/suites/*.yaml: named lists of
+`colosim run` overrides) it runs ``backend=real`` and then ``backend=sim``
+with the same overrides, seed and ``calibration=PROFILE`` through
+scenarios.runner.run_scenario, and compares the two summaries metric by
+metric: relative error (sim - real) / real, and a target where issue 8 sets
+one.  Both backends see the same requests: the real run writes the trace it
+replayed (trace.parquet), and the simulator draws the same trace from the
+same seeded streams (poisson, worker_pool: backends/real/trace.py) or reads
+the same trace_file; :func:`replay_mismatch` checks every simulated request
+against the real run's trace, so a difference is reported, never silent.
+Closed loops (periodic) have no trace: their config is their input.
+
+Results go to one directory: ``runs/<scenario>-real`` and
+``runs/<scenario>-sim`` (so `colosim compare` and `colosim report` read it
+as a sweep), ``validation.parquet`` (one row per scenario x metric), the
+suite file used, and report.html with a Validation section.
+"""
+from __future__ import annotations
+
+import io
+import math
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import yaml
+
+from results.compare import display_unit, fmt
+from results.readers import RUNS
+from results.rundir import TRACE_FILE, read_run_dir
+
+SUITES_DIR = Path(__file__).resolve().parent / "suites"
+DEFAULT_SUITE = SUITES_DIR / "heldout.yaml"
+VALIDATION_FILE = "validation.parquet"
+SUITE_COPY = "suite.yaml"
+
+# issue 8's targets for this machine's held-out suite: |relative error| at most
+TARGETS = {"throughput_rps": 0.05, "cpu_util": 0.05, "latency_p50_s": 0.10,
+           "latency_p99_s": 0.20, "ctx_switch_rate_per_s": 0.20}
+METRICS = ("throughput_rps", "goodput_rps", "latency_p50_s", "latency_p95_s", "latency_p99_s",
+           "ctx_switch_rate_per_s", "migration_rate_per_s", "cpu_util", "throttled_time_s")
+BACKENDS = ("real", "sim")
+PASS, MISS, MISSING = "pass", "MISS", "missing"
+
+
+class ValidateError(ValueError):
+    """An unknown profile or scenario, or a suite file that cannot be used;
+    the message lists what is valid."""
+
+
+@dataclass(frozen=True)
+class Suite:
+    path: Path
+    description: str
+    common: list[str]
+    quick: list[str]
+    scenarios: dict[str, list[str]]
+    real: list[str]          # backend.* keys: only the backend=real runs have them
+
+    def overrides(self, name: str, quick: bool, backend: str = "sim") -> list[str]:
+        return [*self.common, *self.scenarios[name], *(self.quick if quick else []),
+                f"backend={backend}", *(self.real if backend == "real" else [])]
+
+
+def load_suite(path: str | Path = DEFAULT_SUITE) -> Suite:
+    path = Path(path)
+    if not path.is_file():
+        found = ", ".join(str(p) for p in sorted(SUITES_DIR.glob("*.yaml")))
+        raise ValidateError(f"suite file {path} does not exist; suites here: {found}")
+    try:
+        doc = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ValidateError(f"{path}: not YAML ({err})") from None
+
+    def overrides(value, where: str) -> list[str]:
+        if value is None:
+            return []
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ValidateError(f"{path}: {where} must be a list of overrides "
+                                f"(strings such as workload.functions=8), got {value!r}")
+        return list(value)
+
+    scenarios = doc.get("scenarios")
+    if not isinstance(scenarios, dict) or not scenarios:
+        raise ValidateError(f"{path}: needs `scenarios:`, a mapping of scenario name to a list "
+                            "of `colosim run` overrides")
+    return Suite(path=path, description=str(doc.get("description", "")),
+                 common=overrides(doc.get("common"), "common"),
+                 quick=overrides(doc.get("quick"), "quick"),
+                 real=overrides(doc.get("real"), "real"),
+                 scenarios={str(k): overrides(v, f"scenario {k}") for k, v in scenarios.items()})
+
+
+def select(suite: Suite, names: list[str] | None) -> list[str]:
+    """The scenarios to run, in suite order when none are named."""
+    if not names:
+        return list(suite.scenarios)
+    unknown = [n for n in names if n not in suite.scenarios]
+    if unknown:
+        raise ValidateError(f"unknown scenario{'s' if len(unknown) > 1 else ''} "
+                            f"{', '.join(unknown)} in {suite.path}; valid scenarios: "
+                            f"{', '.join(suite.scenarios)}")
+    return list(dict.fromkeys(names))
+
+
+def check_profile(profile: str) -> None:
+    from scenarios.config import list_options
+    profiles = list_options().get("calibration", [])
+    if profile not in profiles:
+        raise ValidateError(f"unknown calibration profile {profile!r}; valid profiles "
+                            f"(scenarios/conf/calibration/): {', '.join(profiles)}")
+
+
+# ---------------------------------------------------------------- comparison
+
+def _number(value) -> float:
+    """A summary value as float; None and NaN are missing (NaN)."""
+    return math.nan if value is None else float(value)
+
+
+def rel_error(real: float, sim: float) -> float:
+    """(sim - real) / real; NaN when either is missing; 0 when both are 0,
+    signed infinity when only the real value is 0."""
+    real, sim = _number(real), _number(sim)
+    if math.isnan(real) or math.isnan(sim):
+        return math.nan
+    if real == 0:
+        return 0.0 if sim == 0 else math.copysign(math.inf, sim)
+    return (sim - real) / real
+
+
+def within(error: float, target: float | None) -> bool | None:
+    """Pass (True) / miss (False) against ``target``; None when there is no
+    target or the error is missing, so a missing value never passes."""
+    if target is None or math.isnan(error):
+        return None
+    return bool(abs(error) <= target)
+
+
+def ks(real_latency, sim_latency) -> tuple[float, float]:
+    """Two-sample Kolmogorov-Smirnov statistic and p-value of the latency
+    distributions; NaN when either side has no completed request."""
+    from scipy.stats import ks_2samp
+    a = np.asarray(real_latency, dtype=float)
+    b = np.asarray(sim_latency, dtype=float)
+    a, b = a[~np.isnan(a)], b[~np.isnan(b)]
+    if a.size == 0 or b.size == 0:
+        return math.nan, math.nan
+    r = ks_2samp(a, b)
+    return float(r.statistic), float(r.pvalue)
+
+
+def completed_latencies(requests: pa.Table) -> np.ndarray:
+    frame = requests.select(["latency_s", "dropped"]).to_pandas()
+    return frame.loc[~frame["dropped"].astype(bool), "latency_s"].dropna().to_numpy()
+
+
+def metric_values(summary: dict, window_s: float) -> dict[str, float]:
+    """The compared metrics from one summary row (migrations as a rate over
+    the same window as the context switches)."""
+    values = {m: _number(summary.get(m)) for m in METRICS if m != "migration_rate_per_s"}
+    migrations = _number(summary.get("migrations"))
+    values["migration_rate_per_s"] = migrations / window_s if window_s > 0 else math.nan
+    return values
+
+
+def scenario_rows(scenario: str, real: dict | None, sim: dict | None, real_latency=(),
+                  sim_latency=(), runs: tuple[str, str] = ("", ""), note: str = "",
+                  window_s: float = math.nan) -> list[dict]:
+    """One row per metric; a backend that did not run (None) gives missing values."""
+    rv = metric_values(real, window_s) if real is not None else {}
+    sv = metric_values(sim, window_s) if sim is not None else {}
+    stat, p = ks(real_latency, sim_latency)
+    rows = []
+    for m in METRICS:
+        r, s = rv.get(m, math.nan), sv.get(m, math.nan)
+        err = rel_error(r, s)
+        target = TARGETS.get(m)
+        rows.append({"scenario": scenario, "metric": m, "real": r, "sim": s, "rel_error": err,
+                     "target": math.nan if target is None else target,
+                     "ok": within(err, target), "ks_stat": stat, "ks_pvalue": p,
+                     "n_real": int(np.size(real_latency)), "n_sim": int(np.size(sim_latency)),
+                     "real_run": runs[0], "sim_run": runs[1], "note": note})
+    return rows
+
+
+VALIDATION_SCHEMA = pa.schema([
+    ("scenario", pa.string()), ("metric", pa.string()), ("real", pa.float64()),
+    ("sim", pa.float64()), ("rel_error", pa.float64()), ("target", pa.float64()),
+    ("ok", pa.bool_()), ("ks_stat", pa.float64()), ("ks_pvalue", pa.float64()),
+    ("n_real", pa.int64()), ("n_sim", pa.int64()), ("real_run", pa.string()),
+    ("sim_run", pa.string()), ("note", pa.string())])
+
+
+def to_frame(rows: list[dict]) -> pd.DataFrame:
+    return pa.Table.from_pylist(rows, schema=VALIDATION_SCHEMA).to_pandas()
+
+
+def read_validation(directory: str | Path) -> pd.DataFrame:
+    return pq.read_table(Path(directory) / VALIDATION_FILE).to_pandas()
+
+
+def replay_mismatch(trace: pa.Table, requests: pa.Table, n_unfinished: int,
+                    warmup_s: float) -> str | None:
+    """Why the simulator's requests are not exactly the trace's rows after
+    warm-up (None: every request is a row with its demand, and every row is a
+    request or still unfinished at the end)."""
+    t = trace.select(["function", "arrival_s", "demand_s"]).to_pandas()
+    t = t[t["arrival_s"] >= warmup_s]
+    r = requests.select(["function", "arrival_s", "cpu_demand_s"]).to_pandas()
+    m = r.merge(t, on=["function", "arrival_s"], how="left")
+    strangers = int(m["demand_s"].isna().sum())
+    if strangers:
+        return f"{strangers} simulated request(s) are not in the real run's trace"
+    off = ~np.isclose(m["cpu_demand_s"], m["demand_s"], rtol=0, atol=1e-9)
+    if off.any():
+        return f"{int(off.sum())} simulated request(s) have another demand than in the trace"
+    if len(r) + n_unfinished != len(t):
+        return (f"the simulator saw {len(r) + n_unfinished} requests after warm-up, the trace "
+                f"has {len(t)}")
+    return None
+
+
+# ---------------------------------------------------------------- running
+
+def _preflight_real() -> None:
+    """The real backend's own refusal (root, cgroup controllers), before
+    anything runs: without it no scenario can be validated."""
+    from backends.real import cgroupfs
+    try:
+        cgroupfs.preflight(cgroupfs.detect_layout())
+    except (cgroupfs.CgroupError, OSError) as err:
+        raise ValidateError(f"validate runs every scenario on backend=real: {err}") from None
+
+
+def validate(profile: str, suite: Suite, names: list[str], out: Path, quick: bool = False,
+             progress=None, preflight=_preflight_real) -> pd.DataFrame:
+    """Run ``names`` of ``suite`` on both backends into ``out`` and return the
+    validation frame (also written as validation.parquet and report.html)."""
+    from results.rundir import ensure_writable
+    from scenarios.config import compose
+    from scenarios.validate import ConfigError
+
+    say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+    check_profile(profile)
+    configs = {}
+    for name in names:   # every config is checked before anything runs
+        for backend in BACKENDS:
+            overrides = [*suite.overrides(name, quick, backend), f"calibration={profile}"]
+            try:
+                configs[name, backend] = compose(overrides)
+            except ConfigError as err:
+                raise ValidateError(f"scenario {name} ({suite.path}), backend={backend}: "
+                                    f"{err}") from None
+    preflight()
+    ensure_writable(out)
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(suite.path, out / SUITE_COPY)
+    rows: list[dict] = []
+    total, k = 2 * len(names), 0
+    for name in names:
+        dirs = {b: out / RUNS / f"{name}-{b}" for b in BACKENDS}
+        done: dict[str, dict] = {}
+        notes = []
+        for backend in BACKENDS:
+            k += 1
+            if backend == "sim" and "real" not in done:
+                say(f"[{k}/{total}] {name} sim: skipped (the real run failed)")
+                continue
+            cfg = configs[name, backend]
+            t0 = time.perf_counter()
+            say(f"[{k}/{total}] {name} {backend}: {cfg.duration_s:g} s ...")
+            error = _run(cfg, dirs[backend])
+            if error:
+                notes.append(f"{backend} run failed: {error}")
+                say(f"[{k}/{total}] {name} {backend}: FAILED ({error})")
+                continue
+            done[backend] = read_run_dir(dirs[backend])
+            say(f"[{k}/{total}] {name} {backend}: done in {time.perf_counter() - t0:.1f} s")
+        cfg = configs[name, "real"]
+        window = float(cfg.duration_s) - float(cfg.warmup_s)
+        real, sim = done.get("real"), done.get("sim")
+        if real is not None and sim is not None:
+            trace_path = dirs["real"] / TRACE_FILE
+            trace = pq.read_table(trace_path) if trace_path.is_file() else None
+            if trace is not None and trace.num_rows:
+                s = sim.summary.to_pylist()[0]
+                why = replay_mismatch(trace, sim.requests, int(s.get("n_unfinished") or 0),
+                                      float(cfg.warmup_s))
+                if why:
+                    notes.append(f"the simulator did not replay the real trace: {why}")
+            real_summary = real.summary.to_pylist()[0]
+            if real_summary.get("perf_status") not in (None, "ok"):
+                notes.append(f"perf {real_summary['perf_status']}")
+        rows += scenario_rows(
+            name, real and real.summary.to_pylist()[0], sim and sim.summary.to_pylist()[0],
+            completed_latencies(real.requests) if real else (),
+            completed_latencies(sim.requests) if sim else (),
+            (dirs["real"].name if real else "", dirs["sim"].name if sim else ""),
+            "; ".join(notes), window)
+    frame = to_frame(rows)
+    tmp = out / f".{VALIDATION_FILE}.tmp"
+    pq.write_table(pa.Table.from_pandas(frame, schema=VALIDATION_SCHEMA, preserve_index=False),
+                   tmp)
+    tmp.replace(out / VALIDATION_FILE)
+    if (frame["real_run"] != "").any():
+        from results.report import write_report
+        write_report(out)
+    return frame
+
+
+def _run(cfg, out_dir: Path) -> str | None:
+    """Run one scenario through the runner; the error message if it could not run."""
+    from scenarios.runner import RunError, run_scenario
+    from sim.workloads.trace import TraceError
+    try:
+        run_scenario(cfg, out_dir)
+    except (RunError, TraceError) as err:
+        return str(err)
+    return None
+
+
+# ---------------------------------------------------------------- formatting
+
+HEAD = ("scenario", "metric", "real", "sim", "error", "target", "result")
+
+
+def result_text(ok, target: float) -> str:
+    if ok is None or (isinstance(ok, float) and math.isnan(ok)) or ok is pd.NA:
+        return "" if math.isnan(target) else MISSING
+    return PASS if ok else MISS
+
+
+def table_cells(frame: pd.DataFrame) -> list[list[str]]:
+    """Rows as the text, markdown and HTML tables show them (display units:
+    latencies in ms, fractions in %; missing values as "-")."""
+    body = []
+    for r in frame.to_dict("records"):
+        scale, unit = display_unit(r["metric"])
+        name = f"{r['metric']} ({unit})" if unit else r["metric"]
+        err = r["rel_error"]
+        body.append([r["scenario"], name, fmt(r["real"] * scale), fmt(r["sim"] * scale),
+                     "-" if math.isnan(err) else f"{100 * err:+.1f}%",
+                     "" if math.isnan(r["target"]) else f"±{100 * r['target']:.0f}%",
+                     result_text(r["ok"], r["target"])])
+    return body
+
+
+def ks_lines(frame: pd.DataFrame) -> list[str]:
+    out = []
+    for name, g in frame.groupby("scenario", sort=False):
+        r = g.iloc[0]
+        stat = "-" if math.isnan(r["ks_stat"]) else f"{r['ks_stat']:.3f} (p = {r['ks_pvalue']:.2g})"
+        line = f"{name}: latency KS statistic {stat}, {r['n_real']} real vs {r['n_sim']} " \
+               "sim requests"
+        if r["note"]:
+            line += f"; note: {r['note']}"
+        out.append(line)
+    return out
+
+
+def verdict(frame: pd.DataFrame) -> str:
+    """One line: how many targets were met, which were missed or missing."""
+    targeted = frame[frame["target"].notna()]
+    ok = targeted["ok"]
+    met = int((ok == True).sum())   # noqa: E712 - nullable booleans
+    missed = targeted[ok == False]   # noqa: E712
+    missing = targeted[ok.isna()]
+    parts = [f"verdict: {met}/{len(targeted)} targets met in "
+             f"{frame['scenario'].nunique()} scenario(s)"]
+    if len(missed):
+        parts.append("missed: " + ", ".join(
+            f"{r.scenario} {r.metric} ({100 * r.rel_error:+.0f}%)" for r in missed.itertuples()))
+    if len(missing):
+        parts.append(f"missing: {len(missing)}")
+    return "; ".join(parts)
+
+
+def format_text(frame: pd.DataFrame) -> str:
+    rows = [list(HEAD), *table_cells(frame)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(HEAD))]
+    lines = ["  ".join(v.rjust(w) if 2 <= i <= 5 else v.ljust(w)
+                       for i, (v, w) in enumerate(zip(r, widths))).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join([*lines, "", *ks_lines(frame), "", verdict(frame)]) + "\n"
+
+
+def format_markdown(frame: pd.DataFrame) -> str:
+    lines = ["| " + " | ".join(HEAD) + " |",
+             "| " + " | ".join(["---", "---", "---:", "---:", "---:", "---:", "---"]) + " |"]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |"
+              for row in table_cells(frame)]
+    return "\n".join([*lines, "", *(f"- {k}" for k in ks_lines(frame)), "",
+                      f"**{verdict(frame)}**"]) + "\n"
+
+
+def format_csv(frame: pd.DataFrame) -> str:
+    """Long form, full precision, the columns' own units (as validation.parquet)."""
+    out = io.StringIO()
+    frame.to_csv(out, index=False, lineterminator="\n")
+    return out.getvalue()
+
+
+FORMATTERS = {"text": format_text, "markdown": format_markdown, "csv": format_csv}
