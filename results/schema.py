@@ -35,6 +35,9 @@ SUMMARY = pa.schema(
         ("ctx_switches", pa.int64()),
         ("ctx_switch_rate_per_s", pa.float64()),
         ("ctx_switch_cost_mean_us", pa.float64()),
+        # switches away from the workload's tasks per second: what perf's
+        # context-switches event counts per cgroup, so both backends measure it
+        ("switch_out_rate_per_s", pa.float64()),
         ("migrations", pa.int64()),
         ("runqueue_wait_mean_s", pa.float64()),
         ("nr_periods", pa.int64()),

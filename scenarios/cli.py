@@ -75,6 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     sweep.set_defaults(handler=_sweep)
     _add_results_commands(commands)
     _add_cleanup_command(commands)
+    _add_calibrate_command(commands)
     _add_validate_command(commands)
     return parser
 
@@ -148,6 +149,96 @@ def _validate(args: argparse.Namespace) -> int:
         print(v.verdict(frame), file=sys.stderr)
     print(f"results in {out}", file=sys.stderr)
     return 0
+
+
+def _add_calibrate_command(commands) -> None:
+    """`colosim calibrate` (calibration/): fit the cost model on this host."""
+    cal = commands.add_parser(
+        "calibrate",
+        help="measure this host with microbenchmarks and fit the simulator's cost model",
+        description="Run the microbenchmarks of calibration/bench on this host (context-switch "
+        "ping-pong across cgroup levels, run-queue lengths, working sets and CPUs; hog "
+        "density; wake-up latency; bandwidth throttling), fit the context-switch cost model "
+        "(direct, per-level, run-queue, migration and cache-refill costs) by least squares, "
+        "re-simulate every measured configuration with the fitted values, and write the "
+        "profile with each parameter's 1-sigma, every point's residual and the host "
+        "fingerprint. Needs root, cgroups (cpu, cpuacct, cpuset) and gcc.",
+        epilog="""examples:
+  colosim calibrate --out this-vm                 measure (~5 min), fit, write
+                                                  scenarios/conf/calibration/this-vm.yaml
+  colosim run calibration=this-vm host=this-vm    simulate with it
+  colosim calibrate --out this-vm --from-bench calibration/data/this-vm
+                                                  refit recorded measurements (no root)
+  colosim calibrate --out /tmp/p.yaml --quick     a short measurement (~1 min)
+
+The fit report (every point: measured, fitted, re-simulated) is written to the
+work directory and, for a named profile, to calibration/fits/NAME.md.
+See docs/calibration-host.md.
+""",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    cal.add_argument("--out", required=True, metavar="PROFILE",
+                     help="profile name (written to scenarios/conf/calibration/PROFILE.yaml) or "
+                     "a .yaml path")
+    cal.add_argument("--from-bench", type=Path, default=None, metavar="DIR",
+                     help="fit the benchmark tables in DIR instead of measuring")
+    cal.add_argument("--dir", type=Path, default=None,
+                     help="work directory (default: runs/calibrate-PROFILE-<timestamp>)")
+    cal.add_argument("--quick", action="store_true",
+                     help="fewer configurations and shorter samples (CI)")
+    cal.add_argument("--fix", action="append", default=[], metavar="PARAM=VALUE",
+                     help="hold a cost parameter at a value instead of fitting it (repeatable)")
+    cal.add_argument("--host", default="this-vm",
+                     help="host option the re-simulation uses (default: this-vm)")
+    cal.add_argument("--scheduler", default=None,
+                     help="scheduler option of the re-simulation (default: the kernel's: "
+                     "eevdf on Linux 6.6+, else cfs)")
+    cal.add_argument("--no-resimulate", action="store_true",
+                     help="skip re-simulating the measured configurations")
+    cal.set_defaults(handler=_calibrate)
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from calibration.calibrate import calibrate
+    from calibration.fit import PARAMS
+
+    fixed = {}
+    for item in args.fix:
+        key, sep, value = item.partition("=")
+        if not sep or key not in PARAMS:
+            return _fail(f"--fix {item}: expected PARAM=VALUE with PARAM one of "
+                         f"{', '.join(PARAMS)}")
+        try:
+            fixed[key] = float(value)
+        except ValueError:
+            return _fail(f"--fix {item}: {value!r} is not a number")
+    scheduler = args.scheduler
+    if scheduler is None:
+        from backends.real.detect import fair_scheduler
+        scheduler = fair_scheduler()
+    if args.from_bench is None and os.geteuid() != 0:
+        return _fail("calibrate measures with cgroups and needs root; refit recorded "
+                     "measurements with --from-bench DIR")
+    try:
+        out = calibrate(args.out, work_dir=args.dir, from_bench=args.from_bench,
+                        quick=args.quick, fixed=fixed, host=args.host, scheduler=scheduler,
+                        resim=not args.no_resimulate, progress=_progress_line,
+                        command="colosim calibrate " + " ".join(sys.argv[2:]))
+    except (FileNotFoundError, ValueError, RuntimeError, ConfigError) as e:
+        return _fail(e)
+    result = out["result"]
+    for key, value in result.params.items():
+        sigma = "fixed" if key in result.fixed else f"+/- {result.sigma[key]:.3g}"
+        print(f"{key:20} {value:12.4g}  {sigma}")
+    print(f"chi2 {result.chi2:.1f} / {result.dof} dof")
+    print(f"profile: {out['profile']}")
+    print(f"report:  {out['report']}")
+    return 0
+
+
+def _progress_line(msg: str) -> None:
+    if not os.environ.get("COLOSIM_QUIET"):
+        print(f"[calibrate] {msg}", file=sys.stderr, flush=True)
 
 
 def _add_cleanup_command(commands) -> None:

@@ -56,6 +56,9 @@ class CalibrationConfig:
     # a profile fitted by `colosim calibrate` (calibration/profile.py): the
     # parameters' 1-sigma, the residual of every point, the host fingerprint
     fit: Optional[Dict[str, Any]] = None
+    # CPU the real backend's native worker spends dispatching each thread on
+    # this host (request_path=worker); null: sim/workloads/request_path.py's default
+    worker_dispatch_us: Optional[float] = None
 
 
 @dataclass
@@ -81,8 +84,12 @@ class FunctionsWorkload:
     cpu_max_burst: Optional[int] = None
     # the hops of a request (sim/workloads/request_path.py): direct (threads
     # forked in the function cgroup) | knative (a pod: queue-proxy in, the
-    # user container, queue-proxy out, each in its container's cgroup)
+    # user container, queue-proxy out, each in its container's cgroup) |
+    # worker (the real backend's native worker: a dispatcher thread per cgroup)
     request_path: str = "direct"
+    # worker path: dispatcher CPU per thread created (null: the calibration
+    # profile's worker_dispatch_us)
+    dispatch_us: Optional[float] = None
 
 
 @dataclass

@@ -593,8 +593,9 @@ def _check_backend(c: _Checks) -> None:
     c.one_of("backend.lateness_action", ("reject", "flag"))
     c.at_least("backend.grace_s", 0)
     path = c.get("workload.request_path")
-    c.require("workload.request_path", path in (None, "direct"),
-              "backend=real replays the direct path only (knative is simulated)", path)
+    c.require("workload.request_path", path in (None, "direct", "worker"),
+              "backend=real runs its native worker (direct and worker are that same "
+              "path; knative is simulated)", path)
 
 
 def _check_schema_matches(c: _Checks, group: str, schema: type, key: str = "name") -> bool:

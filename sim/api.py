@@ -50,7 +50,11 @@ def build(cfg: dict, trace=None):
                       CostModel.from_config(cfg["calibration"]))
     machine.host_cfg = dict(cfg["host"])
     recorder = Recorder(s_to_ns(float(cfg.get("warmup_s", 0.0))))
-    workload = workloads.build(cfg["workload"], machine, recorder, trace)
+    wl_cfg = cfg["workload"]
+    if wl_cfg.get("request_path") == "worker" and wl_cfg.get("dispatch_us") is None:
+        # the native worker's dispatch cost belongs to the host: its profile's measurement
+        wl_cfg = {**wl_cfg, "dispatch_us": cfg["calibration"].get("worker_dispatch_us")}
+    workload = workloads.build(wl_cfg, machine, recorder, trace)
     return engine, machine, recorder, workload
 
 
@@ -168,6 +172,7 @@ def _summary(cfg, machine, recorder, requests, c: HostCounters, window_s, wall_s
         "ctx_switches": c.switches,
         "ctx_switch_rate_per_s": c.switches / window_s,
         "ctx_switch_cost_mean_us": (c.overhead_ns / c.switches / 1000) if c.switches else 0.0,
+        "switch_out_rate_per_s": c.switch_outs / window_s,
         "migrations": c.migrations,
         "runqueue_wait_mean_s": (c.run_delay_ns / c.pcount / NSEC_PER_SEC) if c.pcount else 0.0,
         # cpu.stat bandwidth counters of all cgroups, summed over the window

@@ -76,6 +76,9 @@ class Machine:
             rq.avg_idle = 2 * self.policy.migration_cost
         self.idle_cpus = set(range(n))
         self.nr_migrations = 0
+        # switches away from a task (to another task or to idle): what perf's
+        # context-switches event counts for a cgroup's tasks (perf stat -G)
+        self.nr_switch_outs = 0
         # schedstat: time tasks waited runnable, and how many times they ran
         self.run_delay_ns = 0
         self.pcount = 0
@@ -313,6 +316,7 @@ class Machine:
         rq.nr_switches += 1
         rq.gen += 1
         if prev is not None:
+            self.nr_switch_outs += 1
             prev.on_cpu = False
             prev.last_ran = now
             prev.last_cpu = rq.cpu

@@ -58,6 +58,7 @@ class HostCounters:
     busy_ns: int = 0
     overhead_ns: int = 0
     switches: int = 0
+    switch_outs: int = 0
     migrations: int = 0
     run_delay_ns: int = 0
     pcount: int = 0
@@ -75,6 +76,7 @@ class HostCounters:
         return cls(busy_ns=sum(r.busy_ns for r in rqs),
                    overhead_ns=sum(r.overhead_ns for r in rqs),
                    switches=sum(r.nr_switches for r in rqs),
+                   switch_outs=machine.nr_switch_outs,
                    migrations=machine.nr_migrations,
                    run_delay_ns=machine.run_delay_ns, pcount=machine.pcount,
                    nr_periods=sum(b.nr_periods for b in bws),

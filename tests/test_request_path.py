@@ -191,5 +191,43 @@ def test_config_validation_names_the_key():
     assert compose(["workload=resctl"]).workload.request_path == "direct"
     with pytest.raises(ConfigError, match="workload.request_path"):
         compose(["workload=resctl", "workload.request_path=istio"])
-    with pytest.raises(ConfigError, match="backend=real replays the direct path only"):
+    with pytest.raises(ConfigError, match="backend=real runs its native worker"):
         compose(["workload=azure2021", "backend=real", "workload.request_path=knative"])
+
+
+# ``worker``: the real backend's native worker, a dispatcher thread per cgroup
+
+def _worker(trace, calibration=None, cores=1, **kw):
+    return _run(trace, cores=cores, calibration=calibration, path="worker", parent="faas", **kw)
+
+
+def test_worker_path_alone_takes_dispatch_plus_demand():
+    lat = [r["latency_s"] for r in _worker(_spaced(), dispatch_us=50.0).requests.to_pylist()]
+    assert lat == pytest.approx([50e-6 + 0.002] * 20, abs=1e-9)
+
+
+def test_worker_path_dispatch_scales_with_threads_and_queues_in_the_pipe():
+    # two 2-thread requests at once on two CPUs: the second is read after the
+    # first's two threads were created (2 x 50 us), then waits 2 x 50 us more
+    trace = make_trace(["f", "f"], [0.01, 0.01], [0.004, 0.004], [2, 2])
+    rows = sorted(r["latency_s"] for r in _worker(trace, cores=2, dispatch_us=50.0)
+                  .requests.to_pylist())
+    assert rows[0] >= 100e-6 + 0.002 - 1e-9
+    assert rows[1] >= 200e-6 + 0.002 - 1e-9
+
+
+def test_worker_path_adds_one_switch_out_per_request():
+    trace = _spaced()
+    outs = {p: _run(trace, path=p, parent="faas", dispatch_us=50.0).summary
+            .column("switch_out_rate_per_s")[0].as_py() for p in ("direct", "worker")}
+    # 20 requests in 1.5 s: direct switches out of each thread once (it
+    # exits), worker also out of the dispatcher when it blocks again
+    assert outs["direct"] * 1.5 == pytest.approx(20)
+    assert outs["worker"] * 1.5 == pytest.approx(40)
+
+
+def test_worker_dispatch_defaults_to_the_calibration_profile():
+    ideal = {k: 0 for k in DEFAULT_COSTS} | {"name": "ideal", "cache_line_bytes": 64,
+                                              "cache_decay_ns": 1, "worker_dispatch_us": 200.0}
+    lat = [r["latency_s"] for r in _worker(_spaced(), calibration=ideal).requests.to_pylist()]
+    assert lat == pytest.approx([200e-6 + 0.002] * 20, abs=1e-9)

@@ -679,6 +679,8 @@ def _summary(cfg, b, requests, sampler, perf_rows, lstats, ok, perf_status, host
         "ctx_switches": sw,
         "ctx_switch_rate_per_s": nan if sw is None else sw / window_s,
         "ctx_switch_cost_mean_us": nan,      # not measurable on the real host
+        # perf stat -G counts a cgroup's switches when its task leaves the CPU
+        "switch_out_rate_per_s": nan if sw is None else sw / window_s,
         "migrations": mg,
         "runqueue_wait_mean_s": nan,         # per-thread schedstat dies with the threads
         "nr_periods": int(diff("nr_periods")),

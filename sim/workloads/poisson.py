@@ -28,7 +28,7 @@ class PoissonWorkload(ForkJoin):
             tg = machine.create_group(f"{parent}/{name}" if parent else name, shares)
             apply_cgroup_bandwidth(machine, tg, cfg)
             if self.path is not None:
-                self.path.add_pod(tg)
+                self.path.add_function(tg)
             service = ServiceTime(cfg.get("service", "exp"), float(cfg["mean_service_s"]),
                                   float(cfg.get("service_sigma", 1.0)),
                                   self.engine.rng(f"workload/{name}/service"))

@@ -33,6 +33,17 @@ takes it without sleeping.  Container cgroups keep the default weight
 Not modelled: the Istio ingress gateway and activator (they ran on other
 nodes), the pause container (idle), queue-proxy's timers (metrics,
 probes), and network softirq work.
+
+``worker``: the real backend's native worker (backends/workers/funcworker.c)
+as it runs on a host: one dispatcher thread per function cgroup blocks on
+its pipe, wakes for each request, creates the request's threads
+(``dispatch_us`` of its own CPU per thread created: the line read and
+pthread_create) and blocks again; requests arriving while it works wait in
+the pipe.  The threads run the demand in the function cgroup as in
+``direct``.  This is the path to compare a simulation with a
+``backend=real`` run: each request costs one more wake-up and switch than
+``direct``.  ``dispatch_us`` null takes the calibration profile's
+``worker_dispatch_us`` (measured by ``colosim calibrate``).
 """
 from __future__ import annotations
 
@@ -43,7 +54,12 @@ from sim.task import BURST_BLOCK, BURST_EXIT, Request
 
 DIRECT = "direct"
 KNATIVE = "knative"
-REQUEST_PATHS = (DIRECT, KNATIVE)
+WORKER = "worker"
+REQUEST_PATHS = (DIRECT, KNATIVE, WORKER)
+# dispatch CPU per thread created when neither the workload nor the
+# calibration profile gives one: funcworker's dispatcher measured on the
+# development VM (Xeon, Linux 6.18: 47 us per single-thread request)
+DEFAULT_DISPATCH_US = 47.0
 QUEUE_PROXY = "queue-proxy"
 USER_CONTAINER = "user-container"
 
@@ -75,7 +91,13 @@ def check(cfg) -> str:
 
 def build(cfg, workload):
     """The request path of ``workload`` (a ForkJoin): None for direct."""
-    return KnativePath(workload) if check(cfg) == KNATIVE else None
+    kind = check(cfg)
+    if kind == KNATIVE:
+        return KnativePath(workload)
+    if kind == WORKER:
+        us = cfg.get("dispatch_us")
+        return WorkerPath(workload, DEFAULT_DISPATCH_US if us is None else float(us))
+    return None
 
 
 class Pod:
@@ -104,7 +126,7 @@ class KnativePath:
         self.pods: dict = {}          # pod cgroup -> Pod
         self.by_group: dict = {}      # container cgroup -> Pod
 
-    def add_pod(self, tg) -> Pod:
+    def add_function(self, tg) -> Pod:
         """The containers' cgroups of the pod whose cgroup is ``tg``."""
         m = self.machine
         pod = Pod(tg, m.create_group(f"{tg.name}/{QUEUE_PROXY}"),
@@ -177,4 +199,63 @@ class KnativePath:
             return 0
         task.request = None
         pod.idle.append(task)
+        return BURST_BLOCK
+
+
+class WorkerPath:
+    """Requests of a ForkJoin workload through funcworker's dispatcher thread."""
+
+    def __init__(self, workload, dispatch_us: float):
+        if dispatch_us < 0:
+            raise ValueError(f"workload.dispatch_us = {dispatch_us}: must be >= 0")
+        self.wl = workload
+        self.machine = workload.machine
+        self.engine = workload.machine.engine
+        self.dispatch_ns = int(round(dispatch_us * NSEC_PER_USEC))
+        self.dispatcher: dict = {}    # function cgroup -> its dispatcher thread
+        self.job: dict = {}           # dispatcher -> request it is dispatching
+        self.pipe: dict = {}          # function cgroup -> requests waiting to be read
+
+    def add_function(self, tg) -> None:
+        """The dispatcher starts with the first request (its thread exists
+        from the start on a real host, blocked on the pipe: the same)."""
+        self.pipe[tg] = deque()
+
+    def fork_request(self, name: str, tg, demand: int, k: int, hint: int) -> int:
+        req = Request(name, tg.name, self.engine.now, demand)
+        self.wl.recorder.request_arrived(req)
+        req.pending = k
+        m = self.machine
+        d = self.dispatcher.get(tg)
+        if d is None:
+            d = m.new_task(f"{name}/dispatcher", tg, self.wl.nice, self._cost(req), 0, self)
+            self.dispatcher[tg] = d
+            self.job[d] = req
+            m.wake_up_new_task(d, hint)
+        elif d in self.job:
+            self.pipe[tg].append(req)
+        else:
+            self.job[d] = req
+            d.remaining = self._cost(req)
+            m.wake_up(d)
+        return d.cpu
+
+    def _cost(self, req) -> int:
+        return max(1, self.dispatch_ns * req.pending)
+
+    def burst_done(self, d):
+        req = self.job.pop(d)
+        share, extra = divmod(req.demand, req.pending)
+        m, wl, hint = self.machine, self.wl, d.cpu
+        for j in range(req.pending):
+            t = m.new_task(req.function, d.tg, wl.nice, max(1, share + (extra if j == 0 else 0)),
+                           wl.ws_bytes, wl, req)
+            m.wake_up_new_task(t, hint)
+            hint = t.cpu
+        pipe = self.pipe[d.tg]
+        if pipe:
+            nxt = pipe.popleft()
+            self.job[d] = nxt
+            d.remaining = self._cost(nxt)
+            return 0
         return BURST_BLOCK

@@ -94,7 +94,7 @@ class ResctlWorkload(ForkJoin):
             tg = machine.create_group(f"{parent}/{name}" if parent else name, shares)
             apply_cgroup_bandwidth(machine, tg, cfg)
             if self.path is not None:
-                self.path.add_pod(tg)
+                self.path.add_function(tg)
             service = ServiceTime(cfg.get("service", "lognormal"), float(cfg["mean_service_s"]),
                                   float(cfg.get("service_sigma", 0.33)),
                                   self.engine.rng(f"workload/{name}/service"),

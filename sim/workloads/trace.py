@@ -110,7 +110,7 @@ class TraceWorkload(ForkJoin):
                                                      shares)
             apply_cgroup_bandwidth(machine, self.groups[name], cfg)
             if self.path is not None:
-                self.path.add_pod(self.groups[name])
+                self.path.add_function(self.groups[name])
             self.hints[name] = len(self.hints) % ncpus
         self.rows = list(zip(arrivals.tolist(), names, demands.tolist(),
                              trace.column("threads").to_pylist()))
