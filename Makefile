@@ -37,6 +37,20 @@ $(WORKERS): backends/workers/funcworker.c
 	else mkdir -p $(@D) && echo "$(WORKER_CC) -O2 -Wall -Wextra -pthread -o $@ $<" && \
 	  $(WORKER_CC) -O2 -Wall -Wextra -pthread -o $@ $<; fi
 
+# Native programs of the calibration microbenchmarks (calibration/bench/native/;
+# gcc).  The benchmarks also build them on first use (calibration/bench/common.py).
+# `bench` is taken by the pytest benchmarks, so this target is microbench.
+.PHONY: microbench
+MICROBENCH := $(patsubst %.c,calibration/bench/native/build/%,$(notdir $(wildcard calibration/bench/native/*.c)))
+microbench: $(MICROBENCH)
+
+# Without gcc the benchmarks refuse to run and their tests skip; make test goes on.
+calibration/bench/native/build/%: calibration/bench/native/%.c
+	@if ! command -v $(WORKER_CC) >/dev/null; then \
+	  echo "note: $(WORKER_CC) not found: calibration/bench/native not built (the calibration benchmarks need it)"; \
+	else mkdir -p $(@D) && echo "$(WORKER_CC) -O2 -Wall -Wextra -pthread -o $@ $<" && \
+	  $(WORKER_CC) -O2 -Wall -Wextra -pthread -o $@ $<; fi
+
 # The RDT sidecar of the real-host backend (backends/rdt-sidecar/; Go on
 # intel/goresctrl).  The backend also builds it on first use (backends/real/rdt.py).
 .PHONY: rdt-sidecar
@@ -61,6 +75,7 @@ demo: $(VENV)/.compiled $(WORKERS) $(RDT_SIDECAR)
 	$(BIN)/colosim report runs/demo
 
 test: $(VENV)/.compiled $(WORKERS) $(RDT_SIDECAR)
+test: $(MICROBENCH)
 	$(BIN)/python -m pytest -q
 
 test-slow: $(VENV)/.compiled

@@ -1,0 +1,31 @@
+"""Calibration microbenchmarks (issue 8; docs/microbenchmarks.md).
+
+Each benchmark writes ``<out>/<bench>.parquet`` of raw samples with the
+host fingerprint and its parameters in the schema metadata
+(:func:`calibration.bench.common.read_bench` reads them back), and runs
+alone as ``python -m calibration.bench.<bench> --out DIR [--quick]``;
+``python -m calibration.bench --out DIR [--quick]`` runs them all.
+
+``BENCHES`` ({name: module}) is imported on first use, so that
+``python -m calibration.bench.<bench>`` does not import its own module twice.
+"""
+from __future__ import annotations
+
+import importlib
+
+NAMES = ("ctx_switch", "density", "wakeup", "throttle")
+
+
+def __getattr__(name: str):
+    if name == "BENCHES":
+        return {n: importlib.import_module(f"calibration.bench.{n}") for n in NAMES}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def run_all(out_dir, quick: bool = False, progress=None) -> dict:
+    """Every benchmark in turn; {name: pyarrow.Table}.  Refuses (BenchUnavailable
+    naming what is missing) before running any of them."""
+    from calibration.bench.common import check_host
+    check_host()
+    return {name: mod.run(out_dir, quick=quick, progress=progress)
+            for name, mod in __getattr__("BENCHES").items()}

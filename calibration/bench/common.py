@@ -1,0 +1,379 @@
+"""What the calibration microbenchmarks share: building the native programs,
+the host checks, the run's cgroups, the native processes, pinning, and the
+Parquet files with the host fingerprint.
+
+Every benchmark writes ``<out>/<bench>.parquet`` with one row per raw sample
+and two schema metadata keys: ``colosim.fingerprint`` (JSON of
+``backends.real.detect.fingerprint()``) and ``colosim.bench`` (JSON: bench,
+params, quick, started_utc, git_commit and what the bench adds, e.g. the
+cache sizes).  :func:`read_bench` returns the three.
+
+Cgroups live in one ``colosim-bench-<bench>-<6 hex>`` tree made through
+``CgroupFS``, so they are removed on exit, SIGINT and SIGTERM like a real
+run's, and ``colosim cleanup`` finds leftovers of a killed run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import secrets
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from backends.real import cgroupfs
+from backends.real.build import atomic_binary
+from backends.real.cgroupfs import CgroupError, CgroupFS
+from backends.real.perf import die_with_parent
+
+NATIVE_DIR = Path(__file__).resolve().parent / "native"
+BUILD_DIR = NATIVE_DIR / "build"
+PROGRAMS = ("ctxsw", "hog", "wakeup")
+CFLAGS = ["-O2", "-Wall", "-Wextra", "-pthread"]
+REPO = Path(__file__).resolve().parents[2]
+META_FINGERPRINT = b"colosim.fingerprint"
+META_BENCH = b"colosim.bench"
+# v1 cpu.shares minimum (v2 weight 1): the lowest weight the kernel allows
+MIN_SHARES = 2
+
+Progress = Callable[[str], None] | None
+
+
+class BenchUnavailable(RuntimeError):
+    """This host cannot run the benchmarks; the message names what is missing."""
+
+
+# --- native programs ------------------------------------------------------------
+def build_native(name: str, force: bool = False) -> Path:
+    """Compile native/<name>.c into native/build/<name> (what `make
+    microbench` does) unless the binary is newer than the source; atomic."""
+    if name not in PROGRAMS:
+        raise ValueError(f"unknown native program {name!r}: {', '.join(PROGRAMS)}")
+    source, out = NATIVE_DIR / f"{name}.c", BUILD_DIR / name
+    if not force and out.exists() and out.stat().st_mtime >= source.stat().st_mtime:
+        return out
+    cc = shutil.which(os.environ.get("CC", "gcc"))
+    if cc is None:
+        raise BenchUnavailable(f"gcc is needed to build the benchmark program {source} "
+                               f"(Debian: apt-get install gcc)")
+    with atomic_binary(out) as tmp:
+        r = subprocess.run([cc, *CFLAGS, "-o", tmp, str(source)], capture_output=True,
+                           text=True, timeout=120)
+        if r.returncode != 0:
+            raise BenchUnavailable(f"building {source} failed:\n{r.stderr.strip()}")
+    return out
+
+
+def check_host() -> None:
+    """Raise BenchUnavailable naming everything missing (root, cgroup
+    controllers, gcc) before anything is created."""
+    missing = []
+    try:
+        cgroupfs.preflight(cgroupfs.detect_layout())
+    except (CgroupError, OSError) as e:
+        missing.append(str(e).removeprefix("the real backend cannot run here; missing: "))
+    if shutil.which(os.environ.get("CC", "gcc")) is None and not all(
+            (BUILD_DIR / p).exists() for p in PROGRAMS):
+        missing.append("gcc (to build calibration/bench/native; apt-get install gcc)")
+    if missing:
+        raise BenchUnavailable("the calibration benchmarks cannot run here; missing: "
+                               + "; ".join(missing))
+
+
+class NativeProc:
+    """One native benchmark process: started, it prints ``K <pid>...`` and
+    waits; :meth:`go` lets it run (after the driver attached it)."""
+
+    def __init__(self, program: str, args: list[str], pass_fds=(), max_seconds: float = 600,
+                 affinity: set[int] | None = None):
+        """``affinity``: CPUs it starts on (default: the driver's, which since
+        Linux 6.2 also survives the v1 cpuset attach)."""
+        binary = build_native(program)
+        cmd = [str(binary), *map(str, args), "--max-seconds", str(max(1, math.ceil(max_seconds)))]
+        self.program = program
+
+        def pre():
+            die_with_parent(signal.SIGKILL)
+            if affinity:
+                os.sched_setaffinity(0, affinity)
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, pass_fds=tuple(pass_fds),
+                                     preexec_fn=pre)
+        line = self._read_line(timeout_s=30)
+        parts = line.split()
+        if not parts or parts[0] != "K":
+            self.kill()
+            raise RuntimeError(f"{program}: bad handshake {line!r}: {self._stderr()}")
+        self.pids = [int(p) for p in parts[1:] if int(p) > 0]
+
+    def _read_line(self, timeout_s: float) -> str:
+        # byte by byte: nothing past the line may be buffered away from communicate()
+        fd = self.proc.stdout.fileno()
+        buf = b""
+        deadline = time.monotonic() + timeout_s
+        while not buf.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                self.kill()
+                raise RuntimeError(f"{self.program}: no handshake within {timeout_s} s")
+            b = os.read(fd, 1)
+            if not b:
+                break
+            buf += b
+        return buf.decode()
+
+    def _stderr(self) -> str:
+        try:
+            return self.proc.stderr.read().decode(errors="replace").strip()
+        except (OSError, ValueError):
+            return ""
+
+    def go(self) -> None:
+        self.proc.stdin.write(b"G\n")
+        self.proc.stdin.flush()
+
+    def output(self, timeout_s: float) -> list[str]:
+        """Everything it prints until it exits (after :meth:`go`)."""
+        try:
+            out, err = self.proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise RuntimeError(f"{self.program} did not finish within {timeout_s:.0f} s")
+        if self.proc.returncode != 0:
+            raise RuntimeError(f"{self.program} exited with {self.proc.returncode}: "
+                               f"{err.decode(errors='replace').strip()}")
+        return out.decode().splitlines()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            try:
+                f.close()
+            except OSError:
+                pass
+
+
+@contextmanager
+def hogs(cg: CgroupFS, cgroups: list[str], cpu: int | None, *, threads: int = 1,
+         ws_bytes: int = 0, counter_fd: int | None = None,
+         max_seconds: float = 600) -> Iterator[list[NativeProc]]:
+    """One hog process per cgroup (created if needed), attached, then let go;
+    killed on leaving.  Pinned to ``cpu``, or free on every online CPU when
+    None.  With ``counter_fd`` hog i counts iterations in slot i."""
+    procs: list[NativeProc] = []
+    try:
+        for i, path in enumerate(cgroups):
+            cg.create(path)
+            args = ["--threads", threads, "--ws", ws_bytes]
+            if cpu is not None:
+                args += ["--cpu", cpu]
+            fds = ()
+            if counter_fd is not None:
+                args += ["--counter-fd", counter_fd, "--slot", i]
+                fds = (counter_fd,)
+            p = NativeProc("hog", args, pass_fds=fds, max_seconds=max_seconds,
+                           affinity=None if cpu is not None else all_cpus())
+            procs.append(p)
+            cg.attach(path, p.pids[0])
+        for p in procs:
+            p.go()
+        yield procs
+    finally:
+        for p in procs:
+            p.kill()
+
+
+# --- cgroups and pinning ----------------------------------------------------------
+@contextmanager
+def bench_cgroups(bench: str) -> Iterator[CgroupFS]:
+    """The benchmark's ``colosim-bench-<bench>-<6 hex>`` tree, removed on
+    exit, SIGINT and SIGTERM (CgroupFS's handlers) and by `colosim cleanup`."""
+    check_host()
+    cg = CgroupFS(f"bench-{bench.replace('_', '-')}-{secrets.token_hex(3)}")
+    try:
+        cg.create()
+        yield cg
+    finally:
+        cg.remove()
+
+
+def _online() -> set[int]:
+    try:
+        return cgroupfs.parse_cpulist(Path("/sys/devices/system/cpu/online").read_text())
+    except OSError:
+        return set()
+
+
+def all_cpus() -> set[int]:
+    return _online() or set(os.sched_getaffinity(0))
+
+
+def bench_cpu() -> int:
+    """The highest-numbered CPU: the benchmarks' CPU."""
+    return max(all_cpus())
+
+
+def driver_cpus() -> set[int]:
+    """Every CPU but the benchmarks' one (all of them on a 1-CPU host)."""
+    cpus = all_cpus()
+    return (cpus - {bench_cpu()}) or cpus
+
+
+@contextmanager
+def driver_pinned() -> Iterator[None]:
+    """Keep this thread, and the processes it starts before they pin
+    themselves (perf included), off the benchmark CPU."""
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, driver_cpus())
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+# --- host facts for the metadata ------------------------------------------------------
+def cache_sizes(cpu: int = 0) -> dict[str, int]:
+    """{"L1d": bytes, "L1i": ..., "L2": ..., "L3": ...} from sysfs (per instance)."""
+    out: dict[str, int] = {}
+    base = Path(f"/sys/devices/system/cpu/cpu{cpu}/cache")
+    for d in sorted(base.glob("index*")):
+        try:
+            level = (d / "level").read_text().strip()
+            kind = (d / "type").read_text().strip()
+            size = (d / "size").read_text().strip()
+        except OSError:
+            continue
+        mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1:], 1)
+        name = f"L{level}" + {"Data": "d", "Instruction": "i"}.get(kind, "")
+        out[name] = int(size.rstrip("KMG")) * mult
+    return out
+
+
+def config_hz() -> int | None:
+    """CONFIG_HZ (the tick rate) from /boot/config-$(uname -r) or
+    /proc/config.gz; None when neither exists."""
+    import gzip
+    texts = []
+    try:
+        texts.append(Path(f"/boot/config-{os.uname().release}").read_text())
+    except OSError:
+        pass
+    try:
+        with gzip.open("/proc/config.gz", "rt") as f:
+            texts.append(f.read())
+    except OSError:
+        pass
+    for text in texts:
+        for line in text.splitlines():
+            if line.startswith("CONFIG_HZ="):
+                return int(line.split("=", 1)[1])
+    return None
+
+
+def mem_available() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def git_commit() -> str | None:
+    try:
+        r = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True,
+                           text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return (r.stdout.strip() or None) if r.returncode == 0 else None
+
+
+_FINGERPRINT: dict | None = None
+
+
+def host_fingerprint() -> dict:
+    global _FINGERPRINT
+    if _FINGERPRINT is None:
+        from backends.real.detect import fingerprint
+        _FINGERPRINT = fingerprint()
+    return dict(_FINGERPRINT)
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+# --- Parquet -------------------------------------------------------------------------
+def bench_meta(bench: str, params: dict, quick: bool, started_utc: str, **extra) -> dict:
+    return {"bench": bench, "params": params, "quick": bool(quick),
+            "started_utc": started_utc, "git_commit": git_commit(), **extra}
+
+
+def with_meta(table: pa.Table, fingerprint: dict, meta: dict) -> pa.Table:
+    md = dict(table.schema.metadata or {})
+    md[META_FINGERPRINT] = json.dumps(fingerprint, sort_keys=True).encode()
+    md[META_BENCH] = json.dumps(meta, sort_keys=True).encode()
+    return table.replace_schema_metadata(md)
+
+
+def write_bench(table: pa.Table, out_dir: str | os.PathLike, meta: dict,
+                fingerprint: dict | None = None) -> Path:
+    """``<out_dir>/<meta['bench']>.parquet`` with the fingerprint and meta."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{meta['bench']}.parquet"
+    table = with_meta(table, host_fingerprint() if fingerprint is None else fingerprint, meta)
+    tmp = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def read_bench(path: str | os.PathLike) -> tuple[pa.Table, dict, dict]:
+    """(table, fingerprint, meta) of a benchmark's Parquet file."""
+    table = pq.read_table(path)
+    md = table.schema.metadata or {}
+    if META_BENCH not in md:
+        raise ValueError(f"{path}: not a colosim benchmark file (no {META_BENCH.decode()} "
+                         f"metadata)")
+    return table, json.loads(md.get(META_FINGERPRINT, b"{}")), json.loads(md[META_BENCH])
+
+
+def say(progress: Progress, msg: str) -> None:
+    if progress is not None:
+        progress(msg)
+
+
+# --- command line ----------------------------------------------------------------------
+def cli(doc: str, run: Callable, argv: list[str] | None = None, prog: str | None = None) -> int:
+    """``python -m calibration.bench[.<name>] --out DIR [--quick]``; ``run``
+    returns a table or {name: table}."""
+    parser = argparse.ArgumentParser(prog=prog, description=doc,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True, help="directory for <bench>.parquet")
+    parser.add_argument("--quick", action="store_true",
+                        help="the reduced configuration CI runs")
+    args = parser.parse_args(argv)
+    t0 = time.monotonic()
+    try:
+        result = run(args.out, quick=args.quick,
+                     progress=lambda m: print(m, file=sys.stderr, flush=True))
+    except BenchUnavailable as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    tables = result if isinstance(result, dict) else {"": result}
+    rows = sum(t.num_rows for t in tables.values())
+    print(f"{rows} rows in {time.monotonic() - t0:.1f} s -> {args.out}", file=sys.stderr)
+    return 0
