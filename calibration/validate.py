@@ -43,11 +43,16 @@ DEFAULT_SUITE = SUITES_DIR / "heldout.yaml"
 VALIDATION_FILE = "validation.parquet"
 SUITE_COPY = "suite.yaml"
 
-# issue 8's targets for this machine's held-out suite: |relative error| at most
+# issue 8's targets for this machine's held-out suite: |relative error| at most.
+# The context-switch target is on switch_out_rate_per_s, the count both
+# backends take the same way (switches away from the workload's tasks, what
+# perf -G counts); ctx_switch_rate_per_s is the simulator's every switch on
+# every CPU against perf's count, shown without a target.
 TARGETS = {"throughput_rps": 0.05, "cpu_util": 0.05, "latency_p50_s": 0.10,
-           "latency_p99_s": 0.20, "ctx_switch_rate_per_s": 0.20}
+           "latency_p99_s": 0.20, "switch_out_rate_per_s": 0.20}
 METRICS = ("throughput_rps", "goodput_rps", "latency_p50_s", "latency_p95_s", "latency_p99_s",
-           "ctx_switch_rate_per_s", "migration_rate_per_s", "cpu_util", "throttled_time_s")
+           "switch_out_rate_per_s", "ctx_switch_rate_per_s", "migration_rate_per_s", "cpu_util",
+           "throttled_time_s")
 BACKENDS = ("real", "sim")
 PASS, MISS, MISSING = "pass", "MISS", "missing"
 

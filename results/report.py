@@ -215,7 +215,7 @@ def cpu_entitlement(results: Results, comparison: Comparison, summary: pd.DataFr
     # One run per policy: the densest group, lowest seed, so policies line up.
     limited = summary[summary["run_id"].isin(frame["run_id"].unique())]
     x = density_key(comparison.params, summary)
-    if x is not None:
+    if x is not None and limited[x].notna().any():   # runs without the key have NaN
         limited = limited[limited[x] == limited[x].max()]
     picks = limited.sort_values("seed").groupby("policy", sort=False).head(1)
     picks = picks.sort_values("policy", key=lambda p: p.map(lambda x: _rank(colors, x)))
