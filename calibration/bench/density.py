@@ -112,7 +112,7 @@ def measure(cg, counters: Counters, cpu: int, n: int, ws: int, warmup_s: float,
     status = "ok" if use_perf else "off"
     with common.hogs(cg, paths, cpu, ws_bytes=ws, counter_fd=counters.fd):
         time.sleep(warmup_s)
-        perf = None
+        perf, perf_t0 = None, 0
         if use_perf:
             perf = PerfStat({cg.perf_name(p): p for p in paths},
                             events=("context-switches", "cpu-migrations"),

@@ -66,12 +66,13 @@ def measure(cg, threads: int, quota_us: int, period_us: int, duration_s: float,
         for _ in range(n):
             time.sleep(sample_s)
             cur = _read(cg, path)
+            stat, before = cur[2], prev[2]
             rows.append({"threads": threads, "quota_us": quota_us, "period_us": period_us,
                          "elapsed_ns": cur[0] - prev[0], "usage_ns": cur[1] - prev[1],
-                         "nr_periods": cur[2].get("nr_periods", 0) - prev[2].get("nr_periods", 0),
-                         "nr_throttled": (cur[2].get("nr_throttled", 0)
-                                          - prev[2].get("nr_throttled", 0)),
-                         "throttled_time_ns": throttled_time_ns(cur[2]) - throttled_time_ns(prev[2])})
+                         "nr_periods": stat.get("nr_periods", 0) - before.get("nr_periods", 0),
+                         "nr_throttled": (stat.get("nr_throttled", 0)
+                                          - before.get("nr_throttled", 0)),
+                         "throttled_time_ns": throttled_time_ns(stat) - throttled_time_ns(before)})
             prev = cur
     cg.set_cpu_max(path, None, period_us)
     return rows
