@@ -36,7 +36,7 @@ import yaml
 
 from results.compare import display_unit, fmt
 from results.readers import RUNS
-from results.rundir import TRACE_FILE, read_run_dir
+from results.rundir import TRACE_FILE, RunDir, read_run_dir
 
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
 DEFAULT_SUITE = SUITES_DIR / "heldout.yaml"
@@ -274,8 +274,8 @@ def validate(profile: str, suite: Suite, names: list[str], out: Path, quick: boo
     total, k = 2 * len(names), 0
     for name in names:
         dirs = {b: out / RUNS / f"{name}-{b}" for b in BACKENDS}
-        done: dict[str, dict] = {}
-        notes = []
+        done: dict[str, RunDir] = {}
+        notes: list[str] = []
         for backend in BACKENDS:
             k += 1
             if backend == "sim" and "real" not in done:
@@ -291,27 +291,7 @@ def validate(profile: str, suite: Suite, names: list[str], out: Path, quick: boo
                 continue
             done[backend] = read_run_dir(dirs[backend])
             say(f"[{k}/{total}] {name} {backend}: done in {time.perf_counter() - t0:.1f} s")
-        cfg = configs[name, "real"]
-        window = float(cfg.duration_s) - float(cfg.warmup_s)
-        real, sim = done.get("real"), done.get("sim")
-        if real is not None and sim is not None:
-            trace_path = dirs["real"] / TRACE_FILE
-            trace = pq.read_table(trace_path) if trace_path.is_file() else None
-            if trace is not None and trace.num_rows:
-                s = sim.summary.to_pylist()[0]
-                why = replay_mismatch(trace, sim.requests, int(s.get("n_unfinished") or 0),
-                                      float(cfg.warmup_s))
-                if why:
-                    notes.append(f"the simulator did not replay the real trace: {why}")
-            real_summary = real.summary.to_pylist()[0]
-            if real_summary.get("perf_status") not in (None, "ok"):
-                notes.append(f"perf {real_summary['perf_status']}")
-        rows += scenario_rows(
-            name, real and real.summary.to_pylist()[0], sim and sim.summary.to_pylist()[0],
-            completed_latencies(real.requests) if real else (),
-            completed_latencies(sim.requests) if sim else (),
-            (dirs["real"].name if real else "", dirs["sim"].name if sim else ""),
-            "; ".join(notes), window)
+        rows += _compare(name, done.get("real"), done.get("sim"), configs[name, "real"], notes)
     frame = to_frame(rows)
     tmp = out / f".{VALIDATION_FILE}.tmp"
     pq.write_table(pa.Table.from_pandas(frame, schema=VALIDATION_SCHEMA, preserve_index=False),
@@ -321,6 +301,29 @@ def validate(profile: str, suite: Suite, names: list[str], out: Path, quick: boo
         from results.report import write_report
         write_report(out)
     return frame
+
+
+def _compare(name: str, real: RunDir | None, sim: RunDir | None, cfg,
+             notes: list[str]) -> list[dict]:
+    """The scenario's rows, noting a trace the simulator did not replay and
+    a real run without perf counts."""
+    warmup = float(cfg.warmup_s)
+    summaries = [r.summary.to_pylist()[0] if r else None for r in (real, sim)]
+    if real is not None and sim is not None:
+        trace_path = real.path / TRACE_FILE
+        trace = pq.read_table(trace_path) if trace_path.is_file() else None
+        if trace is not None and trace.num_rows:
+            why = replay_mismatch(trace, sim.requests,
+                                  int(summaries[1].get("n_unfinished") or 0), warmup)
+            if why:
+                notes.append(f"the simulator did not replay the real trace: {why}")
+        if summaries[0].get("perf_status") not in (None, "ok"):
+            notes.append(f"perf {summaries[0]['perf_status']}")
+    return scenario_rows(
+        name, *summaries,
+        *(completed_latencies(r.requests) if r else () for r in (real, sim)),
+        tuple(r.path.name if r else "" for r in (real, sim)),
+        "; ".join(notes), float(cfg.duration_s) - warmup)
 
 
 def _run(cfg, out_dir: Path) -> str | None:

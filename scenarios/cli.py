@@ -93,8 +93,8 @@ def _add_validate_command(commands) -> None:
         "the latency distributions.  Targets: throughput and CPU utilisation within 5%%, p50 "
         "within 10%%, p99 and context-switch rate within 20%%; the other metrics have none.",
         epilog="""examples:
-  colosim validate default                     the default suite (about 2.5 minutes)
-  colosim validate this-vm poisson-8 --quick   one scenario, 5 s per run
+  colosim validate default                     the default suite (about 2 minutes)
+  colosim validate this-vm poisson-8 --quick   one scenario, 5 s per run (--quick: all, ~40 s)
   colosim validate default --suite calibration/suites/heldout-12cpu.yaml
   colosim validate default --format markdown > validation.md
 

@@ -1,10 +1,10 @@
 """`colosim validate` (calibration/validate.py): errors, KS, pass/miss with
 missing values, suites, tables, the simulator replaying a real run's trace,
 and (``hardware``) one tiny scenario on this host."""
+import io
 import math
 import os
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -102,7 +102,7 @@ def test_tables_and_verdict():
                                        "a latency_p50_s (+150%); missing: 1")
     md = v.format_markdown(frame)
     assert md.startswith("| scenario | metric |") and "| ---: |" in md and "**verdict" in md
-    back = pd.read_csv(__import__("io").StringIO(v.format_csv(frame)))
+    back = pd.read_csv(io.StringIO(v.format_csv(frame)))
     assert list(back.columns) == v.VALIDATION_SCHEMA.names and len(back) == 2 * len(v.METRICS)
 
 
