@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter
 
 from results.compare import Comparison, compare, display_unit, table_cells, table_title
 from results.readers import Results, open_results
@@ -285,6 +286,8 @@ def validation(path: Path, results: Results) -> Section:
                 q = np.linspace(0, 1, min(CDF_POINTS, ms.size))
                 ax.plot(np.quantile(ms, q), q, label=f"{label} (n={ms.size:,})", color=color)
         ax.set_xscale("log")
+        # a narrow range (periodic bursts) gets labelled minor ticks that overlap
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("latency (ms, log scale)")
         ax.set_ylabel("fraction of requests")
         ax.set_title(r.scenario, fontsize=9)
