@@ -27,13 +27,13 @@ FITS_DIR = Path(__file__).resolve().parent / "fits"
 CTX_FILE = "ctx_switch.parquet"
 
 
-def read_ctx_switch(bench_dir: Path):
-    """The ctx_switch table of a benchmark directory, its fingerprint and
-    metadata (Parquet schema metadata written by calibration/bench)."""
-    path = Path(bench_dir) / CTX_FILE
+def read_table(bench_dir: Path, name: str):
+    """A benchmark table of ``bench_dir``, its fingerprint and metadata
+    (Parquet schema metadata written by calibration/bench)."""
+    path = Path(bench_dir) / f"{name}.parquet"
     if not path.exists():
-        raise FileNotFoundError(f"{path} not found: run the ctx_switch benchmark first "
-                                f"(colosim calibrate, or python -m calibration.bench.ctx_switch)")
+        raise FileNotFoundError(f"{path} not found: run the {name} benchmark first "
+                                f"(colosim calibrate, or python -m calibration.bench.{name})")
     table = pq.read_table(path)
     meta = table.schema.metadata or {}
     fingerprint = json.loads(meta.get(b"colosim.fingerprint", b"{}"))
@@ -41,19 +41,25 @@ def read_ctx_switch(bench_dir: Path):
     return table, fingerprint, bench
 
 
+def host_levels(bench: dict) -> list[F.CacheLevel]:
+    caches = bench.get("caches") or {}
+    if not caches:
+        raise ValueError("the ctx_switch table records no cache sizes (meta 'caches'): "
+                         "re-run the benchmark")
+    return F.cache_levels(caches)
+
+
 def resimulate(result: F.FitResult, table, host: str, scheduler: str, progress=None) -> dict:
     """Per point: the switch cost the simulator produces with the fitted
     profile running the benchmark itself (same configurations, hop times
     and batch sizes as measured)."""
-    params = {**result.params, "cache_line_bytes": F.LINE_BYTES,
-              "max_refill_bytes": int(round(result.params["max_refill_bytes"]))}
     med = F.config_medians(table)
     hop = {ws: m / 2 for (exp, _, _, ws), (m, _, _) in med.items() if exp == "overhead"}
     rounds_col = table.column("rounds").to_numpy(zero_copy_only=False)
     ws_col = table.column("ws_bytes").to_numpy(zero_copy_only=False)
     rounds = {int(ws): int(np.median(rounds_col[ws_col == ws])) for ws in set(ws_col.tolist())}
     configs = [k for k in med if k[3] in hop]
-    sim = simbench.simulate(params, configs, hop_ns=lambda ws: hop[ws],
+    sim = simbench.simulate(result.cost_config(), configs, hop_ns=lambda ws: hop[ws],
                             rounds=lambda ws: rounds[ws], batches=5, host=host,
                             scheduler=scheduler, progress=progress)
     return {p.label: p.value_ns for p in F.points_from_bench(sim)}
@@ -72,9 +78,11 @@ def report_markdown(name: str, result: F.FitResult, fingerprint: dict, bench: di
         if k in fingerprint:
             lines.append(f"| {k} | {fingerprint[k]} |")
     lines += ["", "## Parameters", "", "| parameter | value | 1-sigma |", "|---|---:|---:|"]
-    for k in F.PARAMS:
+    for k in result.params:
         s = "fixed" if k in result.fixed else f"{result.sigma[k]:.3g}"
         lines.append(f"| {k} | {result.params[k]:.4g} | {s} |")
+    lines += ["", "Cache levels (sysfs): " + ", ".join(
+        f"{lv.name} {lv.bytes >> 10} KiB{' shared' if lv.shared else ''}" for lv in result.levels)]
     if result.notes:
         lines += [""] + [f"- {n}" for n in result.notes]
     lines += ["", "## Points", "",
@@ -84,7 +92,8 @@ def report_markdown(name: str, result: F.FitResult, fingerprint: dict, bench: di
               "| point | n | measured | error | model | scaled | simulated |",
               "|---|---:|---:|---:|---:|---:|---:|"]
     for row in result.residual_rows():
-        sim = "" if simulated is None else f"{simulated.get(row['point'], float('nan')):.0f}"
+        sim = "" if simulated is None or row["point"] not in simulated \
+            else f"{simulated[row['point']]:.0f}"
         lines.append(f"| {row['point']} | {row['n']} | {row['measured_ns']:.0f} | "
                      f"{row['error_ns']:.0f} | {row['model_ns']:.0f} | {row['scaled']:+.2f} | "
                      f"{sim} |")
@@ -113,10 +122,16 @@ def calibrate(out: str, work_dir: Path | None = None, from_bench: Path | None = 
     else:
         bench_dir = Path(from_bench)
         work_dir.mkdir(parents=True, exist_ok=True)
-    table, fingerprint, bench_meta = read_ctx_switch(bench_dir)
+    table, fingerprint, bench_meta = read_table(bench_dir, "ctx_switch")
     points = F.points_from_bench(table)
+    if (Path(bench_dir) / "wakeup.parquet").exists():
+        wake, _, wake_meta = read_table(bench_dir, "wakeup")
+        # the sleeper's cgroup: colosim-bench-wakeup-*/wakeup/sleeper
+        pt = F.wakeup_point(wake, int(wake_meta.get("sleeper_depth", 3)))
+        if pt is not None:
+            points.append(pt)
     progress(f"fitting {len(points)} points")
-    result = F.fit(points, fixed=fixed)
+    result = F.fit(points, host_levels(bench_meta), fixed=fixed)
     simulated = resimulate(result, table, host, scheduler, progress) if resim else None
     bench_meta = {**bench_meta, "dir": str(bench_dir)}
     profile = build_profile(name, result, fingerprint, bench_meta)

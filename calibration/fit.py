@@ -1,5 +1,6 @@
 """Fit the context-switch cost model (sim/costmodel.py) to the
-microbenchmarks of calibration/bench (``ctx_switch.parquet``).
+microbenchmarks of calibration/bench (``ctx_switch.parquet`` and
+``wakeup.parquet``).
 
 Points.  Every configuration of the benchmark gives many timed batches of
 round trips; a configuration's value is the median ns per round trip (robust
@@ -9,30 +10,34 @@ round trip costs beyond the same work without switching:
 
     switch    = (pingpong - overhead) / 2          two switches per round trip
     migration = (migrate - migrate_ref) / 2        two migrated switches per round trip
+    wakeup    = median lateness of a timer wake-up on an idle CPU
 
 Model.  On one CPU the simulator charges each switch of the pair (the
 incoming partner B after A blocks; sim/machine.py schedule())
 
-    c0 = direct + per_level x levels + queue_ns_per_log2 x log2(1 + busy)
-    R  = L x refill_ns_per_line x (1 - exp(-away / cache_decay)),
-         L = min(ws, max_refill_bytes) / line,  away = hop + c0 + R
+    direct + per_level x levels + queue_ns_per_log2 x log2(1 + busy)
+      + sum over cache levels k:  min(ws, C_k) / line x r_k x (1 - exp(-ws / C_k))
 
-where ``hop`` is the partner's work between the two switches (half the
-overhead round trip: the pipe calls and one warm pass over its working
-set), and ``away`` is a fixed point because B was away for A's switch-in
-(its own refill included) and A's hop.  The migrated partner's cache is
-gone whatever the time away, so ``migration = migration_ns + L x r - R``.
+because while B was away its partner touched its own ws bytes (the
+capacity refill model of sim/costmodel.py; C_k from the host's sysfs, r_k
+fitted).  A migrated partner finds its private levels empty, so
+``migration = migration_ns + sum over private k of min(ws, C_k) / line x
+r_k x exp(-ws / C_k) + idle_exit_ns / 2`` (once a round trip the pair
+lands on the CPU it left idle).  A timer wake-up on an idle CPU costs the
+switch out of idle, ``direct + per_level x depth + idle_exit_ns``.
 tests/test_calibration_host.py checks these formulas against the simulator
 running the same benchmark (sim/workloads/pingpong.py), which is what the
 recovery test then fits.
 
-Fitting.  scipy least squares on residuals scaled by each point's error; a
-point's error is its standard error floored at ``rel_floor`` of its value
-(and ``abs_floor_ns``): batches of one run agree far better than runs of
-one day do, and the floor keeps a handful of very tight points from
-deciding every parameter.  The parameters' 1-sigma come from the Jacobian
-at the solution, inflated by sqrt(chi2/dof) when the scatter exceeds the
-errors.  max_refill_bytes and cache_decay_ns are fitted in log space.
+Fitting.  The model is linear in its parameters: scipy least squares with
+the bounds >= 0, on residuals scaled by each point's error; a point's error
+is its standard error floored at ``rel_floor`` of its value (and
+``abs_floor_ns``): batches of one run agree far better than runs of one day
+do, and the floor keeps a handful of very tight points from deciding every
+parameter.  The parameters' 1-sigma come from the Jacobian at the solution,
+inflated by sqrt(chi2/dof) when the scatter exceeds the errors.  A
+parameter no point can move is fixed (at 0, or the literature's migration
+cost) and said so.
 """
 from __future__ import annotations
 
@@ -42,35 +47,60 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-# name -> (initial value, lower, upper, log-scaled)
-PARAMS = {
-    "direct_ns": (3000.0, 0.0, 200_000.0, False),
-    "per_level_ns": (500.0, 0.0, 50_000.0, False),
-    "queue_ns_per_log2": (200.0, 0.0, 50_000.0, False),
-    "migration_ns": (5000.0, 0.0, 1_000_000.0, False),
-    "refill_ns_per_line": (2.0, 0.0, 1000.0, False),
-    "max_refill_bytes": (float(4 << 20), float(16 << 10), float(4 << 30), True),
-    "cache_decay_ns": (100_000.0, 100.0, 10e9, True),
+# name -> (initial value, lower, upper)
+BASE_PARAMS = {
+    "direct_ns": (3000.0, 0.0, 200_000.0),
+    "per_level_ns": (500.0, 0.0, 50_000.0),
+    "queue_ns_per_log2": (200.0, 0.0, 50_000.0),
+    "migration_ns": (5000.0, 0.0, 1_000_000.0),
+    "idle_exit_ns": (0.0, 0.0, 1_000_000.0),
 }
+REFILL_BOUNDS = (2.0, 0.0, 1000.0)          # ns per line refilled into a level
 LINE_BYTES = 64
 REL_FLOOR = 0.02
 ABS_FLOOR_NS = 20.0
+# a parameter no point moves is held here (literature's migration cost, else 0)
+UNMOVED = {"migration_ns": 5000.0}
+
+
+@dataclass(frozen=True)
+class CacheLevel:
+    name: str            # L1d, L2, L3 as in sysfs
+    bytes: int
+    shared: bool         # shared by every CPU (the LLC): migrations do not empty it
+
+    @property
+    def param(self) -> str:
+        return f"{self.name}_ns_per_line"
+
+
+def cache_levels(caches: dict[str, int]) -> list[CacheLevel]:
+    """Data and unified levels from the benchmark's sysfs cache sizes,
+    smallest first; the last (the LLC) is shared."""
+    names = sorted((n for n in caches if not n.endswith("i")), key=lambda n: (caches[n], n))
+    return [CacheLevel(n, int(caches[n]), i == len(names) - 1 and len(names) > 1)
+            for i, n in enumerate(names)]
+
+
+def param_names(levels: list[CacheLevel]) -> list[str]:
+    return [*BASE_PARAMS, *(lv.param for lv in levels)]
 
 
 @dataclass(frozen=True)
 class Point:
-    """One fitted quantity: a per-switch cost measured in one configuration."""
-    kind: str            # "switch" or "migration"
-    levels: int
+    """One fitted quantity measured in one configuration."""
+    kind: str            # "switch", "migration" or "wakeup"
+    levels: int          # cgroup levels walked (wakeup: the sleeper's depth)
     busy_cgroups: int
     ws_bytes: int
-    hop_ns: float        # the partner's work between switches (overhead / 2)
     value_ns: float
     se_ns: float
     n: int
 
     @property
     def label(self) -> str:
+        if self.kind == "wakeup":
+            return f"wakeup idle depth={self.levels}"
         return (f"{self.kind} levels={self.levels} busy={self.busy_cgroups} "
                 f"ws={_size(self.ws_bytes)}")
 
@@ -80,12 +110,12 @@ class FitResult:
     params: dict[str, float]
     sigma: dict[str, float]
     fixed: dict[str, float]
+    levels: list[CacheLevel]
     points: list[Point]
     model_ns: list[float]
     errors_ns: list[float]
     chi2: float
     dof: int
-    line_bytes: int = LINE_BYTES
     notes: list[str] = field(default_factory=list)
 
     def residual_rows(self) -> list[dict]:
@@ -94,6 +124,19 @@ class FitResult:
                  "measured_ns": round(p.value_ns, 1), "model_ns": round(m, 1),
                  "error_ns": round(e, 1), "scaled": round((m - p.value_ns) / e, 2), "n": p.n}
                 for p, m, e in zip(self.points, self.model_ns, self.errors_ns)]
+
+    def cost_config(self) -> dict:
+        """The fitted values as the simulator's calibration keys."""
+        p = self.params
+        return {"direct_ns": p["direct_ns"], "per_level_ns": p["per_level_ns"],
+                "migration_ns": p["migration_ns"], "queue_ns_per_log2": p["queue_ns_per_log2"],
+                "idle_exit_ns": p["idle_exit_ns"],
+                # the time-decay form is not what the benchmark shows: off
+                "refill_ns_per_line": 0.0, "max_refill_bytes": 0, "cache_decay_ns": 1,
+                "cache_line_bytes": LINE_BYTES,
+                "cache_levels": [{"name": lv.name, "bytes": lv.bytes,
+                                  "ns_per_line": p[lv.param], "shared": lv.shared}
+                                 for lv in self.levels]}
 
 
 def _size(n: int) -> str:
@@ -115,16 +158,12 @@ def config_medians(table: pa.Table) -> dict[tuple, tuple[float, float, int]]:
     cols = {c: table.column(c).to_numpy(zero_copy_only=False)
             for c in ("experiment", "levels", "busy_cgroups", "ws_bytes", "rounds", "elapsed_ns")}
     per_round = cols["elapsed_ns"].astype(float) / cols["rounds"].astype(float)
-    keys = list(zip(cols["experiment"], cols["levels"].astype(int),
-                    cols["busy_cgroups"].astype(int), cols["ws_bytes"].astype(int)))
+    keys = zip(cols["experiment"], cols["levels"].astype(int),
+               cols["busy_cgroups"].astype(int), cols["ws_bytes"].astype(int))
     groups: dict[tuple, list[float]] = {}
     for k, v in zip(keys, per_round):
         groups.setdefault(tuple(k), []).append(v)
-    out = {}
-    for k, vals in groups.items():
-        med, se = _median_se(np.asarray(vals))
-        out[k] = (med, se, len(vals))
-    return out
+    return {k: (*_median_se(np.asarray(v)), len(v)) for k, v in groups.items()}
 
 
 def points_from_bench(table: pa.Table) -> list[Point]:
@@ -136,127 +175,120 @@ def points_from_bench(table: pa.Table) -> list[Point]:
         if ws not in overhead:
             continue
         ov, ov_se, _ = overhead[ws]
-        hop = ov / 2
         if exp == "pingpong":
-            points.append(Point("switch", levels, busy, ws, hop, (m - ov) / 2,
+            points.append(Point("switch", levels, busy, ws, (m - ov) / 2,
                                 math.hypot(se, ov_se) / 2, n))
         elif exp == "migrate":
             ref = med.get(("migrate_ref", levels, busy, ws))
             if ref is not None:
-                points.append(Point("migration", levels, busy, ws, hop, (m - ref[0]) / 2,
+                points.append(Point("migration", levels, busy, ws, (m - ref[0]) / 2,
                                     math.hypot(se, ref[1]) / 2, n))
     if not points:
         raise ValueError("no pingpong/overhead pairs in the table: nothing to fit")
     return points
 
 
-def refill_ns(p: dict, ws_bytes: int, away_ns: float) -> float:
-    lines = min(ws_bytes, p["max_refill_bytes"]) / LINE_BYTES
-    return lines * p["refill_ns_per_line"] * -math.expm1(-away_ns / p["cache_decay_ns"])
+def wakeup_point(table: pa.Table, depth: int) -> Point | None:
+    """The idle-CPU wake-up point of a wakeup.parquet table (busy_cgroups 0)."""
+    busy = table.column("busy_cgroups").to_numpy(zero_copy_only=False)
+    late = table.column("lateness_ns").to_numpy(zero_copy_only=False).astype(float)[busy == 0]
+    if late.size < 10:
+        return None
+    med, se = _median_se(late)
+    return Point("wakeup", depth, 0, 0, med, se, int(late.size))
 
 
-def predict(p: dict, pt: Point) -> float:
+def refill_terms(ws: int, levels: list[CacheLevel]) -> list[tuple[float, float]]:
+    """Per level: (lines resident, fraction the partner's ws evicts)."""
+    return [(min(ws, lv.bytes) / LINE_BYTES, -math.expm1(-ws / lv.bytes)) for lv in levels]
+
+
+def predict(p: dict, pt: Point, levels: list[CacheLevel]) -> float:
     """Per-switch cost the simulator charges in the point's configuration."""
-    c0 = p["direct_ns"] + p["per_level_ns"] * pt.levels
-    if pt.busy_cgroups:
-        c0 += p["queue_ns_per_log2"] * math.log2(1 + pt.busy_cgroups)
-    # R = f(hop + c0 + R): a contraction (f' = r L e^(-away/tau) / tau < 1 in
-    # practice); a few iterations converge far below a nanosecond
-    r = 0.0
-    for _ in range(60):
-        nxt = refill_ns(p, pt.ws_bytes, pt.hop_ns + c0 + r)
-        if abs(nxt - r) < 1e-3:
-            r = nxt
-            break
-        r = nxt
+    if pt.kind == "wakeup":
+        return p["direct_ns"] + p["per_level_ns"] * pt.levels + p["idle_exit_ns"]
+    terms = refill_terms(pt.ws_bytes, levels)
     if pt.kind == "migration":
-        full = min(pt.ws_bytes, p["max_refill_bytes"]) / LINE_BYTES * p["refill_ns_per_line"]
-        return p["migration_ns"] + full - r
-    return c0 + r
+        # the private levels are empty instead of partly evicted, and each
+        # round trip the pair lands once on the CPU it left idle
+        return p["migration_ns"] + p["idle_exit_ns"] / 2 + sum(
+            lines * (1 - ev) * p[lv.param]
+            for lv, (lines, ev) in zip(levels, terms) if not lv.shared)
+    c = p["direct_ns"] + p["per_level_ns"] * pt.levels
+    if pt.busy_cgroups:
+        c += p["queue_ns_per_log2"] * math.log2(1 + pt.busy_cgroups)
+    return c + sum(lines * ev * p[lv.param] for lv, (lines, ev) in zip(levels, terms))
 
 
 def _errors(points: list[Point], rel_floor: float, abs_floor: float) -> np.ndarray:
     return np.array([max(pt.se_ns, rel_floor * abs(pt.value_ns), abs_floor) for pt in points])
 
 
-def fit(points: list[Point], fixed: dict[str, float] | None = None,
+def _unmoved(points: list[Point], levels: list[CacheLevel]) -> list[str]:
+    """Parameters no point can move."""
+    kinds = {pt.kind for pt in points}
+    out = []
+    if not any(pt.busy_cgroups for pt in points):
+        out.append("queue_ns_per_log2")
+    if not any(pt.levels for pt in points):
+        out.append("per_level_ns")
+    if "migration" not in kinds:
+        out.append("migration_ns")
+    if "wakeup" not in kinds:
+        out.append("idle_exit_ns")
+    for lv in levels:
+        if not any(pt.kind != "wakeup" and pt.ws_bytes and refill_terms(pt.ws_bytes, [lv])[0][1]
+                   > 1e-3 for pt in points):
+            out.append(lv.param)
+    return out
+
+
+def fit(points: list[Point], levels: list[CacheLevel], fixed: dict[str, float] | None = None,
         rel_floor: float = REL_FLOOR, abs_floor_ns: float = ABS_FLOOR_NS) -> FitResult:
     from scipy.optimize import least_squares
 
+    names = param_names(levels)
     fixed = dict(fixed or {})
-    unknown = set(fixed) - set(PARAMS)
+    unknown = set(fixed) - set(names)
     if unknown:
-        raise ValueError(f"cannot fix {sorted(unknown)}: parameters are {', '.join(PARAMS)}")
-    notes = []
-    # a parameter no point can move is fixed at its initial value, and said so
-    kinds = {pt.kind for pt in points}
-    if not any(pt.busy_cgroups for pt in points):
-        fixed.setdefault("queue_ns_per_log2", 0.0)
-    if not any(pt.levels for pt in points):
-        fixed.setdefault("per_level_ns", 0.0)
-    if "migration" not in kinds:
-        fixed.setdefault("migration_ns", PARAMS["migration_ns"][0])
-    if not any(pt.ws_bytes for pt in points):
-        for k in ("refill_ns_per_line", "max_refill_bytes", "cache_decay_ns"):
-            fixed.setdefault(k, PARAMS[k][0])
-    for k in fixed:
-        notes.append(f"{k} fixed at {fixed[k]:g}")
-    free = [k for k in PARAMS if k not in fixed]
+        raise ValueError(f"cannot fix {sorted(unknown)}: parameters are {', '.join(names)}")
+    notes = [f"{k} fixed at {v:g} (given)" for k, v in fixed.items()]
+    for k in _unmoved(points, levels):
+        if k not in fixed:
+            fixed[k] = UNMOVED.get(k, 0.0)
+            notes.append(f"{k} fixed at {fixed[k]:g}: no point measures it")
+    free = [k for k in names if k not in fixed]
+    bounds = {**BASE_PARAMS, **{lv.param: REFILL_BOUNDS for lv in levels}}
     err = _errors(points, rel_floor, abs_floor_ns)
     values = np.array([pt.value_ns for pt in points])
 
     def unpack(x):
-        p = dict(fixed)
-        for k, v in zip(free, x):
-            p[k] = math.exp(v) if PARAMS[k][3] else v
-        return p
+        return {**fixed, **dict(zip(free, x))}
 
     def resid(x):
         p = unpack(x)
-        return (np.array([predict(p, pt) for pt in points]) - values) / err
+        return (np.array([predict(p, pt, levels) for pt in points]) - values) / err
 
-    def enc(v, k):
-        return math.log(v) if PARAMS[k][3] else v
-    x0 = np.array([enc(PARAMS[k][0], k) for k in free])
-    lo = np.array([enc(PARAMS[k][1], k) for k in free])
-    hi = np.array([enc(PARAMS[k][2], k) for k in free])
-    best = None
-    # the refill terms make the problem non-convex: start from a few decay times
-    starts = [x0]
-    if "cache_decay_ns" in free:
-        i = free.index("cache_decay_ns")
-        for tau in (1e3, 1e5, 1e7):
-            s = x0.copy()
-            s[i] = math.log(tau)
-            starts.append(s)
-    for s in starts:
-        r = least_squares(resid, s, bounds=(lo, hi), x_scale="jac", method="trf")
-        if best is None or r.cost < best.cost:
-            best = r
+    x0 = np.array([bounds[k][0] for k in free])
+    lo = np.array([bounds[k][1] for k in free])
+    hi = np.array([bounds[k][2] for k in free])
+    best = least_squares(resid, x0, bounds=(lo, hi), x_scale="jac", method="trf")
     p = unpack(best.x)
-    model = [predict(p, pt) for pt in points]
+    model = [predict(p, pt, levels) for pt in points]
     chi2 = float(np.sum(best.fun ** 2))
     dof = max(len(points) - len(free), 1)
-    sigma = _sigma(best.jac, best.x, free, chi2, dof)
-    return FitResult({k: float(p[k]) for k in PARAMS}, sigma, fixed, points, model,
+    sigma = _sigma(best.jac, free, chi2, dof)
+    return FitResult({k: float(p[k]) for k in names}, sigma, fixed, levels, points, model,
                      list(err), chi2, dof, notes=notes)
 
 
-def _sigma(jac, x, free, chi2, dof) -> dict[str, float]:
-    """1-sigma per free parameter, in its own units (log-scaled ones through
-    the derivative of exp); inf where the points do not determine it."""
-    jtj = jac.T @ jac
-    try:
-        cov = np.linalg.pinv(jtj, rcond=1e-12)
-    except np.linalg.LinAlgError:
-        cov = np.full(jtj.shape, np.inf)
+def _sigma(jac, free, chi2, dof) -> dict[str, float]:
+    """1-sigma per free parameter; inf where the points do not determine it."""
+    cov = np.linalg.pinv(jac.T @ jac, rcond=1e-12)
     scale = max(1.0, chi2 / dof)
     out = {}
     for i, k in enumerate(free):
         var = cov[i, i] * scale
-        if not np.isfinite(var) or var < 0 or np.allclose(jac[:, i], 0):
-            out[k] = float("inf")
-            continue
-        s = math.sqrt(var)
-        out[k] = math.exp(x[i]) * s if PARAMS[k][3] else s
+        ok = np.isfinite(var) and var >= 0 and not np.allclose(jac[:, i], 0)
+        out[k] = math.sqrt(var) if ok else float("inf")
     return out

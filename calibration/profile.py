@@ -17,13 +17,14 @@ from pathlib import Path
 
 import yaml
 
-from calibration.fit import LINE_BYTES, PARAMS, FitResult
+from calibration.fit import FitResult
 from scenarios.config import CONF_DIR
 
 PROFILE_DIR = CONF_DIR / "calibration"
 # the cost model's keys in a profile, in the simulator's units
 COST_KEYS = ("direct_ns", "per_level_ns", "migration_ns", "refill_ns_per_line",
-             "cache_line_bytes", "max_refill_bytes", "cache_decay_ns", "queue_ns_per_log2")
+             "cache_line_bytes", "max_refill_bytes", "cache_decay_ns", "queue_ns_per_log2",
+             "idle_exit_ns", "cache_levels")
 
 
 def profile_path(name_or_path: str) -> Path:
@@ -58,24 +59,18 @@ def _git_commit() -> str | None:
 
 def build_profile(name: str, result: FitResult, fingerprint: dict, bench: dict | None = None,
                   description: str | None = None) -> dict:
-    p = result.params
-    cost = {
-        "direct_ns": round(p["direct_ns"], 1),
-        "per_level_ns": round(p["per_level_ns"], 1),
-        "migration_ns": round(p["migration_ns"], 1),
-        "refill_ns_per_line": round(p["refill_ns_per_line"], 4),
-        "cache_line_bytes": LINE_BYTES,
-        "max_refill_bytes": int(round(p["max_refill_bytes"])),
-        "cache_decay_ns": round(p["cache_decay_ns"], 1),
-        "queue_ns_per_log2": round(p["queue_ns_per_log2"], 1),
-    }
+    cost = result.cost_config()
+    for k in ("direct_ns", "per_level_ns", "migration_ns", "queue_ns_per_log2", "idle_exit_ns"):
+        cost[k] = round(cost[k], 1)
+    for lv in cost["cache_levels"]:
+        lv["ns_per_line"] = round(lv["ns_per_line"], 4)
     uncertainty = {k: ("fixed" if k in result.fixed else _round_sigma(result.sigma[k]))
-                   for k in PARAMS}
-    cpu = fingerprint.get("model_name") or fingerprint.get("cpu_model") or "this host"
+                   for k in result.params}
+    cpu = fingerprint.get("cpu_model") or fingerprint.get("model_name") or "this host"
     if description is None:
         description = (f"Fitted by `colosim calibrate` on {cpu} "
                        f"({fingerprint.get('kernel', '?')}, {fingerprint.get('scheduler', '?')}) "
-                       f"from the ctx_switch microbenchmark; see the fit block.")
+                       f"from the ctx_switch and wakeup microbenchmarks; see the fit block.")
     return _plain({
         "name": name,
         **cost,

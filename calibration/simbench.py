@@ -90,3 +90,26 @@ def simulate(calibration: dict, configs: Iterable[tuple[str, int, int, int]],
             rows["rounds"].append(n)
             rows["elapsed_ns"].append(int(e))
     return pa.table(rows)
+
+
+def simulate_wakeup(calibration: dict, depth: int = 3, wakeups: int = 200,
+                    host: str = "this-vm", scheduler: str = "eevdf", seed: int = 0) -> pa.Table:
+    """The wakeup benchmark's idle case: a thread ``depth`` cgroup levels
+    down sleeps 1 ms at a time on an otherwise idle host; one row per wake-up
+    with its lateness (start of the run - release), as wakeup.parquet has."""
+    from sim import api
+
+    cfg = _cfg(calibration, host, scheduler, seed)
+    name = "/".join(["bench", "wakeup", "sleeper", *(f"d{i}" for i in range(depth - 3))][:depth])
+    cfg["workload"] = {"name": "periodic", "threads": 1, "run_ms": 0.01, "sleep_ms": 1.0,
+                       "nice": 0, "working_set_kb": 0, "groups": [{"name": name, "threads": 1}]}
+    cfg["duration_s"] = (wakeups + 2) * 1.02e-3
+    cfg["warmup_s"] = 0.0
+    requests = api.simulate(cfg).requests
+    start = requests.column("start_s").to_numpy(zero_copy_only=False)
+    arrival = requests.column("arrival_s").to_numpy(zero_copy_only=False)
+    late = np.round((start - arrival)[1:] * 1e9).astype(np.int64)   # the first one forks
+    return pa.table({"busy_cgroups": np.zeros(late.size, np.int64),
+                     "hog_weight": ["low"] * late.size,
+                     "period_ns": np.full(late.size, 1_000_000, np.int64),
+                     "lateness_ns": late})

@@ -7,6 +7,7 @@ reported together, so a user fixes a command line in one go.
 """
 
 import dataclasses
+from collections.abc import Mapping
 import math
 import re
 from typing import Any, Iterable
@@ -312,6 +313,13 @@ def _check_calibration(c: _Checks) -> None:
     )
     c.at_least("calibration.max_refill_bytes", 0)
     c.positive("calibration.cache_decay_ns")
+    c.at_least("calibration.idle_exit_ns", 0)
+    for i, level in enumerate(c.get("calibration.cache_levels") or ()):
+        key = f"calibration.cache_levels[{i}]"
+        ok = (isinstance(level, Mapping) and set(level) <= {"name", "bytes", "ns_per_line", "shared"}
+              and isinstance(level.get("bytes"), int) and level["bytes"] > 0
+              and isinstance(level.get("ns_per_line"), (int, float)) and level["ns_per_line"] >= 0)
+        c.require(key, ok, "must be {name, bytes > 0, ns_per_line >= 0, shared: bool}", level)
 
 
 def _check_workload(c: _Checks) -> None:

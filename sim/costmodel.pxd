@@ -12,9 +12,14 @@ cdef class CostModel:
     cdef readonly long long max_refill_bytes
     cdef readonly long long cache_decay_ns
     cdef readonly double queue_ns_per_log2
+    cdef readonly tuple cache_levels
+    cdef readonly long long idle_exit_ns
 
-    @cython.locals(lines=cython.double, evicted=cython.double)
-    cpdef long long refill_ns(self, long long ws_bytes, away_ns, bint migrated)
+    @cython.locals(lines=cython.double, evicted=cython.double, total=cython.double,
+                   capacity=cython.longlong, ns_per_line=cython.double, shared=cython.bint)
+    cpdef long long refill_ns(self, long long ws_bytes, away_ns, bint migrated,
+                              long long touched=*, long long touched_shared=*)
     @cython.locals(cost=cython.longlong)
     cpdef long long switch_cost_ns(self, long levels, long long ws_bytes, away_ns,
-                                   bint migrated, long nr_running=*)
+                                   bint migrated, long nr_running=*, long long touched=*,
+                                   long long touched_shared=*)

@@ -20,9 +20,29 @@ It is 0 in the `default` and `ideal` profiles, which therefore behave as
 before it existed.
 
 The refill term models how much of the incoming task's working set was
-evicted while it was away: the evicted fraction grows as 1 - exp(-away /
-cache_decay), and is total after a migration.  A task that never ran has no
-refill cost: its first misses are compulsory and belong to its own work.
+evicted while it was away, in two forms that add up:
+
+- time: the evicted fraction grows as 1 - exp(-away / cache_decay) (what
+  the machine's other, unmodelled activity evicts), refilled at
+  refill_ns_per_line per line of min(ws, max_refill_bytes);
+- capacity (``cache_levels``, fitted by ``colosim calibrate``): for each
+  cache level, with capacity C and a cost per line refilled from the level
+  below, the fraction 1 - exp(-B / C) of the task's lines resident there
+  (min(ws, C)) is gone, B being the bytes other tasks touched since it left
+  (each task touches its working set once per run): the tasks of its CPU
+  for a private level, of the whole host for a shared one (the LLC; on a
+  host with several LLCs this over-counts).  This is what the ping-pong
+  microbenchmark shows on a real host: a working set that fits in L2 with
+  its partner's costs L1 refills only, one that does not costs L2 refills
+  too, whatever the time away.
+
+A migration empties the private levels (and the time form).  A task that
+never ran has no refill cost: its first misses are compulsory and belong
+to its own work.
+
+``idle_exit_ns`` is the time an idle CPU takes to start running a task
+woken onto it (interrupt, idle-state exit; on a VM the vCPU's wake-up by
+the hypervisor), charged to the switch out of idle.
 """
 from __future__ import annotations
 
@@ -40,7 +60,8 @@ class CostModel:
     def __init__(self, name: str = "ideal", direct_ns: int = 0, per_level_ns: int = 0,
                  migration_ns: int = 0, refill_ns_per_line: float = 0.0,
                  cache_line_bytes: int = 64, max_refill_bytes: int = 0,
-                 cache_decay_ns: int = 1, queue_ns_per_log2: float = 0.0):
+                 cache_decay_ns: int = 1, queue_ns_per_log2: float = 0.0,
+                 cache_levels: tuple = (), idle_exit_ns: int = 0):
         self.name = name
         self.direct_ns = direct_ns
         self.per_level_ns = per_level_ns
@@ -50,6 +71,9 @@ class CostModel:
         self.max_refill_bytes = max_refill_bytes
         self.cache_decay_ns = cache_decay_ns
         self.queue_ns_per_log2 = queue_ns_per_log2
+        # ((capacity_bytes, ns_per_line, shared), ...), smallest level first
+        self.cache_levels = tuple((int(c), float(r), bool(sh)) for c, r, sh in cache_levels)
+        self.idle_exit_ns = idle_exit_ns
 
     def __repr__(self) -> str:
         return (f"CostModel({self.name!r}, direct_ns={self.direct_ns}, "
@@ -58,7 +82,8 @@ class CostModel:
                 f"cache_line_bytes={self.cache_line_bytes}, "
                 f"max_refill_bytes={self.max_refill_bytes}, "
                 f"cache_decay_ns={self.cache_decay_ns}, "
-                f"queue_ns_per_log2={self.queue_ns_per_log2})")
+                f"queue_ns_per_log2={self.queue_ns_per_log2}, "
+                f"cache_levels={self.cache_levels}, idle_exit_ns={self.idle_exit_ns})")
 
     @classmethod
     def from_config(cls, cal) -> CostModel:
@@ -68,26 +93,46 @@ class CostModel:
                    cache_line_bytes=int(cal["cache_line_bytes"]),
                    max_refill_bytes=int(cal["max_refill_bytes"]),
                    cache_decay_ns=max(1, int(cal["cache_decay_ns"])),
-                   queue_ns_per_log2=float(cal.get("queue_ns_per_log2", 0.0) or 0.0))
+                   queue_ns_per_log2=float(cal.get("queue_ns_per_log2", 0.0) or 0.0),
+                   cache_levels=tuple((int(lv["bytes"]), float(lv["ns_per_line"]),
+                                       bool(lv.get("shared", False)))
+                                      for lv in cal.get("cache_levels") or ()),
+                   idle_exit_ns=int(cal.get("idle_exit_ns", 0) or 0))
 
     @property
     def is_ideal(self) -> bool:
         return (self.direct_ns == 0 and self.per_level_ns == 0 and self.migration_ns == 0
-                and self.queue_ns_per_log2 == 0
+                and self.queue_ns_per_log2 == 0 and self.idle_exit_ns == 0
+                and all(lv[1] == 0 for lv in self.cache_levels)
                 and (self.refill_ns_per_line == 0 or self.max_refill_bytes == 0))
 
-    def refill_ns(self, ws_bytes: int, away_ns: int | None, migrated: bool) -> int:
-        if away_ns is None or self.refill_ns_per_line == 0:
+    def refill_ns(self, ws_bytes: int, away_ns: int | None, migrated: bool,
+                  touched: int = 0, touched_shared: int = 0) -> int:
+        """Refill cost of a task ``away_ns`` away (None: never ran) while the
+        CPU's other tasks touched ``touched`` bytes and the host's
+        ``touched_shared``."""
+        if away_ns is None:
             return 0
-        lines = min(ws_bytes, self.max_refill_bytes) / self.cache_line_bytes
-        evicted = 1.0 if migrated else -expm1(-away_ns / self.cache_decay_ns)
-        return int(lines * evicted * self.refill_ns_per_line)
+        total = 0.0
+        if self.refill_ns_per_line != 0:
+            lines = min(ws_bytes, self.max_refill_bytes) / self.cache_line_bytes
+            evicted = 1.0 if migrated else -expm1(-away_ns / self.cache_decay_ns)
+            total = lines * evicted * self.refill_ns_per_line
+        for capacity, ns_per_line, shared in self.cache_levels:
+            lines = min(ws_bytes, capacity) / self.cache_line_bytes
+            if shared:
+                evicted = -expm1(-touched_shared / capacity)
+            else:
+                evicted = 1.0 if migrated else -expm1(-touched / capacity)
+            total += lines * evicted * ns_per_line
+        return int(total)
 
     def switch_cost_ns(self, levels: int, ws_bytes: int, away_ns: int | None,
-                       migrated: bool, nr_running: int = 0) -> int:
+                       migrated: bool, nr_running: int = 0, touched: int = 0,
+                       touched_shared: int = 0) -> int:
         cost = self.direct_ns + self.per_level_ns * levels
         if migrated:
             cost += self.migration_ns
         if self.queue_ns_per_log2 and nr_running > 1:
             cost += int(self.queue_ns_per_log2 * log2(nr_running))
-        return cost + self.refill_ns(ws_bytes, away_ns, migrated)
+        return cost + self.refill_ns(ws_bytes, away_ns, migrated, touched, touched_shared)

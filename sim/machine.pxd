@@ -34,6 +34,7 @@ cdef class Machine:
     cdef public set idle_cpus
     cdef public long long nr_migrations
     cdef public long long nr_switch_outs
+    cdef public long long touched_bytes
     cdef public object run_delay_ns
     cdef public long long pcount
     cdef public object _pids

@@ -79,6 +79,8 @@ class Machine:
         # switches away from a task (to another task or to idle): what perf's
         # context-switches event counts for a cgroup's tasks (perf stat -G)
         self.nr_switch_outs = 0
+        # working sets touched on all CPUs (shared cache levels, sim/costmodel.py)
+        self.touched_bytes = 0
         # schedstat: time tasks waited runnable, and how many times they ran
         self.run_delay_ns = 0
         self.pcount = 0
@@ -342,7 +344,16 @@ class Machine:
             levels = levels_walked(prev.se, nxt.se)
         migrated = nxt.last_cpu >= 0 and nxt.last_cpu != rq.cpu
         away = None if nxt.last_ran is None else now - nxt.last_ran
-        c = cost.switch_cost_ns(levels, nxt.ws_bytes, away, migrated, rq.nr_running)
+        c = cost.switch_cost_ns(levels, nxt.ws_bytes, away, migrated, rq.nr_running,
+                                rq.touched_bytes - nxt.touch_mark,
+                                self.touched_bytes - nxt.touch_mark_shared)
+        if prev is None:
+            c += cost.idle_exit_ns
+        # it touches its working set once on this run (the cache_levels model)
+        rq.touched_bytes += nxt.ws_bytes
+        self.touched_bytes += nxt.ws_bytes
+        nxt.touch_mark = rq.touched_bytes
+        nxt.touch_mark_shared = self.touched_bytes
         rq.overhead_ns += c
         rq.curr = nxt
         nxt.on_cpu = True

@@ -89,4 +89,5 @@ cdef class Rq:
     cdef public long long nr_switches
     cdef public long long busy_ns
     cdef public long long overhead_ns
+    cdef public long long touched_bytes
     cdef public long long runtime_expiry_gen

@@ -180,7 +180,8 @@ class Rq:
                  "gen", "run_start", "switch_end", "idle_since", "avg_idle",
                  "next_balance", "nr_balance_failed", "ticking",
                  "tick_gen", "tick_at", "hrtick_gen", "resched_pending",
-                 "speed", "nr_switches", "busy_ns", "overhead_ns", "runtime_expiry_gen")
+                 "speed", "nr_switches", "busy_ns", "overhead_ns", "runtime_expiry_gen",
+                 "touched_bytes")
 
     def __init__(self, cpu: int):
         self.cpu = cpu
@@ -205,4 +206,5 @@ class Rq:
         self.nr_switches = 0
         self.busy_ns = 0              # useful task work executed
         self.overhead_ns = 0          # context-switch cost executed
+        self.touched_bytes = 0        # working sets its tasks brought in (sim/costmodel.py)
         self.runtime_expiry_gen = 0   # invalidates the pending bandwidth expiry event

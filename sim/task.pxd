@@ -32,3 +32,5 @@ cdef class Task:
     cdef public object sched_policy
     cdef public long prio
     cdef public long rt_time_slice
+    cdef public long long touch_mark
+    cdef public long long touch_mark_shared

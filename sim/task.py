@@ -36,7 +36,7 @@ class Task:
     __slots__ = ("pid", "name", "tg", "se", "nice", "remaining", "cpu", "cpus_allowed",
                  "last_ran", "last_cpu", "ws_bytes", "owner", "request", "sleeping",
                  "on_cpu", "wait_start", "dead", "custom_slice", "sched_policy", "prio",
-                 "rt_time_slice")
+                 "rt_time_slice", "touch_mark", "touch_mark_shared")
 
     def __init__(self, pid: int, name: str, tg, nice: int, burst_ns: int, ws_bytes: int,
                  owner, request: Request | None = None):
@@ -53,6 +53,8 @@ class Task:
         self.cpus_allowed = tg.cpus_allowed
         self.last_ran = None          # when it last stopped running
         self.last_cpu = -1            # where it last ran
+        self.touch_mark = 0           # its CPU's touched_bytes after its last switch-in
+        self.touch_mark_shared = 0    # the host's, then
         self.ws_bytes = ws_bytes
         self.owner = owner
         self.request = request
