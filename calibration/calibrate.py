@@ -17,6 +17,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from calibration import fit as F
@@ -63,6 +64,25 @@ def resimulate(result: F.FitResult, table, host: str, scheduler: str, progress=N
                             rounds=lambda ws: rounds[ws], batches=5, host=host,
                             scheduler=scheduler, progress=progress)
     return {p.label: p.value_ns for p in F.points_from_bench(sim)}
+
+
+def run_checks(result: F.FitResult, bench_dir: Path, work_dir: Path, host: str,
+               scheduler: str, progress) -> str:
+    """The fit report's section on the benchmarks the fit does not use
+    (calibration/checks.py); their rows also go to checks.parquet."""
+    from calibration import checks
+    found = {}
+    for bench, rows_of in (("density", checks.density_rows), ("throttle", checks.throttle_rows)):
+        if (bench_dir / f"{bench}.parquet").exists():
+            progress(f"checking {bench} on the simulator")
+            table, _, meta = read_table(bench_dir, bench)
+            found[bench] = rows_of(table, result.cost_config(), host, scheduler,
+                                   int(meta.get("cpu", 0)))
+    if not found:
+        return ""
+    rows = [r for v in found.values() for r in v]
+    pq.write_table(pa.Table.from_pylist(rows), work_dir / "checks.parquet")
+    return "\n" + checks.markdown(found.get("density", []), found.get("throttle", []))
 
 
 def report_markdown(name: str, result: F.FitResult, fingerprint: dict, bench: dict,
@@ -135,6 +155,10 @@ def calibrate(out: str, work_dir: Path | None = None, from_bench: Path | None = 
     simulated = resimulate(result, table, host, scheduler, progress) if resim else None
     bench_meta = {**bench_meta, "dir": str(bench_dir)}
     profile = build_profile(name, result, fingerprint, bench_meta)
+    if (Path(bench_dir) / "dispatch.parquet").exists():
+        from calibration.bench.dispatch import dispatch_costs
+        fit_block = profile.pop("fit")          # the fit block stays last
+        profile.update(dispatch_costs(read_table(bench_dir, "dispatch")[0]), fit=fit_block)
     profile["fit"]["command"] = command
     if simulated is not None:
         for row in profile["fit"]["residuals"]:
@@ -142,6 +166,13 @@ def calibrate(out: str, work_dir: Path | None = None, from_bench: Path | None = 
             row["simulated_ns"] = None if v is None else round(float(v), 1)
     write_profile(target, profile)
     report = report_markdown(name, result, fingerprint, bench_meta, simulated, command)
+    if "worker_dispatch_us" in profile:
+        report += ("\n## Native worker dispatch\n\nfuncworker's main thread: "
+                   f"{profile['worker_dispatch_us']} us per request read, "
+                   f"{profile['worker_thread_us']} us per thread created "
+                   "(calibration/bench/dispatch.py; `workload.request_path=worker`).\n")
+    if resim:
+        report += run_checks(result, Path(bench_dir), work_dir, host, scheduler, progress)
     (work_dir / "fit-report.md").write_text(report)
     shutil.copy(target, work_dir / target.name)
     paths = {"profile": target, "report": work_dir / "fit-report.md", "result": result,

@@ -3,9 +3,12 @@ microbenchmarks of calibration/bench (``ctx_switch.parquet`` and
 ``wakeup.parquet``).
 
 Points.  Every configuration of the benchmark gives many timed batches of
-round trips; a configuration's value is the median ns per round trip (robust
-to the occasional tick or hog slice inside a batch), its standard error
-1.2533 x 1.4826 MAD / sqrt(n).  As lmbench does, the switch cost is what a
+round trips; its value in one sweep is the median ns per round trip (robust
+to the occasional tick or hog slice inside a batch), with standard error
+1.2533 x 1.4826 MAD / sqrt(n).  The sweep is repeated (calibration/bench/
+ctx_switch.py): the point is the mean of the repeats' medians, its error
+the standard error of that mean, because medians move between runs minutes
+apart far more than batches scatter within one.  As lmbench does, the switch cost is what a
 round trip costs beyond the same work without switching:
 
     switch    = (pingpong - overhead) / 2          two switches per round trip
@@ -16,21 +19,24 @@ Model.  On one CPU the simulator charges each switch of the pair (the
 incoming partner B after A blocks; sim/machine.py schedule())
 
     direct + per_level x levels + queue_ns_per_log2 x log2(1 + busy)
-      + sum over cache levels k:  min(ws, C_k) / line x r_k x (1 - exp(-ws / C_k))
+      + sum over cache levels k with ws <= C_k:
+            ws / line x r_k x clip((2 ws - C_k) / ws, 0, 1)
 
 because while B was away its partner touched its own ws bytes (the
-capacity refill model of sim/costmodel.py; C_k from the host's sysfs, r_k
-fitted).  A migrated partner finds its private levels empty, so
-``migration = migration_ns + sum over private k of min(ws, C_k) / line x
-r_k x exp(-ws / C_k) + idle_exit_ns / 2`` (once a round trip the pair
+stack-distance refill model of sim/costmodel.py; r_k and the effective
+capacity C_k fitted, C_k between a sixteenth of the sysfs size and that
+size).  A migrated partner finds its private levels empty, so
+``migration = migration_ns + sum over private k of ws / line x r_k x
+(1 - evicted_k) + idle_exit_ns / 2`` (once a round trip the pair
 lands on the CPU it left idle).  A timer wake-up on an idle CPU costs the
 switch out of idle, ``direct + per_level x depth + idle_exit_ns``.
 tests/test_calibration_host.py checks these formulas against the simulator
 running the same benchmark (sim/workloads/pingpong.py), which is what the
 recovery test then fits.
 
-Fitting.  The model is linear in its parameters: scipy least squares with
-the bounds >= 0, on residuals scaled by each point's error; a point's error
+Fitting.  scipy least squares within the bounds, on residuals scaled by
+each point's error, from a grid of starting capacities (they put kinks in
+the model); a point's error
 is its standard error floored at ``rel_floor`` of its value (and
 ``abs_floor_ns``): batches of one run agree far better than runs of one day
 do, and the floor keeps a handful of very tight points from deciding every
@@ -73,6 +79,11 @@ class CacheLevel:
     def param(self) -> str:
         return f"{self.name}_ns_per_line"
 
+    @property
+    def capacity(self) -> str:
+        """The effective capacity's parameter (at most the sysfs size)."""
+        return f"{self.name}_bytes"
+
 
 def cache_levels(caches: dict[str, int]) -> list[CacheLevel]:
     """Data and unified levels from the benchmark's sysfs cache sizes,
@@ -83,7 +94,16 @@ def cache_levels(caches: dict[str, int]) -> list[CacheLevel]:
 
 
 def param_names(levels: list[CacheLevel]) -> list[str]:
-    return [*BASE_PARAMS, *(lv.param for lv in levels)]
+    return [*BASE_PARAMS, *(lv.param for lv in levels), *(lv.capacity for lv in levels)]
+
+
+def _bounds(levels: list[CacheLevel]) -> dict[str, tuple[float, float, float]]:
+    """(initial, lower, upper) per parameter; a level's effective capacity
+    lies between a sixteenth of its sysfs size and that size."""
+    out = {**BASE_PARAMS, **{lv.param: REFILL_BOUNDS for lv in levels}}
+    for lv in levels:
+        out[lv.capacity] = (lv.bytes * 0.75, lv.bytes / 16, float(lv.bytes))
+    return out
 
 
 @dataclass(frozen=True)
@@ -134,7 +154,7 @@ class FitResult:
                 # the time-decay form is not what the benchmark shows: off
                 "refill_ns_per_line": 0.0, "max_refill_bytes": 0, "cache_decay_ns": 1,
                 "cache_line_bytes": LINE_BYTES,
-                "cache_levels": [{"name": lv.name, "bytes": lv.bytes,
+                "cache_levels": [{"name": lv.name, "bytes": int(round(p[lv.capacity])),
                                   "ns_per_line": p[lv.param], "shared": lv.shared}
                                  for lv in self.levels]}
 
@@ -153,17 +173,29 @@ def _median_se(x: np.ndarray) -> tuple[float, float]:
 
 
 def config_medians(table: pa.Table) -> dict[tuple, tuple[float, float, int]]:
-    """(experiment, levels, busy_cgroups, ws_bytes) -> (median ns per round
-    trip, its standard error, number of batches)."""
+    """(experiment, levels, busy_cgroups, ws_bytes) -> (ns per round trip,
+    its standard error, number of batches).  With repeated sweeps (column
+    ``repeat``) the value is the mean of the repeats' medians and the error
+    their standard error, or the batches' if larger."""
     cols = {c: table.column(c).to_numpy(zero_copy_only=False)
             for c in ("experiment", "levels", "busy_cgroups", "ws_bytes", "rounds", "elapsed_ns")}
     per_round = cols["elapsed_ns"].astype(float) / cols["rounds"].astype(float)
+    repeat = (table.column("repeat").to_numpy(zero_copy_only=False).astype(int)
+              if "repeat" in table.column_names else np.zeros(table.num_rows, int))
     keys = zip(cols["experiment"], cols["levels"].astype(int),
                cols["busy_cgroups"].astype(int), cols["ws_bytes"].astype(int))
-    groups: dict[tuple, list[float]] = {}
-    for k, v in zip(keys, per_round):
-        groups.setdefault(tuple(k), []).append(v)
-    return {k: (*_median_se(np.asarray(v)), len(v)) for k, v in groups.items()}
+    groups: dict[tuple, dict[int, list[float]]] = {}
+    for k, r, v in zip(keys, repeat, per_round):
+        groups.setdefault(tuple(k), {}).setdefault(int(r), []).append(v)
+    out = {}
+    for k, reps in groups.items():
+        meds = [_median_se(np.asarray(v)) for v in reps.values()]
+        values = np.array([m for m, _ in meds])
+        se = math.sqrt(sum(s * s for _, s in meds)) / len(meds)
+        if len(meds) > 1:
+            se = max(se, float(values.std(ddof=1)) / math.sqrt(len(meds)))
+        out[k] = (float(values.mean()), se, sum(len(v) for v in reps.values()))
+    return out
 
 
 def points_from_bench(table: pa.Table) -> list[Point]:
@@ -198,16 +230,24 @@ def wakeup_point(table: pa.Table, depth: int) -> Point | None:
     return Point("wakeup", depth, 0, 0, med, se, int(late.size))
 
 
-def refill_terms(ws: int, levels: list[CacheLevel]) -> list[tuple[float, float]]:
-    """Per level: (lines resident, fraction the partner's ws evicts)."""
-    return [(min(ws, lv.bytes) / LINE_BYTES, -math.expm1(-ws / lv.bytes)) for lv in levels]
+def refill_terms(ws: int, levels: list[CacheLevel], p: dict) -> list[tuple[float, float]]:
+    """Per level: (lines of ws the level holds, fraction the partner's ws
+    evicts), the stack-distance form of sim/costmodel.py."""
+    out = []
+    for lv in levels:
+        cap = p[lv.capacity]
+        if ws == 0 or ws > cap:
+            out.append((0.0, 0.0))
+        else:
+            out.append((ws / LINE_BYTES, min(1.0, max(0.0, (2 * ws - cap) / ws))))
+    return out
 
 
 def predict(p: dict, pt: Point, levels: list[CacheLevel]) -> float:
     """Per-switch cost the simulator charges in the point's configuration."""
     if pt.kind == "wakeup":
         return p["direct_ns"] + p["per_level_ns"] * pt.levels + p["idle_exit_ns"]
-    terms = refill_terms(pt.ws_bytes, levels)
+    terms = refill_terms(pt.ws_bytes, levels, p)
     if pt.kind == "migration":
         # the private levels are empty instead of partly evicted, and each
         # round trip the pair lands once on the CPU it left idle
@@ -237,9 +277,10 @@ def _unmoved(points: list[Point], levels: list[CacheLevel]) -> list[str]:
     if "wakeup" not in kinds:
         out.append("idle_exit_ns")
     for lv in levels:
-        if not any(pt.kind != "wakeup" and pt.ws_bytes and refill_terms(pt.ws_bytes, [lv])[0][1]
-                   > 1e-3 for pt in points):
-            out.append(lv.param)
+        # a level is measured by working sets it holds whose pair it does not
+        if not any(pt.kind != "wakeup" and lv.bytes / 16 < 2 * pt.ws_bytes
+                   and pt.ws_bytes <= lv.bytes for pt in points):
+            out += [lv.param, lv.capacity]
     return out
 
 
@@ -248,6 +289,7 @@ def fit(points: list[Point], levels: list[CacheLevel], fixed: dict[str, float] |
     from scipy.optimize import least_squares
 
     names = param_names(levels)
+    bounds = _bounds(levels)
     fixed = dict(fixed or {})
     unknown = set(fixed) - set(names)
     if unknown:
@@ -255,40 +297,58 @@ def fit(points: list[Point], levels: list[CacheLevel], fixed: dict[str, float] |
     notes = [f"{k} fixed at {v:g} (given)" for k, v in fixed.items()]
     for k in _unmoved(points, levels):
         if k not in fixed:
-            fixed[k] = UNMOVED.get(k, 0.0)
+            fixed[k] = UNMOVED.get(k, bounds[k][2] if k.endswith("_bytes") else 0.0)
             notes.append(f"{k} fixed at {fixed[k]:g}: no point measures it")
     free = [k for k in names if k not in fixed]
-    bounds = {**BASE_PARAMS, **{lv.param: REFILL_BOUNDS for lv in levels}}
     err = _errors(points, rel_floor, abs_floor_ns)
     values = np.array([pt.value_ns for pt in points])
+    logs = {k for k in free if k.endswith("_bytes")}
+
+    def enc(k, v):
+        return math.log(v) if k in logs else v
 
     def unpack(x):
-        return {**fixed, **dict(zip(free, x))}
+        return {**fixed, **{k: math.exp(v) if k in logs else v for k, v in zip(free, x)}}
 
     def resid(x):
         p = unpack(x)
         return (np.array([predict(p, pt, levels) for pt in points]) - values) / err
 
-    x0 = np.array([bounds[k][0] for k in free])
-    lo = np.array([bounds[k][1] for k in free])
-    hi = np.array([bounds[k][2] for k in free])
-    best = least_squares(resid, x0, bounds=(lo, hi), x_scale="jac", method="trf")
+    lo = np.array([enc(k, bounds[k][1]) for k in free])
+    hi = np.array([enc(k, bounds[k][2]) for k in free])
+    # capacities put kinks in the residuals: start from every combination of
+    # a few capacities per level and keep the best
+    grids = [[bounds[k][1] * (bounds[k][2] / bounds[k][1]) ** f for f in (0.0, 0.6, 1.0)]
+             if k in logs else [bounds[k][0]] for k in free]
+    best = None
+    for start in _product(grids):
+        x0 = np.clip([enc(k, v) for k, v in zip(free, start)], lo, hi)
+        r = least_squares(resid, x0, bounds=(lo, hi), x_scale="jac", method="trf")
+        if best is None or r.cost < best.cost:
+            best = r
     p = unpack(best.x)
     model = [predict(p, pt, levels) for pt in points]
     chi2 = float(np.sum(best.fun ** 2))
     dof = max(len(points) - len(free), 1)
-    sigma = _sigma(best.jac, free, chi2, dof)
+    sigma = _sigma(best.jac, best.x, free, logs, chi2, dof)
     return FitResult({k: float(p[k]) for k in names}, sigma, fixed, levels, points, model,
                      list(err), chi2, dof, notes=notes)
 
 
-def _sigma(jac, free, chi2, dof) -> dict[str, float]:
-    """1-sigma per free parameter; inf where the points do not determine it."""
+def _product(grids):
+    import itertools
+    return itertools.product(*grids)
+
+
+def _sigma(jac, x, free, logs, chi2, dof) -> dict[str, float]:
+    """1-sigma per free parameter (log-fitted ones through exp's
+    derivative); inf where the points do not determine it."""
     cov = np.linalg.pinv(jac.T @ jac, rcond=1e-12)
     scale = max(1.0, chi2 / dof)
     out = {}
     for i, k in enumerate(free):
         var = cov[i, i] * scale
         ok = np.isfinite(var) and var >= 0 and not np.allclose(jac[:, i], 0)
-        out[k] = math.sqrt(var) if ok else float("inf")
+        sd = math.sqrt(var) if ok else float("inf")
+        out[k] = math.exp(x[i]) * sd if k in logs and ok else sd
     return out

@@ -59,9 +59,11 @@ class CalibrationConfig:
     # a profile fitted by `colosim calibrate` (calibration/profile.py): the
     # parameters' 1-sigma, the residual of every point, the host fingerprint
     fit: Optional[Dict[str, Any]] = None
-    # CPU the real backend's native worker spends dispatching each thread on
-    # this host (request_path=worker); null: sim/workloads/request_path.py's default
+    # CPU the real backend's native worker spends per request read and per
+    # thread it creates on this host (request_path=worker; null:
+    # sim/workloads/request_path.py's defaults)
     worker_dispatch_us: Optional[float] = None
+    worker_thread_us: Optional[float] = None
 
 
 @dataclass
@@ -90,9 +92,10 @@ class FunctionsWorkload:
     # user container, queue-proxy out, each in its container's cgroup) |
     # worker (the real backend's native worker: a dispatcher thread per cgroup)
     request_path: str = "direct"
-    # worker path: dispatcher CPU per thread created (null: the calibration
-    # profile's worker_dispatch_us)
+    # worker path: dispatcher CPU per request and per thread it creates
+    # (null: the calibration profile's worker_dispatch_us, worker_thread_us)
     dispatch_us: Optional[float] = None
+    thread_us: Optional[float] = None
 
 
 @dataclass

@@ -51,11 +51,18 @@ def build(cfg: dict, trace=None):
     machine.host_cfg = dict(cfg["host"])
     recorder = Recorder(s_to_ns(float(cfg.get("warmup_s", 0.0))))
     wl_cfg = cfg["workload"]
-    if wl_cfg.get("request_path") == "worker" and wl_cfg.get("dispatch_us") is None:
+    if wl_cfg.get("request_path") == "worker":
         # the native worker's dispatch cost belongs to the host: its profile's measurement
-        wl_cfg = {**wl_cfg, "dispatch_us": cfg["calibration"].get("worker_dispatch_us")}
+        cal = cfg["calibration"]
+        wl_cfg = {**wl_cfg,
+                  "dispatch_us": _first(wl_cfg.get("dispatch_us"), cal.get("worker_dispatch_us")),
+                  "thread_us": _first(wl_cfg.get("thread_us"), cal.get("worker_thread_us"))}
     workload = workloads.build(wl_cfg, machine, recorder, trace)
     return engine, machine, recorder, workload
+
+
+def _first(*values):
+    return next((v for v in values if v is not None), None)
 
 
 def attach_controller(cfg: dict, engine, machine, recorder, workload):

@@ -25,16 +25,19 @@ evicted while it was away, in two forms that add up:
 - time: the evicted fraction grows as 1 - exp(-away / cache_decay) (what
   the machine's other, unmodelled activity evicts), refilled at
   refill_ns_per_line per line of min(ws, max_refill_bytes);
-- capacity (``cache_levels``, fitted by ``colosim calibrate``): for each
-  cache level, with capacity C and a cost per line refilled from the level
-  below, the fraction 1 - exp(-B / C) of the task's lines resident there
-  (min(ws, C)) is gone, B being the bytes other tasks touched since it left
-  (each task touches its working set once per run): the tasks of its CPU
-  for a private level, of the whole host for a shared one (the LLC; on a
-  host with several LLCs this over-counts).  This is what the ping-pong
-  microbenchmark shows on a real host: a working set that fits in L2 with
-  its partner's costs L1 refills only, one that does not costs L2 refills
-  too, whatever the time away.
+- capacity (``cache_levels``, fitted by ``colosim calibrate``): each task
+  re-walks its working set every run, and a cache level of (effective)
+  capacity C keeps it only if it fits (ws <= C: a cyclic walk over more
+  than C never hits, switched out or not).  While the task was away other
+  tasks touched B bytes (each touches its working set once per run): those
+  of its CPU for a private level, of the whole host for a shared one (the
+  LLC; with several LLCs this over-counts).  Its lines' LRU stack distances
+  then lie between B and ws + B, so the fraction clip((ws + B - C) / ws,
+  0, 1) of them is gone and refilled from the level below at the level's
+  ns_per_line (Mattson et al.'s stack-distance model, spread uniformly).
+  This is what the ping-pong microbenchmark shows on a real host: a
+  working set that fits in L2 with its partner's costs nothing extra per
+  switch, one that does not costs its L2 refill, whatever the time away.
 
 A migration empties the private levels (and the time form).  A task that
 never ran has no refill cost: its first misses are compulsory and belong
@@ -119,12 +122,18 @@ class CostModel:
             evicted = 1.0 if migrated else -expm1(-away_ns / self.cache_decay_ns)
             total = lines * evicted * self.refill_ns_per_line
         for capacity, ns_per_line, shared in self.cache_levels:
-            lines = min(ws_bytes, capacity) / self.cache_line_bytes
-            if shared:
-                evicted = -expm1(-touched_shared / capacity)
+            if ws_bytes == 0 or ws_bytes > capacity:
+                continue
+            if migrated and not shared:
+                evicted = 1.0
             else:
-                evicted = 1.0 if migrated else -expm1(-touched / capacity)
-            total += lines * evicted * ns_per_line
+                evicted = (ws_bytes + (touched_shared if shared else touched) - capacity) \
+                    / ws_bytes
+                if evicted <= 0.0:
+                    continue
+                if evicted > 1.0:
+                    evicted = 1.0
+            total += ws_bytes / self.cache_line_bytes * evicted * ns_per_line
         return int(total)
 
     def switch_cost_ns(self, levels: int, ws_bytes: int, away_ns: int | None,

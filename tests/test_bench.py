@@ -123,7 +123,7 @@ def test_help_and_arguments(mod, capsys):
 
 
 def test_every_bench_is_listed():
-    assert set(bench.BENCHES) == {"ctx_switch", "density", "wakeup", "throttle"}
+    assert set(bench.BENCHES) == {"ctx_switch", "density", "wakeup", "throttle", "dispatch"}
     assert all(m.NAME == n for n, m in bench.BENCHES.items())
     r = subprocess.run([sys.executable, "-m", "calibration.bench.wakeup", "--help"], cwd=REPO,
                        capture_output=True, text=True, timeout=60)
@@ -175,10 +175,11 @@ def no_leftovers():
 def test_ctx_switch_pingpong_switches_and_costs_more_than_overhead(tmp_path):
     C = ctx_switch.Config
     t = ctx_switch.run(tmp_path, only=[C("overhead", 0, 2, 0, 0), C("pingpong", 2, 2, 0, 0),
-                                       C("migrate", 2, 2, 0, 0)], samples=5)
+                                       C("migrate", 2, 2, 0, 0)], samples=5, repeats=2)
     assert t.schema == ctx_switch.SCHEMA
     df = t.to_pandas()
-    assert (df.groupby("experiment").size() == 5).all()
+    assert (df.groupby(["experiment", "repeat"]).size() == 5).all()
+    assert sorted(df.repeat.unique()) == [0, 1]
     pp, ov = df[df.experiment == "pingpong"], df[df.experiment == "overhead"]
     per_round = lambda d: np.median(d.elapsed_ns / d.rounds)  # noqa: E731
     # two switches per round trip; on EEVDF the wake-up often preempts the
@@ -235,6 +236,20 @@ def test_wakeup_lateness_is_never_negative(tmp_path):
     df = t.to_pandas()
     assert df.groupby(["busy_cgroups", "hog_weight"]).size().tolist() == [200, 200]
     assert (df.lateness_ns >= 0).all() and (df.period_ns == 1_000_000).all()
+
+
+@hardware
+@pytest.mark.usefixtures("no_leftovers")
+def test_dispatch_measures_the_workers_main_thread(tmp_path):
+    from calibration.bench import dispatch
+    t = dispatch.run(tmp_path, quick=True)
+    df = t.to_pandas()
+    assert sorted(df.threads_per_request.unique()) == list(dispatch.THREADS)
+    # the main thread sleeps on its pipe between requests: one switch each
+    assert ((df.main_vcsw / df.requests).between(0.9, 1.1)).all()
+    costs = dispatch.dispatch_costs(t)
+    # reading a line and pthread_create: microseconds, not nothing, not milliseconds
+    assert 0.5 < costs["worker_dispatch_us"] + costs["worker_thread_us"] < 500, costs
 
 
 @hardware

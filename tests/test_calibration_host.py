@@ -23,7 +23,8 @@ from calibration.profile import build_profile, cost_params, read_profile, write_
 
 TRUTH = {"direct_ns": 3000.0, "per_level_ns": 800.0, "migration_ns": 8000.0,
          "queue_ns_per_log2": 500.0, "idle_exit_ns": 40_000.0,
-         "L1d_ns_per_line": 3.0, "L2_ns_per_line": 8.0, "L3_ns_per_line": 20.0}
+         "L1d_ns_per_line": 3.0, "L2_ns_per_line": 8.0, "L3_ns_per_line": 20.0,
+         "L1d_bytes": 40 << 10, "L2_bytes": 1600 << 10, "L3_bytes": 100 << 20}
 LEVELS = F.cache_levels({"L1d": 48 << 10, "L1i": 32 << 10, "L2": 2 << 20, "L3": 256 << 20})
 
 
@@ -31,7 +32,8 @@ def truth_config():
     return F.FitResult(dict(TRUTH), {}, {}, LEVELS, [], [], [], 0.0, 1).cost_config()
 
 
-WS = [0, 4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20]
+WS = [0, 16 << 10, 24 << 10, 32 << 10, 512 << 10, 1 << 20, 1536 << 10, 4 << 20,
+      56 << 20, 64 << 20, 80 << 20]
 CONFIGS = ([("overhead", 2, 0, ws) for ws in WS]
            + [("pingpong", lv, 0, 0) for lv in (0, 2, 4, 6, 8)]
            + [("pingpong", 2, b, 0) for b in (1, 2, 4, 8, 16, 32)]
@@ -92,7 +94,7 @@ def test_fit_recovers_known_parameters_within_their_uncertainty(sim_table):
     assert not result.fixed
     for key, true in TRUTH.items():
         got, sigma = result.params[key], result.sigma[key]
-        assert math.isfinite(sigma) and sigma < 0.15 * true, (key, got, sigma)
+        assert math.isfinite(sigma) and sigma < 0.25 * true, (key, got, sigma)
         assert abs(got - true) <= 3 * sigma, (key, got, true, sigma)
     assert result.chi2 / result.dof < 2
 
@@ -148,7 +150,9 @@ def test_profile_round_trips_and_composes(tmp_path, sim_table):
     from sim.costmodel import CostModel
     model = CostModel.from_config(merged)
     assert model.direct_ns == int(cost_params(back)["direct_ns"])
-    assert [c for c, _, _ in model.cache_levels] == [48 << 10, 2 << 20, 256 << 20]
+    # the effective capacities, fitted below the sysfs sizes
+    assert [c for c, _, _ in model.cache_levels] == pytest.approx(
+        [TRUTH["L1d_bytes"], TRUTH["L2_bytes"], TRUTH["L3_bytes"]], rel=0.1)
 
 
 def test_calibrate_cli_fits_recorded_tables(tmp_path, sim_table, capsys):

@@ -196,13 +196,15 @@ def test_config_validation_names_the_key():
 
 
 # ``worker``: the real backend's native worker, a dispatcher thread per cgroup
+# (dispatch_us per request + thread_us per thread it creates)
 
 def _worker(trace, calibration=None, cores=1, **kw):
     return _run(trace, cores=cores, calibration=calibration, path="worker", parent="faas", **kw)
 
 
 def test_worker_path_alone_takes_dispatch_plus_demand():
-    lat = [r["latency_s"] for r in _worker(_spaced(), dispatch_us=50.0).requests.to_pylist()]
+    lat = [r["latency_s"] for r in _worker(_spaced(), dispatch_us=30.0, thread_us=20.0)
+           .requests.to_pylist()]
     assert lat == pytest.approx([50e-6 + 0.002] * 20, abs=1e-9)
 
 
@@ -210,8 +212,8 @@ def test_worker_path_dispatch_scales_with_threads_and_queues_in_the_pipe():
     # two 2-thread requests at once on two CPUs: the second is read after the
     # first's two threads were created (2 x 50 us), then waits 2 x 50 us more
     trace = make_trace(["f", "f"], [0.01, 0.01], [0.004, 0.004], [2, 2])
-    rows = sorted(r["latency_s"] for r in _worker(trace, cores=2, dispatch_us=50.0)
-                  .requests.to_pylist())
+    rows = sorted(r["latency_s"] for r in _worker(trace, cores=2, dispatch_us=0.0,
+                                                  thread_us=50.0).requests.to_pylist())
     assert rows[0] >= 100e-6 + 0.002 - 1e-9
     assert rows[1] >= 200e-6 + 0.002 - 1e-9
 
@@ -228,6 +230,11 @@ def test_worker_path_adds_one_switch_out_per_request():
 
 def test_worker_dispatch_defaults_to_the_calibration_profile():
     ideal = {k: 0 for k in DEFAULT_COSTS} | {"name": "ideal", "cache_line_bytes": 64,
-                                              "cache_decay_ns": 1, "worker_dispatch_us": 200.0}
+                                              "cache_decay_ns": 1, "worker_dispatch_us": 150.0,
+                                              "worker_thread_us": 50.0}
     lat = [r["latency_s"] for r in _worker(_spaced(), calibration=ideal).requests.to_pylist()]
     assert lat == pytest.approx([200e-6 + 0.002] * 20, abs=1e-9)
+    # a workload key wins over the profile
+    lat = [r["latency_s"] for r in _worker(_spaced(), calibration=ideal, thread_us=0.0)
+           .requests.to_pylist()]
+    assert lat == pytest.approx([150e-6 + 0.002] * 20, abs=1e-9)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 
-NAMES = ("ctx_switch", "density", "wakeup", "throttle")
+NAMES = ("ctx_switch", "density", "wakeup", "throttle", "dispatch")
 
 
 def __getattr__(name: str):

@@ -28,7 +28,8 @@ Sweeps (not the cross product):
       cgroups busy{i}, each with one CPU hog pinned to the pair's CPU at the
       lowest weight (v1 cpu.shares 2, v2 cpu.weight 1): the pair still runs at
       once on each wake-up, but the CPU's run queue holds these entities;
-  ws_bytes 0,4K,16K,64K,256K,1M,4M,16M,64M,256M (quick 0,64K,1M,16M) at
+  ws_bytes 0,4K,16K,32K,64K,256K,512K,768K,1M,1.5M,2M,4M,16M,32M,64M,128M,256M
+      (quick 0,64K,1M,16M) at
       levels 2, busy 0, and overhead at every ws; 256M (the pair's 512M is
       beyond this VM's 260 MiB L3) only when MemAvailable allows it (meta
       ws_bytes_skipped says what was left out);
@@ -46,8 +47,13 @@ and B together over the same rounds.  On EEVDF the token's wake-up often
 preempts the writer before it blocks, so part of the 2 switches per round
 trip show up as involuntary (vcsw + ivcsw ~ 2 * rounds).
 
+Repeats: the whole sweep runs REPEATS times in turn (quick 2); column
+repeat says which.  A configuration's median moves by about 20% between
+runs minutes apart on this VM, far more than its batches scatter, so the fit
+takes its error from the spread of the repeats' medians.
+
 Columns: experiment, levels, depth, busy_cgroups, ws_bytes, cpu_a, cpu_b,
-rounds, elapsed_ns, vcsw, ivcsw (one row per sample).
+rounds, elapsed_ns, vcsw, ivcsw, repeat (one row per sample).
 """
 from __future__ import annotations
 
@@ -65,17 +71,24 @@ LEVELS = (0, 2, 4, 6, 8)
 BUSY = (0, 1, 2, 4, 8, 16, 32)
 BUSY_QUICK = (0, 4, 16)
 K, M = 1 << 10, 1 << 20
-WS = (0, 4 * K, 16 * K, 64 * K, 256 * K, M, 4 * M, 16 * M, 64 * M, 256 * M)
+# around each cache level's size (and half of it, where the pair's two working
+# sets just fill it) so the fit sees where each level stops holding them
+WS = (0, 4 * K, 16 * K, 32 * K, 64 * K, 256 * K, 512 * K, 768 * K, M, 3 * M // 2, 2 * M,
+      4 * M, 16 * M, 32 * M, 64 * M, 128 * M, 256 * M)
 WS_QUICK = (0, 64 * K, M, 16 * M)
 MIGRATE_WS = (0, M)
 SAMPLES, SAMPLES_QUICK = 30, 10
+# the whole sweep runs this many times in turn: a configuration's median
+# moves by ~20% between runs minutes apart on this VM (far more than its
+# batches scatter), and only repeats show the fit that spread
+REPEATS, REPEATS_QUICK = 3, 2
 TARGET_NS = 20_000_000
 
 SCHEMA = pa.schema([
     ("experiment", pa.string()), ("levels", pa.int64()), ("depth", pa.int64()),
     ("busy_cgroups", pa.int64()), ("ws_bytes", pa.int64()), ("cpu_a", pa.int64()),
     ("cpu_b", pa.int64()), ("rounds", pa.int64()), ("elapsed_ns", pa.int64()),
-    ("vcsw", pa.int64()), ("ivcsw", pa.int64()),
+    ("vcsw", pa.int64()), ("ivcsw", pa.int64()), ("repeat", pa.int64()),
 ])
 
 
@@ -186,7 +199,8 @@ def measure(cg, c: Config, cpu_a: int, cpu_b: int, samples: int) -> list[dict]:
 
 
 def run(out_dir, quick: bool = False, progress: Progress = None, *,
-        only: list[Config] | None = None, samples: int | None = None) -> pa.Table:
+        only: list[Config] | None = None, samples: int | None = None,
+        repeats: int | None = None) -> pa.Table:
     """Run the sweeps (``only``: these configurations instead, for tests)
     and write ``<out_dir>/ctx_switch.parquet``."""
     started = common.utc_now()
@@ -201,13 +215,16 @@ def run(out_dir, quick: bool = False, progress: Progress = None, *,
     _, skipped = ws_sweep(quick)
     rows: list[dict] = []
     t0 = time.monotonic()
+    reps = repeats or (REPEATS_QUICK if quick else REPEATS)
     with common.driver_pinned(), common.bench_cgroups(NAME) as cg:
-        for i, c in enumerate(todo, 1):
-            common.say(progress, f"{NAME} [{i}/{len(todo)}] {c.experiment} levels={c.levels} "
-                                 f"busy={c.busy} ws={c.ws} ({time.monotonic() - t0:.0f} s)")
-            rows += measure(cg, c, cpu_a, cpu_b, n)
+        for r in range(reps):
+            for i, c in enumerate(todo, 1):
+                common.say(progress, f"{NAME} [{r + 1}/{reps}: {i}/{len(todo)}] {c.experiment} "
+                                     f"levels={c.levels} busy={c.busy} ws={c.ws} "
+                                     f"({time.monotonic() - t0:.0f} s)")
+                rows += [dict(row, repeat=r) for row in measure(cg, c, cpu_a, cpu_b, n)]
     table = pa.Table.from_pylist(rows, schema=SCHEMA)
-    params = {"configs": [c.__dict__ for c in todo], "samples": n,
+    params = {"configs": [c.__dict__ for c in todo], "samples": n, "repeats": reps,
               "target_batch_ns": TARGET_NS, "line_bytes": 64,
               "busy_shares_v1": MIN_SHARES}
     meta = common.bench_meta(NAME, params, quick, started, caches=common.cache_sizes(cpu_a),

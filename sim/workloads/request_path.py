@@ -36,14 +36,15 @@ probes), and network softirq work.
 
 ``worker``: the real backend's native worker (backends/workers/funcworker.c)
 as it runs on a host: one dispatcher thread per function cgroup blocks on
-its pipe, wakes for each request, creates the request's threads
-(``dispatch_us`` of its own CPU per thread created: the line read and
-pthread_create) and blocks again; requests arriving while it works wait in
-the pipe.  The threads run the demand in the function cgroup as in
-``direct``.  This is the path to compare a simulation with a
+its pipe, wakes for each request, creates the request's threads (its own
+CPU: ``dispatch_us`` per request to read and parse the line, plus
+``thread_us`` per thread created) and blocks again; requests arriving while
+it works wait in the pipe.  The threads run the demand in the function
+cgroup as in ``direct``.  This is the path to compare a simulation with a
 ``backend=real`` run: each request costs one more wake-up and switch than
-``direct``.  ``dispatch_us`` null takes the calibration profile's
-``worker_dispatch_us`` (measured by ``colosim calibrate``).
+``direct``.  Null keys take the calibration profile's
+``worker_dispatch_us`` and ``worker_thread_us`` (measured by ``colosim
+calibrate``'s dispatch benchmark).
 """
 from __future__ import annotations
 
@@ -56,10 +57,11 @@ DIRECT = "direct"
 KNATIVE = "knative"
 WORKER = "worker"
 REQUEST_PATHS = (DIRECT, KNATIVE, WORKER)
-# dispatch CPU per thread created when neither the workload nor the
-# calibration profile gives one: funcworker's dispatcher measured on the
-# development VM (Xeon, Linux 6.18: 47 us per single-thread request)
-DEFAULT_DISPATCH_US = 47.0
+# the dispatcher's CPU when neither the workload nor the calibration profile
+# gives it: calibration/bench/dispatch.py on the development VM (Xeon, Linux
+# 6.18; calibration=this-vm holds the fitted values)
+DEFAULT_DISPATCH_US = 10.9
+DEFAULT_THREAD_US = 11.3
 QUEUE_PROXY = "queue-proxy"
 USER_CONTAINER = "user-container"
 
@@ -95,8 +97,10 @@ def build(cfg, workload):
     if kind == KNATIVE:
         return KnativePath(workload)
     if kind == WORKER:
-        us = cfg.get("dispatch_us")
-        return WorkerPath(workload, DEFAULT_DISPATCH_US if us is None else float(us))
+        per_request, per_thread = cfg.get("dispatch_us"), cfg.get("thread_us")
+        return WorkerPath(workload,
+                          DEFAULT_DISPATCH_US if per_request is None else float(per_request),
+                          DEFAULT_THREAD_US if per_thread is None else float(per_thread))
     return None
 
 
@@ -205,13 +209,15 @@ class KnativePath:
 class WorkerPath:
     """Requests of a ForkJoin workload through funcworker's dispatcher thread."""
 
-    def __init__(self, workload, dispatch_us: float):
-        if dispatch_us < 0:
-            raise ValueError(f"workload.dispatch_us = {dispatch_us}: must be >= 0")
+    def __init__(self, workload, dispatch_us: float, thread_us: float):
+        for key, value in (("dispatch_us", dispatch_us), ("thread_us", thread_us)):
+            if value < 0:
+                raise ValueError(f"workload.{key} = {value}: must be >= 0")
         self.wl = workload
         self.machine = workload.machine
         self.engine = workload.machine.engine
         self.dispatch_ns = int(round(dispatch_us * NSEC_PER_USEC))
+        self.thread_ns = int(round(thread_us * NSEC_PER_USEC))
         self.dispatcher: dict = {}    # function cgroup -> its dispatcher thread
         self.job: dict = {}           # dispatcher -> request it is dispatching
         self.pipe: dict = {}          # function cgroup -> requests waiting to be read
@@ -241,7 +247,7 @@ class WorkerPath:
         return d.cpu
 
     def _cost(self, req) -> int:
-        return max(1, self.dispatch_ns * req.pending)
+        return max(1, self.dispatch_ns + self.thread_ns * req.pending)
 
     def burst_done(self, d):
         req = self.job.pop(d)

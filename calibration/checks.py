@@ -1,0 +1,115 @@
+"""Mechanism checks of a fitted profile against the microbenchmarks the fit
+does not use: the simulator runs the density and throttle benchmarks'
+configurations with the profile, and the fit report sets them side by side
+with the host's measurements.
+
+- density (N CPU hogs in N cgroups on one CPU): switches away from a hog
+  per second (what perf counts per cgroup; the simulator's
+  ``switch_out_rate_per_s``) and the CPU's useful work (host: iterations x
+  the lone hog's ns per iteration; simulator: busy time);
+- throttle (a cgroup's hogs under cpu.max): CPU used, the fraction of
+  periods throttled, throttled time per second.
+
+None of these numbers is fitted: they test the scheduler and bandwidth
+models with the fitted costs, and where they differ the report says so.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from calibration.simbench import _cfg
+
+SIM_SECONDS = 3.0
+WARMUP_S = 0.5
+
+
+def _simulate(calibration: dict, host: str, scheduler: str, workload: dict) -> dict:
+    from sim import api
+    cfg = _cfg(calibration, host, scheduler, 0)
+    cfg.update(workload=workload, duration_s=SIM_SECONDS + WARMUP_S, warmup_s=WARMUP_S)
+    return api.simulate(cfg).summary.to_pylist()[0]
+
+
+def _hogs(groups: list[dict], ws_bytes: int, **bandwidth) -> dict:
+    return {"name": "periodic", "threads": 1, "run_ms": 10_000.0, "sleep_ms": 0.0, "nice": 0,
+            "working_set_kb": ws_bytes // 1024, "cgroup_weight": 100, "groups": groups,
+            **bandwidth}
+
+
+def density_rows(table: pa.Table, calibration: dict, host: str, scheduler: str,
+                 cpu: int) -> list[dict]:
+    """One row per (n_hogs, hog_ws_bytes): host vs simulator."""
+    df = table.to_pandas()
+    rows = []
+    for (n, ws), g in df.groupby(["n_hogs", "hog_ws_bytes"]):
+        window = g.perf_window_ns.max()
+        switches = g.context_switches.sum() if g.context_switches.notna().all() else np.nan
+        real_rate = switches / (window / 1e9) if window and window > 0 else np.nan
+        real_useful = float((g.iterations * g.ns_per_iteration_alone).sum() / g.elapsed_ns.max())
+        groups = [{"name": f"density/hog{i}", "threads": 1, "cpuset": str(cpu)}
+                  for i in range(int(n))]
+        s = _simulate(calibration, host, scheduler, _hogs(groups, int(ws)))
+        rows.append({"check": "density", "n_hogs": int(n), "hog_ws_bytes": int(ws),
+                     "switch_outs_per_s_real": float(real_rate),
+                     "switch_outs_per_s_sim": s["switch_out_rate_per_s"],
+                     "useful_cpu_real": real_useful,
+                     "useful_cpu_sim": (s["cpu_util"] - s["sched_overhead_frac"]) * _ncpus(host)})
+    return rows
+
+
+def _ncpus(host: str) -> int:
+    from scenarios.config import compose
+    h = compose([f"host={host}"]).host
+    return int(h.sockets) * int(h.cores) * int(h.threads_per_core)
+
+
+def throttle_rows(table: pa.Table, calibration: dict, host: str, scheduler: str,
+                  cpu: int) -> list[dict]:
+    """One row per (threads, quota_us, period_us): host vs simulator."""
+    rows = []
+    for r in table.to_pylist():
+        secs = r["elapsed_ns"] / 1e9
+        cpuset = None if r["threads"] > 1 else str(cpu)
+        group = {"name": "throttle", "threads": int(r["threads"]), "cpuset": cpuset}
+        s = _simulate(calibration, host, scheduler,
+                      _hogs([group], 0, quota_us=int(r["quota_us"]),
+                            period_us=int(r["period_us"])))
+        rows.append({"check": "throttle", "threads": r["threads"], "quota_us": r["quota_us"],
+                     "period_us": r["period_us"],
+                     "cpu_real": r["usage_ns"] / r["elapsed_ns"],
+                     # cpuacct: the tasks' work and the switches charged to them
+                     "cpu_sim": s["cpu_util"] * _ncpus(host),
+                     "throttled_frac_real": r["nr_throttled"] / max(r["nr_periods"], 1),
+                     "throttled_frac_sim": s["nr_throttled"] / max(s["nr_periods"], 1),
+                     "throttled_s_per_s_real": r["throttled_time_ns"] / 1e9 / secs,
+                     "throttled_s_per_s_sim": s["throttled_time_s"] / SIM_SECONDS})
+    return rows
+
+
+def markdown(density: list[dict], throttle: list[dict]) -> str:
+    out = ["## Checks (not fitted)", "",
+           "The simulator with the fitted profile runs the density and throttle benchmarks' "
+           "configurations (calibration/checks.py); the host's numbers are the "
+           "benchmarks'.", ""]
+    if density:
+        out += ["### Density: N hogs in N cgroups on one CPU", "",
+                "| hogs | hog ws | switch-outs/s host | sim | useful CPU host | sim |",
+                "|---:|---:|---:|---:|---:|---:|"]
+        for r in density:
+            out.append(f"| {r['n_hogs']} | {r['hog_ws_bytes'] >> 10} KiB | "
+                       f"{r['switch_outs_per_s_real']:.0f} | {r['switch_outs_per_s_sim']:.0f} | "
+                       f"{r['useful_cpu_real']:.3f} | {r['useful_cpu_sim']:.3f} |")
+        out.append("")
+    if throttle:
+        out += ["### Throttle: hogs under cpu.max", "",
+                "| threads | quota/period ms | CPU host | sim | throttled periods host | sim "
+                "| throttled s/s host | sim |",
+                "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for r in throttle:
+            out.append(f"| {r['threads']} | {r['quota_us'] / 1000:g}/{r['period_us'] / 1000:g} | "
+                       f"{r['cpu_real']:.3f} | {r['cpu_sim']:.3f} | "
+                       f"{r['throttled_frac_real']:.2f} | {r['throttled_frac_sim']:.2f} | "
+                       f"{r['throttled_s_per_s_real']:.3f} | {r['throttled_s_per_s_sim']:.3f} |")
+        out.append("")
+    return "\n".join(out) + "\n"
