@@ -261,14 +261,16 @@ def test_switch_rate_at_hz(n, base_slice_ns):
     T = 4 ms): a task picked at a tick runs ceil(s/T) ticks, s = 0.75 ms on
     one CPU (factor 1).  Under ideal costs every vruntime then moves in
     whole runs, so when the last task of a round finishes its run all n
-    vruntimes and all n deadlines (v + s) are equal: pick_eevdf() keeps curr
-    on a tie (6.6: a queued entity replaces curr only with a strictly
-    earlier deadline), and curr opens the next round.  Each round of n runs
-    has n - 1 switches: rate = HZ (n - 1) / (n ceil(s/T))."""
+    vruntimes and all n deadlines (v + s) are equal, and pick_eevdf() gives
+    a tie to a queued entity (curr keeps the CPU only with a strictly
+    earlier deadline; Linux 6.6 kept curr on a tie, which halves the rate
+    for two hogs, and this host's 6.18 measurably does not:
+    calibration/fits/this-vm.md, density).  Every run ends in a switch:
+    rate = HZ / ceil(s/T)."""
     sched = {"name": "eevdf", "base_slice_ns": base_slice_ns}
     m, _, _ = run_for(make_cfg(periodic(threads=n, run_ms=1e6), scheduler=sched), 10.0)
     s = base_slice_ns or 750_000
-    expected = 250 * (n - 1) / (n * math.ceil(s / 4_000_000))
+    expected = 250 / math.ceil(s / 4_000_000)
     assert m.rqs[0].nr_switches / 10.0 == pytest.approx(expected, rel=0.01)
 
 
@@ -310,8 +312,10 @@ def test_pick_eevdf_is_the_earliest_eligible_deadline(spec, v0, with_curr, curr_
                                                       run_to_parity, unused_request):
     """pick_eevdf() on hand-built run queues against a brute force over
     exact fractions: the eligible (v_i <= V) entity with the earliest
-    deadline, curr winning ties, RUN_TO_PARITY keeping an eligible curr that
-    still has the deadline it was picked with."""
+    deadline, a queued entity winning a tie with curr (curr only with a
+    strictly earlier deadline, as pick_eevdf() since the tree is sorted by
+    deadline), RUN_TO_PARITY keeping an eligible curr that still has the
+    deadline it was picked with."""
     engine = Engine(0)
     m = Machine(engine, Topology(1, 1), EEVDF, {"name": "eevdf", "run_to_parity": run_to_parity},
                 CostModel())
@@ -346,7 +350,7 @@ def test_pick_eevdf_is_the_earliest_eligible_deadline(spec, v0, with_curr, curr_
     else:
         best = min(se.deadline for se in eligible)
         tied = [se for se in eligible if se.deadline == best]
-        tied.sort(key=lambda se: (se is not curr, se.vruntime, se.rb_seq))
+        tied.sort(key=lambda se: (se is curr, se.vruntime, se.rb_seq))
         expected = tied[0]
     assert policy.pick_eevdf(cfs_rq) is expected
 

@@ -50,9 +50,13 @@ deadline, as in 6.6's rbtree.  An entity's key never changes while queued
 (curr is not in the tree), eligibility is monotone in vruntime, so the
 eligible entities are a prefix of the list and pick_eevdf() scans that
 prefix for the earliest deadline: exact, where the kernel descends an
-rbtree augmented with min_deadline.  Ties on deadline go to curr (as in
-b01db23d5923), then to the smaller vruntime; among queued entities the
-kernel's tie-break depends on the rbtree's shape.
+rbtree augmented with min_deadline.  Ties on deadline go to a queued
+entity, the smaller vruntime first: curr keeps the CPU only with a strictly
+earlier deadline, as pick_eevdf() decides since its tree is sorted by
+deadline ("if (!best || (curr && entity_before(curr, best)))", 6.12+;
+6.6 kept curr on a tie).  The difference is visible: two equal hogs on one
+CPU switch at every tick on this project's 6.18 host, and did at every
+other tick in the 6.6 model (calibration/fits/this-vm.md, density).
 """
 from __future__ import annotations
 
@@ -214,12 +218,17 @@ class EEVDF(CFS):
         # deadline it was picked with, see set_next_entity())
         if self.run_to_parity and curr is not None and curr.vlag == curr.deadline:
             return curr
-        best = curr
+        best = None
         for v, _, se in tl:
             if avg < (v - v0) * load:
                 break
             if best is None or se.deadline < best.deadline:
                 best = se
+        # curr keeps the CPU only with a strictly earlier deadline
+        # (pick_eevdf(): "if (!best || (curr && entity_before(curr, best)))"):
+        # on a tie the queued entity runs, so equal hogs alternate every tick
+        if curr is not None and (best is None or curr.deadline < best.deadline):
+            return curr
         if best is None and tl:
             # the kernel's "EEVDF scheduling fail, picking leftmost"; V is a
             # weighted mean of the entities, so one of them is always eligible
