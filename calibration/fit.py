@@ -19,14 +19,14 @@ Model.  On one CPU the simulator charges each switch of the pair (the
 incoming partner B after A blocks; sim/machine.py schedule())
 
     direct + per_level x levels + queue_ns_per_log2 x log2(1 + busy)
-      + sum over cache levels k with ws <= C_k:
-            ws / line x r_k x clip((2 ws - C_k) / ws, 0, 1)
+      + sum over cache levels k, holding h_k = min(ws, C_k):
+            h_k / line x r_k x clip((h_k + ws - C_k) / h_k, 0, 1)
 
 because while B was away its partner touched its own ws bytes (the
 stack-distance refill model of sim/costmodel.py; r_k and the effective
 capacity C_k fitted, C_k between a sixteenth of the sysfs size and that
 size).  A migrated partner finds its private levels empty, so
-``migration = migration_ns + sum over private k of ws / line x r_k x
+``migration = migration_ns + sum over private k of h_k / line x r_k x
 (1 - evicted_k) + idle_exit_ns / 2`` (once a round trip the pair
 lands on the CPU it left idle).  A timer wake-up on an idle CPU costs the
 switch out of idle, ``direct + per_level x depth + idle_exit_ns``.
@@ -236,10 +236,12 @@ def refill_terms(ws: int, levels: list[CacheLevel], p: dict) -> list[tuple[float
     out = []
     for lv in levels:
         cap = p[lv.capacity]
-        if ws == 0 or ws > cap:
+        resident = min(ws, cap)
+        if resident == 0:
             out.append((0.0, 0.0))
         else:
-            out.append((ws / LINE_BYTES, min(1.0, max(0.0, (2 * ws - cap) / ws))))
+            out.append((resident / LINE_BYTES,
+                        min(1.0, max(0.0, (resident + ws - cap) / resident))))
     return out
 
 
@@ -277,9 +279,8 @@ def _unmoved(points: list[Point], levels: list[CacheLevel]) -> list[str]:
     if "wakeup" not in kinds:
         out.append("idle_exit_ns")
     for lv in levels:
-        # a level is measured by working sets it holds whose pair it does not
-        if not any(pt.kind != "wakeup" and lv.bytes / 16 < 2 * pt.ws_bytes
-                   and pt.ws_bytes <= lv.bytes for pt in points):
+        # a level is measured by pairs of working sets that can overflow it
+        if not any(pt.kind != "wakeup" and 2 * pt.ws_bytes > lv.bytes / 16 for pt in points):
             out += [lv.param, lv.capacity]
     return out
 

@@ -16,7 +16,8 @@ cdef class CostModel:
     cdef readonly long long idle_exit_ns
 
     @cython.locals(lines=cython.double, evicted=cython.double, total=cython.double,
-                   capacity=cython.longlong, ns_per_line=cython.double, shared=cython.bint)
+                   capacity=cython.longlong, ns_per_line=cython.double, shared=cython.bint,
+                   resident=cython.longlong)
     cpdef long long refill_ns(self, long long ws_bytes, away_ns, bint migrated,
                               long long touched=*, long long touched_shared=*)
     @cython.locals(cost=cython.longlong)

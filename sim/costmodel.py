@@ -25,19 +25,19 @@ evicted while it was away, in two forms that add up:
 - time: the evicted fraction grows as 1 - exp(-away / cache_decay) (what
   the machine's other, unmodelled activity evicts), refilled at
   refill_ns_per_line per line of min(ws, max_refill_bytes);
-- capacity (``cache_levels``, fitted by ``colosim calibrate``): each task
-  re-walks its working set every run, and a cache level of (effective)
-  capacity C keeps it only if it fits (ws <= C: a cyclic walk over more
-  than C never hits, switched out or not).  While the task was away other
-  tasks touched B bytes (each touches its working set once per run): those
-  of its CPU for a private level, of the whole host for a shared one (the
-  LLC; with several LLCs this over-counts).  Its lines' LRU stack distances
-  then lie between B and ws + B, so the fraction clip((ws + B - C) / ws,
-  0, 1) of them is gone and refilled from the level below at the level's
-  ns_per_line (Mattson et al.'s stack-distance model, spread uniformly).
-  This is what the ping-pong microbenchmark shows on a real host: a
-  working set that fits in L2 with its partner's costs nothing extra per
-  switch, one that does not costs its L2 refill, whatever the time away.
+- capacity (``cache_levels``, fitted by ``colosim calibrate``): a cache
+  level of (effective) capacity C holds r = min(ws, C) of a task's working
+  set (a thrash-resistant cache keeps a C-sized part of a larger one).
+  While the task was away other tasks touched B bytes (each touches its
+  working set once per run): those of its CPU for a private level, of the
+  whole host for a shared one (the LLC; with several LLCs this
+  over-counts).  Its resident lines' LRU stack distances then lie between B
+  and r + B, so the fraction clip((r + B - C) / r, 0, 1) of them is gone
+  and refilled from the level below at the level's ns_per_line (Mattson et
+  al.'s stack-distance model, spread uniformly).  This is what the
+  ping-pong microbenchmark shows on a real host: a working set that fits in
+  L2 with its partner's costs nothing extra per switch, one that does not
+  costs its L2 refill, whatever the time away.
 
 A migration empties the private levels (and the time form).  A task that
 never ran has no refill cost: its first misses are compulsory and belong
@@ -122,18 +122,19 @@ class CostModel:
             evicted = 1.0 if migrated else -expm1(-away_ns / self.cache_decay_ns)
             total = lines * evicted * self.refill_ns_per_line
         for capacity, ns_per_line, shared in self.cache_levels:
-            if ws_bytes == 0 or ws_bytes > capacity:
+            resident = ws_bytes if ws_bytes < capacity else capacity
+            if resident == 0:
                 continue
             if migrated and not shared:
                 evicted = 1.0
             else:
-                evicted = (ws_bytes + (touched_shared if shared else touched) - capacity) \
-                    / ws_bytes
+                evicted = (resident + (touched_shared if shared else touched) - capacity) \
+                    / resident
                 if evicted <= 0.0:
                     continue
                 if evicted > 1.0:
                     evicted = 1.0
-            total += ws_bytes / self.cache_line_bytes * evicted * ns_per_line
+            total += resident / self.cache_line_bytes * evicted * ns_per_line
         return int(total)
 
     def switch_cost_ns(self, levels: int, ws_bytes: int, away_ns: int | None,

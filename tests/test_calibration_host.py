@@ -195,3 +195,59 @@ def test_calibrate_cli_errors(tmp_path, capsys):
     assert main(["calibrate", "--out", str(tmp_path / "p.yaml"), "--from-bench",
                  str(tmp_path)]) == 2
     assert "ctx_switch.parquet not found" in capsys.readouterr().err
+
+
+# --- on this host (make test-slow; needs root, cgroups, gcc) ------------------
+# CI guards the two held-out scenarios whose errors sit well inside the
+# targets; the full suite's table, misses and borderline cases included
+# (worker-pool and fork-join p50 at -7..-10%), is in docs/calibration-host.md
+# ("Validation").  What the committed profile is known to miss there, and
+# why: the test fails if one of these starts passing, so the list and the
+# docs stay true.
+CI_SCENARIOS = ("poisson-32", "periodic-quota")
+KNOWN_MISSES = {
+    # the host switches a function's threads out ~1.5x as often as the
+    # simulator: the load generator and kernel threads share the CPUs, and
+    # the worker's dispatcher is preempted by the threads it creates; none
+    # of that is modelled
+    ("poisson-32", "switch_out_rate_per_s"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.hardware
+def test_reduced_calibrate_and_validate_on_this_host(tmp_path, capsys):
+    """CI's reduced calibration loop on this machine: a quick measurement
+    and fit must reproduce the committed this-vm profile's main costs, and
+    the committed profile must meet issue 8's targets on part of the
+    held-out suite, except the known misses above."""
+    import shutil
+
+    from calibration import validate as V
+    from scenarios.cli import main
+    from tests.hardware import cgroups_unavailable
+    reason = cgroups_unavailable() or (None if shutil.which("gcc") else "needs gcc")
+    if reason:
+        pytest.skip(reason)
+    out = tmp_path / "quick.yaml"
+    assert main(["calibrate", "--out", str(out), "--quick", "--dir", str(tmp_path / "cal"),
+                 "--no-resimulate"]) == 0
+    quick, committed = read_profile(str(out)), read_profile("this-vm")
+    for key in ("direct_ns", "idle_exit_ns"):
+        sigma = math.hypot(float(quick["fit"]["uncertainty"][key]),
+                           float(committed["fit"]["uncertainty"][key]))
+        # within 3 sigma, or 30%: a configuration moves ~20% between runs here
+        assert abs(quick[key] - committed[key]) <= max(3 * sigma, 0.3 * committed[key]), key
+    capsys.readouterr()
+    # full-length runs (15 s): quick ones (5 s) leave p50 too noisy for a 10% target
+    assert main(["validate", "this-vm", *CI_SCENARIOS, "--out", str(tmp_path / "val")]) == 0
+    frame = V.read_validation(tmp_path / "val")
+    print(V.format_text(frame))
+    assert set(frame.scenario) == set(CI_SCENARIOS), "a real run was rejected (see notes)"
+    targeted = frame[frame.target.notna()]
+    known = [(s, m) in KNOWN_MISSES for s, m in zip(targeted.scenario, targeted.metric)]
+    missed = targeted.ok != True                                    # noqa: E712
+    unexpected = targeted[missed & ~np.array(known)]
+    assert unexpected.empty, unexpected[["scenario", "metric", "real", "sim", "rel_error"]]
+    now_pass = targeted[~missed & np.array(known)]
+    assert now_pass.empty, f"known misses now pass, update KNOWN_MISSES and the docs:\n{now_pass}"

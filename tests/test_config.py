@@ -9,7 +9,7 @@ from scenarios.validate import ConfigError, validate
 def test_groups_and_options_match_the_documented_names():
     assert list_options() == {
         "backend": ["real", "sim"],
-        "calibration": ["default", "e5-2430l", "ideal"],
+        "calibration": ["default", "e5-2430l", "ideal", "this-vm"],
         "controller": ["catcloud", "dynamic_priority", "lags_static", "least_loaded", "none",
                        "static", "vpa"],
         "experiment": ["affinity_workers", "catcloud_exp1", "catcloud_exp2", "catcloud_mixed",
