@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from backends.real.build import atomic_binary
+from backends.real.build import compile_c
 from backends.real.perf import die_with_parent
 
 WORKERS_DIR = Path(__file__).resolve().parents[1] / "workers"
@@ -40,19 +39,8 @@ class WorkerError(RuntimeError):
 def build_worker(out: Path = BUILT, source: Path = SOURCE, force: bool = False) -> Path:
     """Compile funcworker.c with gcc (what `make workers` does) unless the
     binary is newer than the source.  Atomic: a temp file renamed into place."""
-    out = Path(out)
-    if not force and out.exists() and out.stat().st_mtime >= source.stat().st_mtime:
-        return out
-    cc = shutil.which(os.environ.get("CC", "gcc"))
-    if cc is None:
-        raise WorkerError(f"gcc is needed to build the native worker {source} (Debian: "
-                          f"apt-get install gcc), or set backend.worker to a built binary")
-    with atomic_binary(out) as tmp:
-        r = subprocess.run([cc, *CFLAGS, "-o", tmp, str(source)], capture_output=True,
-                           text=True, timeout=120)
-        if r.returncode != 0:
-            raise WorkerError(f"building {source} failed:\n{r.stderr.strip()}")
-    return out
+    return compile_c(Path(source), Path(out), CFLAGS, WorkerError, "the native worker",
+                     ", or set backend.worker to a built binary", force=force)
 
 
 def worker_binary(path: str | None = None) -> Path:

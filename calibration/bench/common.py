@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from backends.real import cgroupfs
-from backends.real.build import atomic_binary
+from backends.real.build import compile_c
 from backends.real.cgroupfs import CgroupError, CgroupFS
 from backends.real.perf import die_with_parent
 
@@ -61,19 +61,8 @@ def build_native(name: str, force: bool = False) -> Path:
     microbench` does) unless the binary is newer than the source; atomic."""
     if name not in PROGRAMS:
         raise ValueError(f"unknown native program {name!r}: {', '.join(PROGRAMS)}")
-    source, out = NATIVE_DIR / f"{name}.c", BUILD_DIR / name
-    if not force and out.exists() and out.stat().st_mtime >= source.stat().st_mtime:
-        return out
-    cc = shutil.which(os.environ.get("CC", "gcc"))
-    if cc is None:
-        raise BenchUnavailable(f"gcc is needed to build the benchmark program {source} "
-                               f"(Debian: apt-get install gcc)")
-    with atomic_binary(out) as tmp:
-        r = subprocess.run([cc, *CFLAGS, "-o", tmp, str(source)], capture_output=True,
-                           text=True, timeout=120)
-        if r.returncode != 0:
-            raise BenchUnavailable(f"building {source} failed:\n{r.stderr.strip()}")
-    return out
+    return compile_c(NATIVE_DIR / f"{name}.c", BUILD_DIR / name, CFLAGS, BenchUnavailable,
+                     "the benchmark program", deps=(NATIVE_DIR / "handshake.h",), force=force)
 
 
 def check_host() -> None:

@@ -64,9 +64,10 @@ import pyarrow as pa
 
 from calibration.bench import common
 from calibration.bench.common import MIN_SHARES, NativeProc, Progress
+# the simulator's twin lays the partners out the same way (below the run's top)
+from sim.workloads.pingpong import partner_paths
 
 NAME = "ctx_switch"
-ROOT = "pingpong"
 LEVELS = (0, 2, 4, 6, 8)
 BUSY = (0, 1, 2, 4, 8, 16, 32)
 BUSY_QUICK = (0, 4, 16)
@@ -90,17 +91,6 @@ SCHEMA = pa.schema([
     ("cpu_b", pa.int64()), ("rounds", pa.int64()), ("elapsed_ns", pa.int64()),
     ("vcsw", pa.int64()), ("ivcsw", pa.int64()), ("repeat", pa.int64()),
 ])
-
-
-def partner_paths(levels: int) -> tuple[str, str]:
-    """Cgroups (below the run's top) of A and B ``levels`` switch levels apart."""
-    if levels < 0 or levels % 2:
-        raise ValueError(f"levels must be an even number >= 0, got {levels}")
-    if levels == 0:
-        return ROOT, ROOT
-    d = levels // 2
-    return (ROOT + "".join(f"/a{i}" for i in range(1, d + 1)),
-            ROOT + "".join(f"/b{i}" for i in range(1, d + 1)))
 
 
 def levels_between(a: str, b: str) -> int:

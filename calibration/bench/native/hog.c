@@ -26,6 +26,8 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "handshake.h"
+
 #define LINE 64
 #define CHAIN 256
 #define TOUCH 16
@@ -96,18 +98,9 @@ int main(int argc, char **argv) {
         memset(p, 1, ws);
         buf = p;
     }
-    printf("K %d\n", (int)getpid());
-    fflush(stdout);
-    char line[16];
-    if (!fgets(line, sizeof line, stdin) || line[0] != 'G')
-        return 1;
-    if (cpu >= 0) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(cpu, &set);
-        if (sched_setaffinity(0, sizeof set, &set) != 0)
-            die("sched_setaffinity");
-    }
+    int rc = handshake_and_pin("hog", cpu);
+    if (rc)
+        return rc;
     for (int t = 1; t < threads; t++) {
         pthread_t th;
         if (pthread_create(&th, NULL, spin, NULL) != 0)

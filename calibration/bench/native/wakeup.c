@@ -26,6 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "handshake.h"
+
 static int64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -57,20 +59,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "wakeup: out of memory\n");
         return 2;
     }
-    printf("K %d\n", (int)getpid());
-    fflush(stdout);
-    char line[16];
-    if (!fgets(line, sizeof line, stdin) || line[0] != 'G')
-        return 1;
-    if (cpu >= 0) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(cpu, &set);
-        if (sched_setaffinity(0, sizeof set, &set) != 0) {
-            fprintf(stderr, "wakeup: sched_setaffinity: %s\n", strerror(errno));
-            return 2;
-        }
-    }
+    int rc = handshake_and_pin("wakeup", cpu);
+    if (rc)
+        return rc;
     if (prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0) != 0) {
         fprintf(stderr, "wakeup: PR_SET_TIMERSLACK: %s\n", strerror(errno));
         return 2;
