@@ -45,7 +45,7 @@ MICROBENCH := $(patsubst %.c,calibration/bench/native/build/%,$(notdir $(wildcar
 microbench: $(MICROBENCH)
 
 # Without gcc the benchmarks refuse to run and their tests skip; make test goes on.
-calibration/bench/native/build/%: calibration/bench/native/%.c
+calibration/bench/native/build/%: calibration/bench/native/%.c calibration/bench/native/handshake.h
 	@if ! command -v $(WORKER_CC) >/dev/null; then \
 	  echo "note: $(WORKER_CC) not found: calibration/bench/native not built (the calibration benchmarks need it)"; \
 	else mkdir -p $(@D) && echo "$(WORKER_CC) -O2 -Wall -Wextra -pthread -o $@ $<" && \
