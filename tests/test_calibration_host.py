@@ -221,7 +221,8 @@ KNOWN_MISSES = {
 @pytest.mark.hardware
 def test_reduced_calibrate_and_validate_on_this_host(tmp_path, capsys):
     """CI's reduced calibration loop on this machine: a quick measurement
-    and fit must reproduce the committed this-vm profile's main costs, and
+    and fit must reproduce the committed this-vm profile's main costs (to
+    the run-to-run spread seen here), and
     the committed profile must meet issue 8's targets on part of the
     held-out suite, except the known misses above."""
     import shutil
@@ -237,10 +238,10 @@ def test_reduced_calibrate_and_validate_on_this_host(tmp_path, capsys):
                  "--no-resimulate"]) == 0
     quick, committed = read_profile(str(out)), read_profile("this-vm")
     for key in ("direct_ns", "idle_exit_ns"):
-        sigma = math.hypot(float(quick["fit"]["uncertainty"][key]),
-                           float(committed["fit"]["uncertainty"][key]))
-        # within 3 sigma, or 30%: a configuration moves ~20% between runs here
-        assert abs(quick[key] - committed[key]) <= max(3 * sigma, 0.3 * committed[key]), key
+        # within a factor of 2: between calibrate runs on this VM direct_ns
+        # has ranged 1.06-1.88 us and idle_exit_ns 61-84 us, far more than
+        # one run's 1-sigma (docs/calibration-host.md, "Reproducibility")
+        assert committed[key] / 2 <= quick[key] <= committed[key] * 2, (key, quick[key])
     capsys.readouterr()
     # full-length runs (15 s): quick ones (5 s) leave p50 too noisy for a 10% target
     assert main(["validate", "this-vm", *CI_SCENARIOS, "--out", str(tmp_path / "val")]) == 0
