@@ -210,9 +210,8 @@ def test_calibrate_cli_errors(tmp_path, capsys):
 CI_SCENARIOS = ("poisson-32", "periodic-quota")
 KNOWN_MISSES = {
     # the host switches a function's threads out ~1.5x as often as the
-    # simulator: the load generator and kernel threads share the CPUs, and
-    # the worker's dispatcher is preempted by the threads it creates; none
-    # of that is modelled
+    # simulator: kernel threads (rcu_preempt, kworkers) and the load
+    # generator preempt them on the shared CPUs; not modelled
     ("poisson-32", "switch_out_rate_per_s"),
 }
 
