@@ -40,6 +40,7 @@ COMPILED_MODULES = (
     "sim.costmodel",
     "sim.machine",
     "policies.kernel.cfs",
+    "policies.kernel.eevdf",
 )
 
 PURE_ENV = "COLOSIM_PURE_PYTHON"

@@ -17,7 +17,6 @@ from sim.costmodel import CostModel
 from sim.engine import Engine, s_to_ns
 from sim.machine import HRTICK_MIN_DELAY_NS, Machine
 from sim.rq import CfsRq, Rq, SchedEntity, TaskGroup
-from sim.sched_class import ENQUEUE_INITIAL
 from sim.topology import Topology
 from simcfg import DEFAULT_COSTS, IDEAL, make_cfg, periodic, run_for
 
@@ -383,27 +382,34 @@ def test_avg_vruntime_and_lag_placement_invariants(cfg, period_ns):
     with the lag it was dequeued with (V' - v_i = vlag, within the rounding
     of the kernel's integer divisions) and a request of one slice, half of
     it for a new task (PLACE_DEADLINE_INITIAL)."""
-    engine, m, _, wl = build(cfg)
-    policy = m.policy
     placed = {}
     forks = []
-    place_entity, enqueue_entity = policy.place_entity, policy.enqueue_entity
 
-    def place(cfs_rq, se, flags):
-        placed[id(se)] = se.vlag if policy.place_lag and cfs_rq.nr_running else 0
-        place_entity(cfs_rq, se, flags)
-        vslice = policy.calc_delta_fair(policy.sysctl_sched_base_slice, se)
-        if flags & ENQUEUE_INITIAL:
-            forks.append(se)
-            vslice //= 2
-        assert se.deadline - se.vruntime == vslice
+    class Watched(EEVDF):
+        # the compiled EEVDF has no instance __dict__: intercept in a subclass
+        def place_entity(self, cfs_rq, se, initial):
+            # initial: flags & ENQUEUE_INITIAL, as enqueue_entity() passes it
+            placed[id(se)] = se.vlag if self.place_lag and cfs_rq.nr_running else 0
+            super().place_entity(cfs_rq, se, initial)
+            vslice = self.calc_delta_fair(self.sysctl_sched_base_slice, se)
+            if initial:
+                forks.append(se)
+                vslice //= 2
+            assert se.deadline - se.vruntime == vslice
 
-    def enqueue(cfs_rq, se, flags):
-        enqueue_entity(cfs_rq, se, flags)
-        lag = policy.avg_vruntime(cfs_rq) - se.vruntime
-        assert abs(lag - placed.pop(id(se))) <= 2
+        def enqueue_entity(self, cfs_rq, se, flags):
+            super().enqueue_entity(cfs_rq, se, flags)
+            lag = self.avg_vruntime(cfs_rq) - se.vruntime
+            assert abs(lag - placed.pop(id(se))) <= 2
 
-    policy.place_entity, policy.enqueue_entity = place, enqueue
+    import sim.api
+    load_policy = sim.api.load_policy
+    sim.api.load_policy = lambda name: Watched
+    try:
+        engine, m, _, wl = build(cfg)
+    finally:
+        sim.api.load_policy = load_policy
+    assert type(m.policy) is Watched
     wl.start()
     every(engine, period_ns, lambda: check_eevdf_state(m, wl.threads))
     engine.run(s_to_ns(0.5))

@@ -1,3 +1,4 @@
+# cython: overflowcheck=True
 """EEVDF, the fair class of kernel/sched/fair.c from Linux 6.6 on.
 
 EEVDF kept most of fair.c (PELT, group shares, wake-up and fork placement,
@@ -128,22 +129,21 @@ class EEVDF(CFS):
 
     # ------------------------------------------------------------------
     # avg_vruntime: V, the weighted average of the vruntimes, curr included
-    @staticmethod
-    def avg_vruntime_add(cfs_rq, se):
+    # (methods, not static: a compiled static method cannot be called
+    # through self)
+    def avg_vruntime_add(self, cfs_rq, se):
         tl = cfs_rq.timeline
         w = se.weight
         tl.avg_vruntime += (se.vruntime - cfs_rq.min_vruntime) * w
         tl.avg_load += w
 
-    @staticmethod
-    def avg_vruntime_sub(cfs_rq, se):
+    def avg_vruntime_sub(self, cfs_rq, se):
         tl = cfs_rq.timeline
         w = se.weight
         tl.avg_vruntime -= (se.vruntime - cfs_rq.min_vruntime) * w
         tl.avg_load -= w
 
-    @staticmethod
-    def _avg_sums(cfs_rq):
+    def _avg_sums(self, cfs_rq):
         """The tree's sums with curr added if it is queued."""
         tl = cfs_rq.timeline
         avg, load = tl.avg_vruntime, tl.avg_load
@@ -264,7 +264,7 @@ class EEVDF(CFS):
         passed: the kernel's own calls would find nothing to do then, but
         the machine's bookkeeping calls (update_curr(rq)) skip the check, and
         the next kernel call must make it."""
-        super()._update_curr(cfs_rq)
+        CFS._update_curr(self, cfs_rq)
         curr = cfs_rq.curr
         if curr is not None:
             self.update_deadline(cfs_rq, curr)
@@ -277,9 +277,8 @@ class EEVDF(CFS):
         curr = rq.curr
         if curr is not None:
             se = curr.se
-            account = super()._update_curr
             while se is not None:
-                account(se.cfs_rq)
+                CFS._update_curr(self, se.cfs_rq)     # CFS's: no deadline check
                 se = se.parent
 
     # ------------------------------------------------------------------
@@ -291,7 +290,7 @@ class EEVDF(CFS):
                 self._update_curr(cfs_rq)
             else:
                 self.avg_vruntime_sub(cfs_rq, se)
-        super().reweight_entity(cfs_rq, se, weight)
+        CFS.reweight_entity(self, cfs_rq, se, weight)
         if not se.on_rq:
             # vlag = V - v_i while lag_i = w_i (V - v_i): keep lag_i
             se.vlag = div_s64(se.vlag * old_weight, weight)
@@ -304,7 +303,9 @@ class EEVDF(CFS):
 
     # ------------------------------------------------------------------
     # entity enqueue/dequeue
-    def place_entity(self, cfs_rq, se, flags):
+    def place_entity(self, cfs_rq, se, initial):
+        """place_entity(); ``initial`` is flags & ENQUEUE_INITIAL (a truth
+        value, as CFS's place_entity() takes it)."""
         vruntime = self.avg_vruntime(cfs_rq)
         lag = 0
         se.slice = self.slice_of(se)
@@ -320,7 +321,7 @@ class EEVDF(CFS):
             lag = div_s64(se.vlag * (load + se.weight), load or 1)
         se.vruntime = vruntime - lag
         # joining tasks find the others halfway through their slices
-        if self.place_deadline_initial and flags & ENQUEUE_INITIAL:
+        if self.place_deadline_initial and initial:
             vslice //= 2
         se.deadline = se.vruntime + vslice
 
@@ -331,13 +332,13 @@ class EEVDF(CFS):
     def enqueue_entity(self, cfs_rq, se, flags):
         curr = cfs_rq.curr is se
         if curr:
-            self.place_entity(cfs_rq, se, flags)
+            self.place_entity(cfs_rq, se, flags & ENQUEUE_INITIAL)
         self._update_curr(cfs_rq)
         self.update_load_avg(cfs_rq, se)
         # reweight first: it rescales vlag, which placement then uses
         self.update_cfs_group(se)
         if not curr:
-            self.place_entity(cfs_rq, se, flags)
+            self.place_entity(cfs_rq, se, flags & ENQUEUE_INITIAL)
         cfs_rq.load_weight += se.weight
         cfs_rq.nr_running += 1
         if flags & ENQUEUE_MIGRATED:
@@ -359,7 +360,7 @@ class EEVDF(CFS):
         self.update_min_vruntime(cfs_rq)
 
     def set_next_entity(self, cfs_rq, se):
-        super().set_next_entity(cfs_rq, se)
+        CFS.set_next_entity(self, cfs_rq, se)
         if se.on_rq:
             # the kernel's HACK: vlag, unused until dequeue, keeps the
             # deadline se was picked with, for RUN_TO_PARITY
@@ -378,13 +379,13 @@ class EEVDF(CFS):
         # that ends while picking (update_curr on the way down) is already
         # accounted for by the pick itself
         resched = rq.need_resched
-        p = super().pick_next_task(rq, prev)
+        p = CFS.pick_next_task(self, rq, prev)
         rq.need_resched = resched
         return p
 
     def put_prev_task(self, rq, prev):
         resched = rq.need_resched
-        super().put_prev_task(rq, prev)
+        CFS.put_prev_task(self, rq, prev)
         rq.need_resched = resched
 
     # ------------------------------------------------------------------

@@ -1,0 +1,76 @@
+# Compiled declarations of policies/kernel/eevdf.py (docs/architecture.md,
+# "Compiled core"): attribute and argument types only; the logic is the .py.
+cimport cython
+from policies.kernel.cfs cimport CFS
+from sim.rq cimport SchedEntity, CfsRq, Rq
+from sim.task cimport Task
+
+# constants the hot paths use, as C integers rather than module globals
+cdef long ENQUEUE_INITIAL, ENQUEUE_MIGRATED
+
+@cython.locals(q=cython.longlong)
+cpdef long long div_s64(long long a, long long b)
+
+cdef class Timeline(list):
+    cdef public long long avg_vruntime
+    cdef public long long avg_load
+
+cdef class EEVDF(CFS):
+    cdef public long long sysctl_sched_base_slice
+    cdef public bint place_lag
+    cdef public bint place_deadline_initial
+    cdef public bint run_to_parity
+    cdef public long long tick_nsec
+
+    cpdef init_task_group(self, tg)
+    @cython.locals(tl=Timeline, w=cython.longlong)
+    cpdef avg_vruntime_add(self, CfsRq cfs_rq, SchedEntity se)
+    @cython.locals(tl=Timeline, w=cython.longlong)
+    cpdef avg_vruntime_sub(self, CfsRq cfs_rq, SchedEntity se)
+    @cython.locals(tl=Timeline, avg=cython.longlong, load=cython.longlong, curr=SchedEntity,
+                   w=cython.longlong)
+    cpdef (long long, long long) _avg_sums(self, CfsRq cfs_rq)
+    @cython.locals(avg=cython.longlong, load=cython.longlong)
+    cpdef long long avg_vruntime(self, CfsRq cfs_rq)
+    @cython.locals(avg=cython.longlong, load=cython.longlong)
+    cpdef bint entity_eligible(self, CfsRq cfs_rq, SchedEntity se)
+    @cython.locals(lag=cython.longlong, limit=cython.longlong)
+    cpdef update_entity_lag(self, CfsRq cfs_rq, SchedEntity se)
+    @cython.locals(curr=SchedEntity, vruntime=cython.longlong, tl=Timeline, left=cython.longlong,
+                   delta=cython.longlong)
+    cpdef update_min_vruntime(self, CfsRq cfs_rq)
+    @cython.locals(seq=cython.longlong)
+    cpdef _enqueue_timeline(self, CfsRq cfs_rq, SchedEntity se)
+    @cython.locals(tl=Timeline, i=Py_ssize_t)
+    cpdef _dequeue_timeline(self, CfsRq cfs_rq, SchedEntity se)
+    @cython.locals(tl=Timeline, v0=cython.longlong, avg=cython.longlong, load=cython.longlong,
+                   curr=SchedEntity, best=SchedEntity, v=cython.longlong, se=SchedEntity)
+    cpdef pick_eevdf(self, CfsRq cfs_rq)
+    cpdef pick_next_entity(self, CfsRq cfs_rq, SchedEntity curr)
+    @cython.locals(task=Task, low=cython.longlong, high=cython.longlong)
+    cpdef long long slice_of(self, SchedEntity se)
+    cpdef update_deadline(self, CfsRq cfs_rq, SchedEntity se)
+    @cython.locals(curr=SchedEntity)
+    cpdef _update_curr(self, CfsRq cfs_rq)
+    @cython.locals(curr=Task, se=SchedEntity)
+    cpdef update_curr(self, Rq rq)
+    @cython.locals(old_weight=cython.longlong, deadline=cython.longlong)
+    cpdef reweight_entity(self, CfsRq cfs_rq, SchedEntity se, long long weight)
+    @cython.locals(vruntime=cython.longlong, lag=cython.longlong, vslice=cython.longlong,
+                   curr=SchedEntity, load=cython.longlong)
+    cpdef place_entity(self, CfsRq cfs_rq, SchedEntity se, bint initial)
+    cpdef task_fork_fair(self, CfsRq cfs_rq, SchedEntity se)
+    @cython.locals(curr=bint)
+    cpdef enqueue_entity(self, CfsRq cfs_rq, SchedEntity se, long flags)
+    cpdef dequeue_entity(self, CfsRq cfs_rq, SchedEntity se, long flags)
+    cpdef set_next_entity(self, CfsRq cfs_rq, SchedEntity se)
+    cpdef migrate_task_rq(self, Task p, long new_cpu)
+    @cython.locals(resched=bint)
+    cpdef pick_next_task(self, Rq rq, Task prev)
+    @cython.locals(resched=bint)
+    cpdef put_prev_task(self, Rq rq, Task prev)
+    cpdef entity_tick(self, CfsRq cfs_rq, SchedEntity curr)
+    @cython.locals(curr=Task, se=SchedEntity)
+    cpdef hrtick_delay(self, Rq rq)
+    @cython.locals(curr=Task, se=SchedEntity, pse=SchedEntity, cfs_rq=CfsRq)
+    cpdef check_preempt_wakeup(self, Rq rq, Task p)
