@@ -1,7 +1,8 @@
 """The compiled core: which modules Cython compiles, and how to run without.
 
-The simulator's hot path (event loop, run queues, the machine, CFS) is plain
-Python, compiled by Cython when the package is built (setup.py).  Each
+The simulator's hot path (event loop, run queues, the machine, CFS and
+EEVDF) is plain Python, compiled by Cython when the package is built
+(setup.py).  Each
 compiled module ``x.py`` has a ``x.pxd`` next to it that declares its
 classes' attribute types and its methods' argument types; the logic lives
 only in the ``.py``, which stays importable and runnable as it is.
