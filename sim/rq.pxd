@@ -33,9 +33,9 @@ cdef class SchedEntity:
     cdef public double runnable_avg
     cdef public long long avg_last_update
     cdef public long long rb_seq
-    cdef public object vlag
-    cdef public object deadline
-    cdef public object slice
+    cdef public long long vlag
+    cdef public long long deadline
+    cdef public long long slice
     @cython.locals(delta=cython.longlong, y=cython.double)
     cpdef update_avg(self, long long now)
     cpdef double load_avg(self, long long now)
