@@ -96,6 +96,19 @@ class ServiceTime:
         return max(1, int(d))
 
 
+def fork_threads(machine, req, tg, nice: int, ws_bytes: int, owner, hint: int) -> int:
+    """Fork ``req.pending`` threads of ``req`` in ``tg``, the demand split
+    evenly (divmod: the first takes the remainder), each placed by fork
+    balancing from where the previous one went; returns the last one's CPU."""
+    share, extra = divmod(req.demand, req.pending)
+    for j in range(req.pending):
+        t = machine.new_task(req.function, tg, nice, max(1, share + (extra if j == 0 else 0)),
+                             ws_bytes, owner, req)
+        machine.wake_up_new_task(t, hint)
+        hint = t.cpu
+    return hint
+
+
 class ForkJoin:
     """Requests served by ``k`` threads forked at arrival (the demand split
     evenly); the request ends when its last thread exits.  Users set
@@ -115,14 +128,7 @@ class ForkJoin:
         req = Request(name, tg.name, self.engine.now if arrival is None else arrival, demand)
         self.recorder.request_arrived(req)
         req.pending = k
-        share, extra = divmod(demand, k)
-        m = self.machine
-        for j in range(k):
-            t = m.new_task(name, tg, self.nice, max(1, share + (extra if j == 0 else 0)),
-                           self.ws_bytes, self, req)
-            m.wake_up_new_task(t, hint)
-            hint = t.cpu
-        return hint
+        return fork_threads(self.machine, req, tg, self.nice, self.ws_bytes, self, hint)
 
     def burst_done(self, task):
         req = task.request

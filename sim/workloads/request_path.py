@@ -52,6 +52,7 @@ from collections import deque
 
 from sim.engine import NSEC_PER_USEC
 from sim.task import BURST_BLOCK, BURST_EXIT, Request
+from sim.workloads.common import fork_threads
 
 DIRECT = "direct"
 KNATIVE = "knative"
@@ -169,16 +170,6 @@ class KnativePath:
         pod.backlog.append((req, hop))
         return hint
 
-    def _fork_user(self, pod: Pod, req, hint: int) -> None:
-        k = req.pending
-        share, extra = divmod(req.demand, k)
-        m = self.machine
-        for j in range(k):
-            t = m.new_task(req.function, pod.user, self.wl.nice,
-                           max(1, share + (extra if j == 0 else 0)), self.wl.ws_bytes, self, req)
-            m.wake_up_new_task(t, hint)
-            hint = t.cpu
-
     def burst_done(self, task):
         pod = self.by_group[task.tg]
         if task.tg is pod.user:
@@ -189,7 +180,8 @@ class KnativePath:
             return BURST_EXIT
         req, hop = pod.jobs.pop(task)
         if hop == _IN:
-            self._fork_user(pod, req, task.cpu)
+            fork_threads(self.machine, req, pod.user, self.wl.nice, self.wl.ws_bytes, self,
+                         task.cpu)
         else:
             req.end = self.engine.now
             self.wl.request_done(req)
@@ -251,13 +243,8 @@ class WorkerPath:
 
     def burst_done(self, d):
         req = self.job.pop(d)
-        share, extra = divmod(req.demand, req.pending)
-        m, wl, hint = self.machine, self.wl, d.cpu
-        for j in range(req.pending):
-            t = m.new_task(req.function, d.tg, wl.nice, max(1, share + (extra if j == 0 else 0)),
-                           wl.ws_bytes, wl, req)
-            m.wake_up_new_task(t, hint)
-            hint = t.cpu
+        wl = self.wl
+        fork_threads(self.machine, req, d.tg, wl.nice, wl.ws_bytes, wl, d.cpu)
         pipe = self.pipe[d.tg]
         if pipe:
             nxt = pipe.popleft()
