@@ -22,24 +22,19 @@ import pyarrow.parquet as pq
 
 from calibration import fit as F
 from calibration import simbench
-from calibration.profile import build_profile, profile_path, write_profile
+from calibration.profile import PROFILE_DIR, build_profile, profile_path, write_profile
 
 FITS_DIR = Path(__file__).resolve().parent / "fits"
-CTX_FILE = "ctx_switch.parquet"
 
 
 def read_table(bench_dir: Path, name: str):
-    """A benchmark table of ``bench_dir``, its fingerprint and metadata
-    (Parquet schema metadata written by calibration/bench)."""
+    """A benchmark table of ``bench_dir``, its fingerprint and metadata."""
+    from calibration.bench.common import read_bench
     path = Path(bench_dir) / f"{name}.parquet"
     if not path.exists():
         raise FileNotFoundError(f"{path} not found: run the {name} benchmark first "
                                 f"(colosim calibrate, or python -m calibration.bench.{name})")
-    table = pq.read_table(path)
-    meta = table.schema.metadata or {}
-    fingerprint = json.loads(meta.get(b"colosim.fingerprint", b"{}"))
-    bench = json.loads(meta.get(b"colosim.bench", b"{}"))
-    return table, fingerprint, bench
+    return read_bench(path)
 
 
 def host_levels(bench: dict) -> list[F.CacheLevel]:
@@ -177,7 +172,7 @@ def calibrate(out: str, work_dir: Path | None = None, from_bench: Path | None = 
     shutil.copy(target, work_dir / target.name)
     paths = {"profile": target, "report": work_dir / "fit-report.md", "result": result,
              "work_dir": work_dir}
-    if target.parent == profile_path("x").parent:
+    if target.parent == PROFILE_DIR:
         FITS_DIR.mkdir(exist_ok=True)
         (FITS_DIR / f"{name}.md").write_text(report)
         paths["report"] = FITS_DIR / f"{name}.md"

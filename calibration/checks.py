@@ -24,11 +24,14 @@ SIM_SECONDS = 3.0
 WARMUP_S = 0.5
 
 
-def _simulate(calibration: dict, host: str, scheduler: str, workload: dict) -> dict:
+def _simulate(base: dict, workload: dict) -> dict:
+    """The summary of ``base`` (a composed config) running ``workload``,
+    with ``nr_cpus`` added: the host's CPUs, to turn utilisation into CPUs."""
     from sim import api
-    cfg = _cfg(calibration, host, scheduler, 0)
-    cfg.update(workload=workload, duration_s=SIM_SECONDS + WARMUP_S, warmup_s=WARMUP_S)
-    return api.simulate(cfg).summary.to_pylist()[0]
+    from sim.topology import Topology
+    cfg = dict(base, workload=workload, duration_s=SIM_SECONDS + WARMUP_S, warmup_s=WARMUP_S)
+    summary = api.simulate(cfg).summary.to_pylist()[0]
+    return dict(summary, nr_cpus=Topology.from_config(cfg["host"]).nr_cpus)
 
 
 def _hogs(groups: list[dict], ws_bytes: int, **bandwidth) -> dict:
@@ -41,6 +44,7 @@ def density_rows(table: pa.Table, calibration: dict, host: str, scheduler: str,
                  cpu: int) -> list[dict]:
     """One row per (n_hogs, hog_ws_bytes): host vs simulator."""
     df = table.to_pandas()
+    base = _cfg(calibration, host, scheduler, 0)
     rows = []
     for (n, ws), g in df.groupby(["n_hogs", "hog_ws_bytes"]):
         window = g.perf_window_ns.max()
@@ -49,37 +53,31 @@ def density_rows(table: pa.Table, calibration: dict, host: str, scheduler: str,
         real_useful = float((g.iterations * g.ns_per_iteration_alone).sum() / g.elapsed_ns.max())
         groups = [{"name": f"density/hog{i}", "threads": 1, "cpuset": str(cpu)}
                   for i in range(int(n))]
-        s = _simulate(calibration, host, scheduler, _hogs(groups, int(ws)))
+        s = _simulate(base, _hogs(groups, int(ws)))
         rows.append({"check": "density", "n_hogs": int(n), "hog_ws_bytes": int(ws),
                      "switch_outs_per_s_real": float(real_rate),
                      "switch_outs_per_s_sim": s["switch_out_rate_per_s"],
                      "useful_cpu_real": real_useful,
-                     "useful_cpu_sim": (s["cpu_util"] - s["sched_overhead_frac"]) * _ncpus(host)})
+                     "useful_cpu_sim": (s["cpu_util"] - s["sched_overhead_frac"]) * s["nr_cpus"]})
     return rows
-
-
-def _ncpus(host: str) -> int:
-    from scenarios.config import compose
-    h = compose([f"host={host}"]).host
-    return int(h.sockets) * int(h.cores) * int(h.threads_per_core)
 
 
 def throttle_rows(table: pa.Table, calibration: dict, host: str, scheduler: str,
                   cpu: int) -> list[dict]:
     """One row per (threads, quota_us, period_us): host vs simulator."""
+    base = _cfg(calibration, host, scheduler, 0)
     rows = []
     for r in table.to_pylist():
         secs = r["elapsed_ns"] / 1e9
         cpuset = None if r["threads"] > 1 else str(cpu)
         group = {"name": "throttle", "threads": int(r["threads"]), "cpuset": cpuset}
-        s = _simulate(calibration, host, scheduler,
-                      _hogs([group], 0, quota_us=int(r["quota_us"]),
-                            period_us=int(r["period_us"])))
+        s = _simulate(base, _hogs([group], 0, quota_us=int(r["quota_us"]),
+                                  period_us=int(r["period_us"])))
         rows.append({"check": "throttle", "threads": r["threads"], "quota_us": r["quota_us"],
                      "period_us": r["period_us"],
                      "cpu_real": r["usage_ns"] / r["elapsed_ns"],
                      # cpuacct: the tasks' work and the switches charged to them
-                     "cpu_sim": s["cpu_util"] * _ncpus(host),
+                     "cpu_sim": s["cpu_util"] * s["nr_cpus"],
                      "throttled_frac_real": r["nr_throttled"] / max(r["nr_periods"], 1),
                      "throttled_frac_sim": s["nr_throttled"] / max(s["nr_periods"], 1),
                      "throttled_s_per_s_real": r["throttled_time_ns"] / 1e9 / secs,

@@ -47,6 +47,7 @@ cost) and said so.
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -322,7 +323,7 @@ def fit(points: list[Point], levels: list[CacheLevel], fixed: dict[str, float] |
     grids = [[bounds[k][1] * (bounds[k][2] / bounds[k][1]) ** f for f in (0.0, 0.6, 1.0)]
              if k in logs else [bounds[k][0]] for k in free]
     best = None
-    for start in _product(grids):
+    for start in itertools.product(*grids):
         x0 = np.clip([enc(k, v) for k, v in zip(free, start)], lo, hi)
         r = least_squares(resid, x0, bounds=(lo, hi), x_scale="jac", method="trf")
         if best is None or r.cost < best.cost:
@@ -334,11 +335,6 @@ def fit(points: list[Point], levels: list[CacheLevel], fixed: dict[str, float] |
     sigma = _sigma(best.jac, best.x, free, logs, chi2, dof)
     return FitResult({k: float(p[k]) for k in names}, sigma, fixed, levels, points, model,
                      list(err), chi2, dof, notes=notes)
-
-
-def _product(grids):
-    import itertools
-    return itertools.product(*grids)
 
 
 def _sigma(jac, x, free, logs, chi2, dof) -> dict[str, float]:

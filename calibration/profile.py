@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import subprocess
 from pathlib import Path
 
 import yaml
 
+from calibration.bench.common import git_commit
 from calibration.fit import FitResult
 from scenarios.config import CONF_DIR
 
@@ -48,15 +48,6 @@ def _plain(v):
     return v
 
 
-def _git_commit() -> str | None:
-    try:
-        r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                           text=True, timeout=5, cwd=Path(__file__).parent)
-    except OSError:
-        return None
-    return r.stdout.strip() or None
-
-
 def build_profile(name: str, result: FitResult, fingerprint: dict, bench: dict | None = None,
                   description: str | None = None) -> dict:
     cost = result.cost_config()
@@ -78,7 +69,7 @@ def build_profile(name: str, result: FitResult, fingerprint: dict, bench: dict |
         "fit": {
             "method": "scipy least_squares on per-switch medians (calibration/fit.py)",
             "fitted_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "commit": _git_commit(),
+            "commit": git_commit(),
             "uncertainty": uncertainty,
             "chi2": round(result.chi2, 3),
             "dof": result.dof,

@@ -42,9 +42,9 @@ def simulate_config(cfg: dict, experiment: str, levels: int, busy_cgroups: int,
     """Elapsed ns of ``batches`` consecutive batches of ``rounds`` round trips
     (after one warm-up batch)."""
     from sim import api
+    from sim.topology import Topology
 
-    ncpus = int(cfg["host"]["cores"]) * int(cfg["host"].get("threads_per_core", 1)) \
-        * int(cfg["host"].get("sockets", 1))
+    ncpus = Topology.from_config(cfg["host"]).nr_cpus
     cpus = [ncpus - 1, ncpus - 2] if experiment.startswith("migrate") and ncpus > 1 \
         else [ncpus - 1]
     cfg = dict(cfg)

@@ -171,7 +171,9 @@ def test_calibrate_cli_fits_recorded_tables(tmp_path, sim_table, capsys):
             b"colosim.bench": json.dumps({"bench": "ctx_switch", "quick": True,
                                           "caches": caches})}
     pq.write_table(table.replace_schema_metadata(meta), bench / "ctx_switch.parquet")
-    pq.write_table(simbench.simulate_wakeup(truth_config()), bench / "wakeup.parquet")
+    wake = simbench.simulate_wakeup(truth_config())
+    pq.write_table(wake.replace_schema_metadata({b"colosim.bench": json.dumps({"bench": "wakeup"})}),
+                   bench / "wakeup.parquet")
     out = tmp_path / "prof.yaml"
     rc = main(["calibrate", "--out", str(out), "--from-bench", str(bench),
                "--dir", str(tmp_path / "work"), "--host", "this-vm", "--scheduler", "eevdf"])
