@@ -26,12 +26,12 @@ $(VENV)/.compiled: $(VENV)/.installed $(CORE_SRC) setup.py
 
 # Native workers of the real-host backend (backends/workers/; gcc).  The
 # backend also builds them on first use (backends/real/workers.py).
-WORKERS := backends/workers/build/funcworker
+WORKERS := backends/workers/build/funcworker backends/workers/build/memworker
 WORKER_CC ?= gcc
 workers: $(WORKERS)
 
 # Without gcc the real backend cannot run; its tests skip, so make test goes on.
-$(WORKERS): backends/workers/funcworker.c
+backends/workers/build/%: backends/workers/%.c
 	@if ! command -v $(WORKER_CC) >/dev/null; then \
 	  echo "note: $(WORKER_CC) not found: backends/workers not built (backend=real needs it)"; \
 	else mkdir -p $(@D) && echo "$(WORKER_CC) -O2 -Wall -Wextra -pthread -o $@ $<" && \
