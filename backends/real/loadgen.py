@@ -13,18 +13,29 @@ Lateness = dispatch instant - scheduled instant, for every request.  A
 request's latency is measured from its *scheduled* arrival (open loop: a
 late dispatch counts against the host, never hides), so the lateness
 statistics say how far the replay itself can be trusted.
+
+``closed_loop`` drives the same workers with N clients instead of a trace,
+as the simulator's closed-loop workloads (webserver ``clients``/``think_s``,
+resctl): a client sends a request, waits for its response, thinks, sends
+the next.  A request is scheduled at its client's previous response (the
+worker's end timestamp) + the think time, so lateness there also covers how
+late the load generator learned of the response.  Between dispatches it
+waits in select() on the workers' pipes, so a response wakes it at once.
 """
 from __future__ import annotations
 
 import ctypes
 import heapq
 import math
+import select
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from backends.real.workers import Burst, Done, Dropped, WorkerError, parse_line, request_line
+from sim.engine import RngStream
+from sim.workloads.common import ServiceTime
 
 PR_SET_TIMERSLACK = 29
 
@@ -69,6 +80,43 @@ class Timer:
     fn: object   # fn(now_rel_ns)
 
 
+class _Timers:
+    """The pending timers of a loop, earliest first."""
+
+    def __init__(self, timers):
+        self.heap = [(t.first_ns, k, t) for k, t in enumerate(timers)]
+        heapq.heapify(self.heap)
+
+    def next(self, end_ns: int) -> int:
+        # like the simulator, nothing scheduled at or after the end runs
+        return self.heap[0][0] if self.heap and self.heap[0][0] < end_ns else end_ns
+
+    def fire(self, due_ns: int, now_ns: int) -> None:
+        """Run the earliest timer (due at ``due_ns``) and re-arm a periodic one."""
+        _, k, t = heapq.heappop(self.heap)
+        t.fn(now_ns)
+        if t.period_ns:
+            heapq.heappush(self.heap, (due_ns + t.period_ns, k, t))
+
+
+def _drain(workers, on_msg, errors: list) -> None:
+    """Parse the lines every worker has written; ``on_msg(worker index,
+    msg)`` for Done/Burst/Dropped, anything else is an error."""
+    for wi, w in enumerate(workers):
+        for line in w.read_lines():
+            msg = parse_line(line)
+            if isinstance(msg, (Done, Burst, Dropped)):
+                on_msg(wi, msg)
+            else:
+                errors.append(f"{w.name}: {msg[1] if msg[0] == 'E' else msg}")
+
+
+def _spin_until(t0_ns: int, target_ns: int) -> None:
+    mono = time.monotonic_ns
+    while mono() - t0_ns < target_ns:
+        pass
+
+
 @dataclass
 class ReplayResult:
     dispatch_ns: np.ndarray   # relative to t0, per trace row (-1: not dispatched)
@@ -91,50 +139,39 @@ def replay(arrival_ns: np.ndarray, worker_of_row: np.ndarray, demand_ns: np.ndar
     errors: list[str] = []
     bursts: list = []
     dropped: dict[int, Dropped] = {}
-    heap = [(t.first_ns, k, t) for k, t in enumerate(timers)]
-    heapq.heapify(heap)
+    pending = _Timers(timers)
     mono = time.monotonic_ns
     arrival = arrival_ns.tolist()
     wrow = worker_of_row.tolist()
     lines = [request_line(i, int(d), int(k)) for i, (d, k) in
              enumerate(zip(demand_ns.tolist(), threads.tolist()))]
 
-    def drain():
-        for wi, w in enumerate(workers):
-            for line in w.read_lines():
-                msg = parse_line(line)
-                if isinstance(msg, Burst):
-                    bursts.append((wi, msg))
-                elif isinstance(msg, Dropped):
-                    dropped[msg.id] = msg
-                elif isinstance(msg, Done):
-                    done[msg.id] = msg
-                    if on_done is not None:
-                        on_done(msg.id, msg)
-                else:
-                    errors.append(f"{w.name}: {msg[1] if msg[0] == 'E' else msg}")
+    def on_msg(wi, msg):
+        if isinstance(msg, Burst):
+            bursts.append((wi, msg))
+        elif isinstance(msg, Dropped):
+            dropped[msg.id] = msg
+        else:
+            done[msg.id] = msg
+            if on_done is not None:
+                on_done(msg.id, msg)
 
     i = 0
     while True:
         next_arr = arrival[i] if i < n else end_ns
-        # like the simulator, nothing scheduled at or after the end runs
-        next_timer = heap[0][0] if heap and heap[0][0] < end_ns else end_ns
+        next_timer = pending.next(end_ns)
         target = min(next_arr, next_timer, end_ns)
         now = mono() - t0_ns
         left = target - now
         if left > spin_ns:
-            drain()
+            _drain(workers, on_msg, errors)
             left = target - (mono() - t0_ns)
             if left > spin_ns:
                 time.sleep(min(left - spin_ns, max_sleep_ns) / 1e9)
                 continue
-        while mono() - t0_ns < target:
-            pass
+        _spin_until(t0_ns, target)
         if target == next_timer < end_ns and next_timer <= next_arr:
-            _, k, t = heapq.heappop(heap)
-            t.fn(mono() - t0_ns)
-            if t.period_ns:
-                heapq.heappush(heap, (target + t.period_ns, k, t))
+            pending.fire(target, mono() - t0_ns)
             continue
         if i < n and target == next_arr:
             # every row due now goes out before anything else
@@ -149,5 +186,106 @@ def replay(arrival_ns: np.ndarray, worker_of_row: np.ndarray, demand_ns: np.ndar
             continue
         if target >= end_ns:
             break
-    drain()
+    _drain(workers, on_msg, errors)
     return ReplayResult(dispatch, done, errors, bursts, dropped)
+
+
+def client_samplers(clients: int, kind: str, mean_s: float, seed: int, what: str,
+                    sigma: float = 1.0) -> list[ServiceTime]:
+    """One sampler per client (``sample_ns()``; kind ``exp``, ``det`` (fixed)
+    or ``lognormal``), each on its own seeded stream
+    ``loadgen/client-<c>/<what>``, so a client's draws do not depend on the
+    order in which responses come back."""
+    return [ServiceTime(kind, mean_s, sigma, RngStream(seed, f"loadgen/client-{c}/{what}"))
+            for c in range(clients)]
+
+
+@dataclass
+class ClosedLoopResult:
+    client: np.ndarray        # per request id: the client that sent it
+    due_ns: np.ndarray        # when it was scheduled, relative to t0 (0 for a first request)
+    dispatch_ns: np.ndarray   # when it was sent, relative to t0
+    demand_ns: np.ndarray
+    done: dict                # id -> Done (absolute CLOCK_MONOTONIC times)
+    dropped: dict             # id -> Dropped: a pool worker's refusal, also a response
+    errors: list
+    max_in_flight: int        # requests sent and not yet answered, at most
+
+    @property
+    def lateness_s(self) -> np.ndarray:
+        return (self.dispatch_ns - self.due_ns) / 1e9
+
+
+def closed_loop(workers: list, client_worker, demand: list, think: list, t0_ns: int,
+                end_ns: int, threads: int = 1, timers: list[Timer] = (), on_done=None,
+                spin_ns: int = 100_000, max_sleep_ns: int = 20_000_000) -> ClosedLoopResult:
+    """Client c sends to ``workers[client_worker[c]]`` requests of
+    ``demand[c].sample_ns()`` ns (``threads`` threads each), the first at
+    t0, each next one ``think[c].sample_ns()`` after the previous one's
+    response, until ``t0_ns + end_ns``; nothing is sent at or after the end.
+    ``on_done(id, Done)`` is called as completions are read."""
+    client_of: list[int] = []
+    due: list[int] = []
+    dispatch: list[int] = []
+    demands: list[int] = []
+    done: dict[int, Done] = {}
+    dropped: dict[int, Dropped] = {}
+    errors: list[str] = []
+    ready = [(0, c) for c in range(len(client_worker))]   # (due, client), earliest first
+    heapq.heapify(ready)
+    pending = _Timers(timers)
+    mono = time.monotonic_ns
+    fds = [w.fd for w in workers if getattr(w, "fd", None) is not None]
+    in_flight = max_in_flight = 0
+
+    def on_msg(wi, msg):
+        nonlocal in_flight
+        if isinstance(msg, Burst):
+            errors.append(f"{workers[wi].name}: a periodic worker cannot serve clients")
+            return
+        if isinstance(msg, Dropped):
+            dropped[msg.id] = msg
+            at = msg.at_ns
+        else:
+            done[msg.id] = msg
+            at = msg.end_ns
+            if on_done is not None:
+                on_done(msg.id, msg)
+        in_flight -= 1
+        c = client_of[msg.id]
+        heapq.heappush(ready, (at - t0_ns + think[c].sample_ns(), c))
+
+    while True:
+        next_send = ready[0][0] if ready else end_ns
+        next_timer = pending.next(end_ns)
+        target = min(next_send, next_timer, end_ns)
+        left = target - (mono() - t0_ns)
+        if left > spin_ns:
+            # wakes early when a worker answers: that may bring a send forward
+            select.select(fds, [], [], min(left - spin_ns, max_sleep_ns) / 1e9)
+            _drain(workers, on_msg, errors)
+            continue
+        _spin_until(t0_ns, target)
+        if target == next_timer < end_ns and next_timer <= next_send:
+            pending.fire(target, mono() - t0_ns)
+            continue
+        if target >= end_ns:
+            break
+        while ready and ready[0][0] <= mono() - t0_ns:
+            d, c = heapq.heappop(ready)
+            rid = len(client_of)
+            client_of.append(c)
+            due.append(d)
+            demands.append(demand[c].sample_ns())
+            dispatch.append(mono() - t0_ns)
+            try:
+                workers[client_worker[c]].send(request_line(rid, demands[rid], threads))
+            except WorkerError as e:
+                errors.append(str(e))
+                continue    # never answered: the client stops
+            in_flight += 1
+            max_in_flight = max(max_in_flight, in_flight)
+    _drain(workers, on_msg, errors)
+    return ClosedLoopResult(np.asarray(client_of, np.int64), np.asarray(due, np.int64),
+                            np.asarray(dispatch, np.int64), np.asarray(demands, np.int64),
+                            done, dropped, errors, max_in_flight)
