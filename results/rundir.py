@@ -39,7 +39,8 @@ class RunDir:
 
 def write_run_dir(result: Any, out_dir: str | Path, config: Mapping | DictConfig) -> Path:
     """Write result.summary/.requests/.intervals and the config into out_dir,
-    and result.trace (if any and not None) as trace.parquet.
+    result.trace (if any and not None) as trace.parquet, and each table of
+    result.extra (a dict, if any) as <name>.parquet.
 
     Refuses to replace a non-empty directory. Returns the run directory path.
     """
@@ -60,6 +61,10 @@ def write_run_dir(result: Any, out_dir: str | Path, config: Mapping | DictConfig
         trace = getattr(result, "trace", None)
         if trace is not None:
             pq.write_table(trace, tmp / TRACE_FILE)
+        for name, table in (getattr(result, "extra", None) or {}).items():
+            if name in TABLES or name == TRACE_FILE.split(".")[0]:
+                raise ValueError(f"extra table {name!r} would replace {name}.parquet")
+            pq.write_table(table, tmp / f"{name}.parquet")
         (tmp / CONFIG_FILE).write_text(_to_yaml(config))
         _fsync_dir_tree(tmp)
         # rename(2) replaces an empty directory atomically; a non-empty one

@@ -28,6 +28,8 @@ def run_scenario(cfg: DictConfig, out_dir: Path, progress=None) -> pa.Table:
     machine instead (backends/real/run.py; same tables)."""
     if cfg.get("backend") is not None and cfg.backend.name == "real":
         return _run_real(cfg, out_dir, progress)
+    if cfg.get("cluster") is not None and cfg.cluster.name != "none":
+        return _run_cluster(cfg, out_dir, progress)
     # Imported here so `--help` and config errors work without loading the
     # simulator, and tests can substitute sim.simulate.
     from sim import simulate
@@ -40,6 +42,27 @@ def run_scenario(cfg: DictConfig, out_dir: Path, progress=None) -> pa.Table:
     summary = with_run_id(result.summary, out_dir.name)
     tables = SimpleNamespace(summary=summary, requests=result.requests,
                              intervals=result.intervals, trace=trace)
+    write_run_dir(tables, out_dir, cfg)
+    return summary
+
+
+def _run_cluster(cfg: DictConfig, out_dir: Path, progress=None) -> pa.Table:
+    """A trace on a cluster of simulated hosts (sim/cluster), or the search
+    for the smallest cluster meeting the latency target."""
+    from sim.cluster import consolidate, simulate_cluster
+
+    plain = OmegaConf.to_container(cfg, resolve=True)
+    trace = generated_trace(cfg)
+    if trace is None:
+        from sim.workloads.trace import read_trace
+        trace = read_trace(cfg.workload.trace_file)
+    if cfg.cluster.search == "consolidate":
+        result = consolidate(plain, trace, progress)
+    else:
+        result = simulate_cluster(plain, trace, progress=progress)
+    summary = with_run_id(result.summary, out_dir.name)
+    tables = SimpleNamespace(summary=summary, requests=result.requests,
+                             intervals=result.intervals, trace=trace, extra=result.extra)
     write_run_dir(tables, out_dir, cfg)
     return summary
 

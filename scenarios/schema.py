@@ -236,6 +236,16 @@ class Azure2021Workload(GeneratedWorkload):
 
 
 @dataclass
+class Azure2019Workload(GeneratedWorkload):
+    """The LAGS cluster case study's trace (scenarios/workloads/azure2019.py)."""
+    source: str = MISSING  # synthetic | azure2019
+    source_path: Optional[str] = None  # invocations_per_function_md.anon.dNN.csv or its directory
+    minute_s: float = MISSING  # simulated seconds per trace minute (60: real time)
+    start_minute: Optional[int] = None  # first trace minute replayed; null: the busiest window
+    peak_cores: float = MISSING  # the replayed window's busiest minute offers this many CPUs
+
+
+@dataclass
 class RandomWorkload(GeneratedWorkload):
     max_rate_rps: float = MISSING
     mean_service_s: Optional[float] = None  # null: matched to azure2021's CPU demand
@@ -280,6 +290,46 @@ BACKEND_SCHEMAS = {"sim": SimBackend, "real": RealBackend}
 
 
 @dataclass
+class NoCluster:
+    """cluster=none: one host."""
+    name: str = MISSING
+
+
+@dataclass
+class KubernetesCluster:
+    """cluster=kubernetes: nodes of the host preset under a Kubernetes/Knative
+    control plane (sim/cluster, docs/cluster.md)."""
+    name: str = MISSING
+    nodes: Optional[int] = MISSING  # null: the static-reservation count (search = consolidate)
+    search: str = MISSING  # none | consolidate (smallest node count meeting the latency target)
+    max_nodes: Optional[int] = None  # consolidate: stop adding nodes here; null: 2 x start
+    placement: str = MISSING  # least_allocated | most_allocated
+    pods_per_node: int = MISSING  # kubelet max-pods
+    reserved_pods: int = MISSING  # of those, kept for system services
+    node_cpu_mcpu: Optional[int] = None  # allocatable CPU; null: the host's CPUs x 1000
+    node_memory_mb: int = MISSING
+    cpu_request: Any = MISSING  # per pod: mean | peak (the function's demand) | millicores
+    max_pod_cpu_mcpu: int = MISSING  # mean/peak: a busier function's request is split over pods
+    memory_request_mb: int = MISSING
+    target_concurrency: float = MISSING  # Knative container-concurrency-target-default
+    target_utilization: float = MISSING  # Knative container-concurrency-target-percentage / 100
+    stable_window_s: float = MISSING  # Knative stable-window
+    panic_window_pct: float = MISSING  # Knative panic-window-percentage
+    panic_threshold_pct: float = MISSING  # Knative panic-threshold-percentage
+    keep_alive_s: float = MISSING  # idle time before a function scales to zero
+    min_scale: int = MISSING  # pods every function keeps (Knative min-scale); > 0: deployed at t = 0
+    cold_start_s: float = MISSING  # pod start to ready
+    window_s: float = MISSING  # control-plane synchronisation window
+    profile_window_s: float = MISSING  # resolution of peak demand and utilisation figures
+    parallel: str = MISSING  # serial | ray
+    workers: Optional[int] = None  # ray: shards (actors); null: the CPUs Ray sees
+    ray_address: Optional[str] = None  # ray: a running cluster; null: start a local Ray
+
+
+CLUSTER_SCHEMAS = {"none": NoCluster, "kubernetes": KubernetesCluster}
+
+
+@dataclass
 class Config:
     host: HostConfig = MISSING
     calibration: CalibrationConfig = MISSING
@@ -289,6 +339,7 @@ class Config:
     scheduler: Any = MISSING
     controller: Any = MISSING
     backend: Any = MISSING  # sim | real (BACKEND_SCHEMAS)
+    cluster: Any = MISSING  # none | kubernetes (CLUSTER_SCHEMAS)
     experiment: str = MISSING
     seed: int = MISSING
     duration_s: float = MISSING
@@ -305,6 +356,7 @@ WORKLOAD_SCHEMAS = {
     "worker_pool": WorkerPoolWorkload,
     "periodic": PeriodicWorkload,
     "azure2021": Azure2021Workload,
+    "azure2019": Azure2019Workload,
     "random": RandomWorkload,
     "resctl": ResctlWorkload,
     "resctl_parallel": ResctlWorkload,
@@ -339,6 +391,7 @@ PLANNED_OPTIONS = {
     "controller": PLANNED_CONTROLLERS,
     "workload": (),
     "backend": (),
+    "cluster": (),
 }
 
 
@@ -354,3 +407,5 @@ def register() -> None:
         cs.store(group="controller", name=f"{SCHEMA_PREFIX}{name}", node=node)
     for name, node in BACKEND_SCHEMAS.items():
         cs.store(group="backend", name=f"{SCHEMA_PREFIX}{name}", node=node)
+    for name, node in CLUSTER_SCHEMAS.items():
+        cs.store(group="cluster", name=f"{SCHEMA_PREFIX}{name}", node=node)

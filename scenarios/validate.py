@@ -18,13 +18,16 @@ from policies.kernel import PLANNED as PLANNED_POLICIES
 from sim.bandwidth import (MAX_CFS_QUOTA_PERIOD, MAX_CFS_RUNTIME, MIN_CFS_QUOTA_PERIOD,
                            NSEC_PER_USEC, parse_cpu_max)
 from sim.sched_class import RT_PRIORITY_RANGE, TASK_POLICIES
-from scenarios.schema import (BACKEND_SCHEMAS, PLANNED_OPTIONS, WORKLOAD_SCHEMAS,
-                              Azure2021Workload,
+from scenarios.schema import (BACKEND_SCHEMAS, CLUSTER_SCHEMAS, PLANNED_OPTIONS,
+                              WORKLOAD_SCHEMAS, Azure2019Workload, Azure2021Workload,
                               FunctionsWorkload, PeriodicWorkload, PoissonWorkload,
                               RandomWorkload, ResctlWorkload, WorkerPoolWorkload,
                               EbizzyWorkload, NoisyJobsWorkload, WebserverWorkload,
                               MemLookupWorkload, controller_schemas, scheduler_schemas)
+from scenarios.workloads.azure2019 import SOURCES as AZURE2019_SOURCES
 from scenarios.workloads.azure2021 import DEMAND_FROM, SOURCES
+from sim.cluster.options import PARALLEL, REQUEST_RULES, SEARCHES, TRACE_WORKLOADS
+from sim.cluster.placement import STRATEGIES
 from scenarios.workloads.noisy_jobs import SCENARIOS as NOISY_SCENARIOS
 from sim.workloads.ebizzy import PRESETS as EBIZZY_PRESETS
 from sim.workloads.request_path import REQUEST_PATHS
@@ -69,6 +72,7 @@ def validate(cfg: DictConfig) -> None:
         _check_calibration(checks)
         _check_workload(checks)
         _check_backend(checks)
+        _check_cluster(checks)
         problems = checks.problems
     if problems:
         raise ConfigError("\n".join(problems))
@@ -450,6 +454,18 @@ def _check_azure2021(c: _Checks) -> None:
                   f"must name the trace file or directory when workload.source = {source}")
 
 
+def _check_azure2019(c: _Checks) -> None:
+    _check_generated(c)
+    c.positive("workload.mean_service_s")
+    c.positive("workload.minute_s")
+    c.positive("workload.peak_cores")
+    if c.get("workload.start_minute") is not None:
+        c.within("workload.start_minute", (0, 1439))
+    if c.one_of("workload.source", AZURE2019_SOURCES) and c.get("workload.source") != "synthetic":
+        c.require("workload.source_path", bool(c.get("workload.source_path")),
+                  "must name the trace file or directory when workload.source = azure2019")
+
+
 def _check_random(c: _Checks) -> None:
     _check_generated(c)
     c.positive("workload.max_rate_rps")
@@ -606,6 +622,52 @@ def _check_backend(c: _Checks) -> None:
               "path; knative is simulated)", path)
 
 
+def _check_cluster(c: _Checks) -> None:
+    """cluster=kubernetes keys (sim/cluster, docs/cluster.md)."""
+    if not _check_option(c, "cluster", CLUSTER_SCHEMAS) or c.get("cluster.name") == "none":
+        return
+    if c.get("cluster.nodes") is not None:
+        c.at_least("cluster.nodes", 1)
+    else:
+        c.require("cluster.nodes", c.get("cluster.search") == "consolidate",
+                  "may only be null with cluster.search = consolidate (it then starts from "
+                  "the static-reservation count)")
+    c.one_of("cluster.search", SEARCHES)
+    if c.get("cluster.max_nodes") is not None:
+        c.at_least("cluster.max_nodes", 1)
+    c.one_of("cluster.placement", STRATEGIES)
+    if c.at_least("cluster.pods_per_node", 1) and c.at_least("cluster.reserved_pods", 0):
+        c.require("cluster.reserved_pods",
+                  c.get("cluster.reserved_pods") < c.get("cluster.pods_per_node"),
+                  f"must be < pods_per_node = {c.get('cluster.pods_per_node')}")
+    if c.get("cluster.node_cpu_mcpu") is not None:
+        c.at_least("cluster.node_cpu_mcpu", 1)
+    c.at_least("cluster.node_memory_mb", 1)
+    rule = c.get("cluster.cpu_request")
+    c.require("cluster.cpu_request", rule in REQUEST_RULES or (
+        isinstance(rule, (int, float)) and not isinstance(rule, bool) and rule >= 1),
+        f"must be {' or '.join(REQUEST_RULES)} or a number of millicores >= 1", rule)
+    c.at_least("cluster.max_pod_cpu_mcpu", 1)
+    c.at_least("cluster.memory_request_mb", 0)
+    c.positive("cluster.target_concurrency")
+    c.require("cluster.target_utilization", 0 < c.get("cluster.target_utilization") <= 1,
+              "must be in (0, 1]")
+    c.within("cluster.panic_window_pct", (1, 100))
+    c.at_least("cluster.panic_threshold_pct", 110)
+    for key in ("stable_window_s", "window_s", "profile_window_s"):
+        c.positive(f"cluster.{key}")
+    c.at_least("cluster.keep_alive_s", 0)
+    c.at_least("cluster.cold_start_s", 0)
+    c.at_least("cluster.min_scale", 0)
+    if c.one_of("cluster.parallel", PARALLEL) and c.get("cluster.workers") is not None:
+        c.at_least("cluster.workers", 1)
+    c.require("backend.name", c.get("backend.name") == "sim",
+              "cluster=kubernetes is simulated only (backend=sim)")
+    c.require("workload.name", c.get("workload.name") in TRACE_WORKLOADS,
+              f"cluster=kubernetes replays an invocation trace: choose from "
+              f"{', '.join(TRACE_WORKLOADS)}")
+
+
 def _check_schema_matches(c: _Checks, group: str, schema: type, key: str = "name") -> bool:
     """`workload.name=periodic` on top of `workload=poisson` would mix two shapes."""
     selected = OmegaConf.get_type(c.get(group))
@@ -624,6 +686,7 @@ CHECKS = {
     WorkerPoolWorkload: _check_worker_pool,
     PeriodicWorkload: _check_periodic,
     Azure2021Workload: _check_azure2021,
+    Azure2019Workload: _check_azure2019,
     RandomWorkload: _check_random,
     ResctlWorkload: _check_resctl,
     EbizzyWorkload: _check_ebizzy,

@@ -42,14 +42,7 @@ def load_policy(name: str):
 def build(cfg: dict, trace=None):
     """Assemble engine, machine and workload for a resolved config (and the
     invocation trace a trace-driven workload replays)."""
-    engine = Engine(int(cfg.get("seed", 0)))
-    topology = Topology.from_config(cfg["host"])
-    sched = cfg["scheduler"]
-    # plain-dict configs may leave out `policy` when the option is named after it
-    machine = Machine(engine, topology, load_policy(sched.get("policy", sched["name"])), sched,
-                      CostModel.from_config(cfg["calibration"]))
-    machine.host_cfg = dict(cfg["host"])
-    recorder = Recorder(s_to_ns(float(cfg.get("warmup_s", 0.0))))
+    engine, machine, recorder = build_host(cfg, int(cfg.get("seed", 0)))
     wl_cfg = cfg["workload"]
     if wl_cfg.get("request_path") == "worker":
         # the native worker's dispatch cost belongs to the host: its profile's measurement
@@ -59,6 +52,19 @@ def build(cfg: dict, trace=None):
                   "thread_us": _first(wl_cfg.get("thread_us"), cal.get("worker_thread_us"))}
     workload = workloads.build(wl_cfg, machine, recorder, trace)
     return engine, machine, recorder, workload
+
+
+def build_host(cfg: dict, seed: int):
+    """The engine, simulated machine and request recorder of a resolved
+    config's host, scheduler and cost model (no workload yet)."""
+    engine = Engine(seed)
+    topology = Topology.from_config(cfg["host"])
+    sched = cfg["scheduler"]
+    # plain-dict configs may leave out `policy` when the option is named after it
+    machine = Machine(engine, topology, load_policy(sched.get("policy", sched["name"])), sched,
+                      CostModel.from_config(cfg["calibration"]))
+    machine.host_cfg = dict(cfg["host"])
+    return engine, machine, Recorder(s_to_ns(float(cfg.get("warmup_s", 0.0))))
 
 
 def _first(*values):

@@ -37,7 +37,7 @@ def _cpus(table, duration_s):
 
 
 def test_generated_names_and_unknown_workload():
-    assert GENERATED == ("azure2021", "random", "webserver", "noisy_jobs")
+    assert GENERATED == ("azure2019", "azure2021", "random", "webserver", "noisy_jobs")
     with pytest.raises(ValueError, match="no trace generator"):
         trace_for({"seed": 0, "duration_s": 1.0, "workload": {"name": "poisson"}})
 

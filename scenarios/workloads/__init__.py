@@ -5,6 +5,8 @@ workload) into the table sim.workloads.trace.TraceWorkload replays, with
 columns function, arrival_s, demand_s, threads covering [0, duration_s).
 The workload names it generates are ``GENERATED``:
 
+- ``azure2019`` (scenarios.workloads.azure2019): the LAGS cluster case
+  study's downscaled Azure Functions Trace 2019, for cluster=kubernetes;
 - ``azure2021`` (scenarios.workloads.azure2021): the LAGS benchmark's
   trace-driven load, synthetic or loaded from the public Azure Functions
   traces;
@@ -20,11 +22,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from scenarios.workloads import azure2021, noisy_jobs, random_fns
+from scenarios.workloads import azure2019, azure2021, noisy_jobs, random_fns
 from sim.workloads.webserver import arrival_trace
 
-GENERATED = ("azure2021", "random", "webserver", "noisy_jobs")
-_GENERATORS = {"azure2021": azure2021.generate, "random": random_fns.generate,
+GENERATED = ("azure2019", "azure2021", "random", "webserver", "noisy_jobs")
+_GENERATORS = {"azure2019": azure2019.generate, "azure2021": azure2021.generate, "random": random_fns.generate,
                "webserver": arrival_trace, "noisy_jobs": noisy_jobs.generate}
 
 

@@ -344,7 +344,7 @@ def load_azure2021(path) -> list[RecordedInvocations]:
     ids: dict[str, int] = {}
     fids, starts, durations = [], [], []
     kinds = {"app": "name", "func": "name", "end_timestamp": "number", "duration": "number"}
-    for batch in _csv_batches(path, FORMAT_2021, kinds):
+    for batch in csv_batches(path, FORMAT_2021, kinds):
         key = pc.binary_join_element_wise(batch.column("app"), batch.column("func"), "/")
         encoded = key.dictionary_encode()
         lookup = np.array([ids.setdefault(k, len(ids)) for k in encoded.dictionary.to_pylist()],
@@ -382,18 +382,18 @@ def load_azure2019(path, durations: bool = False) -> list[RecordedCounts]:
     """The 119 busiest functions of the 2019 trace (or all, if fewer),
     ascending by busiest-segment load; with ``durations``, each with the
     duration percentiles of its busiest segment's day."""
-    files = _days_2019(Path(path))
+    files = days_2019(Path(path))
     best: dict[str, tuple[int, int, np.ndarray]] = {}   # key -> (load, day, minute counts)
     kinds = {"HashOwner": "name", "HashApp": "name", "HashFunction": "name"}
     kinds.update((m, "count") for m in MINUTES)
     for day, file in files:
-        for batch in _csv_batches(file, FORMAT_2019, kinds):
+        for batch in csv_batches(file, FORMAT_2019, kinds):
             minutes = [batch.column(m).to_numpy(zero_copy_only=False) for m in MINUTES]
             segments = np.column_stack([np.sum(minutes[i:i + 5], axis=0, dtype=np.int64)
                                         for i in range(0, len(minutes), 5)])
             top = segments.argmax(axis=1)
             load = segments[np.arange(len(segments)), top]
-            keys = _keys_2019(batch)
+            keys = keys_2019(batch)
             for row in np.flatnonzero(load > 0):
                 key = keys[row]
                 if key not in best or load[row] > best[key][0]:
@@ -408,7 +408,7 @@ def load_azure2019(path, durations: bool = False) -> list[RecordedCounts]:
     return sorted(kept, key=lambda fn: (fn.rate_rps, fn.key))
 
 
-def _days_2019(path: Path) -> list[tuple[int, Path]]:
+def days_2019(path: Path) -> list[tuple[int, Path]]:
     if path.is_dir():
         files = [(int(m.group(1)), p) for p in path.iterdir()
                  if (m := INVOCATIONS_2019.fullmatch(p.name))]
@@ -422,7 +422,7 @@ def _days_2019(path: Path) -> list[tuple[int, Path]]:
     return [(int(m.group(1)) if m else 0, path)]
 
 
-def _keys_2019(batch) -> list[str]:
+def keys_2019(batch) -> list[str]:
     return pc.binary_join_element_wise(batch.column("HashOwner"), batch.column("HashApp"),
                                        batch.column("HashFunction"), "/").to_pylist()
 
@@ -438,10 +438,10 @@ def _attach_percentiles(functions: list[RecordedCounts], files: dict[int, Path])
             raise TraceError(f"durations file {path} for {invocations} does not exist; "
                              f"expected {FORMAT_2019_DURATIONS}")
         found = {}
-        for batch in _csv_batches(path, FORMAT_2019_DURATIONS, kinds):
+        for batch in csv_batches(path, FORMAT_2019_DURATIONS, kinds):
             values = np.column_stack([batch.column(c).to_numpy(zero_copy_only=False)
                                       for c in columns])
-            found.update(zip(_keys_2019(batch), values))
+            found.update(zip(keys_2019(batch), values))
         for fn in functions:
             if fn.day != day:
                 continue
@@ -465,7 +465,7 @@ def _valid(kind: str, values):
     return np.isfinite(values) & (values >= 0)
 
 
-def _csv_batches(path: Path, fmt: str, kinds: dict[str, str]):
+def csv_batches(path: Path, fmt: str, kinds: dict[str, str]):
     """Record batches of the ``kinds`` columns of a CSV, every value checked;
     a problem raises TraceError naming the file, line and value."""
     with path.open(newline="") as f:

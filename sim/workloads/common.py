@@ -124,7 +124,7 @@ class ForkJoin:
         ``arrival`` (default now) is when the request arrived, if it waited
         before being started."""
         if self.path is not None:
-            return self.path.fork_request(name, tg, demand, k, hint)
+            return self.path.fork_request(name, tg, demand, k, hint, arrival)
         req = Request(name, tg.name, self.engine.now if arrival is None else arrival, demand)
         self.recorder.request_arrived(req)
         req.pending = k

@@ -141,10 +141,12 @@ class KnativePath:
         self.by_group[pod.user] = pod
         return pod
 
-    def fork_request(self, name: str, tg, demand: int, k: int, hint: int) -> int:
-        """A request for the pod ``tg`` arrives at its queue-proxy; returns
-        the CPU the queue-proxy thread was placed on."""
-        req = Request(name, tg.name, self.engine.now, demand)
+    def fork_request(self, name: str, tg, demand: int, k: int, hint: int,
+                     arrival: int | None = None) -> int:
+        """A request for the pod ``tg`` arrives at its queue-proxy (having
+        waited since ``arrival``, default now); returns the CPU the
+        queue-proxy thread was placed on."""
+        req = Request(name, tg.name, self.engine.now if arrival is None else arrival, demand)
         self.wl.recorder.request_arrived(req)
         req.pending = k
         return self._proxy(self.pods[tg], req, _IN, hint)
@@ -219,8 +221,9 @@ class WorkerPath:
         from the start on a real host, blocked on the pipe: the same)."""
         self.pipe[tg] = deque()
 
-    def fork_request(self, name: str, tg, demand: int, k: int, hint: int) -> int:
-        req = Request(name, tg.name, self.engine.now, demand)
+    def fork_request(self, name: str, tg, demand: int, k: int, hint: int,
+                     arrival: int | None = None) -> int:
+        req = Request(name, tg.name, self.engine.now if arrival is None else arrival, demand)
         self.wl.recorder.request_arrived(req)
         req.pending = k
         m = self.machine

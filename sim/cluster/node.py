@@ -1,0 +1,140 @@
+"""One node of the cluster: the full single-host model (machine, scheduler,
+cost model) with the function pods the control plane put on it, advanced
+one synchronisation window at a time."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sim.api import build_host
+from sim.engine import s_to_ns
+from sim.metrics import HostCounters, IntervalSampler
+from sim.workloads import request_path
+from sim.workloads.common import ForkJoin, apply_cgroup_bandwidth, cgroup_shares
+
+
+@dataclass
+class Delivery:
+    """An invocation handed to a pod: forked at ``at_ns`` (later than
+    ``arrival_ns`` when the pod was still cold-starting)."""
+    at_ns: int
+    pod: str
+    demand_ns: int
+    threads: int
+    arrival_ns: int
+
+
+@dataclass
+class Commands:
+    """What the control plane tells a node at a window boundary."""
+    new_pods: list = field(default_factory=list)      # (pod id, function)
+    deliveries: list = field(default_factory=list)    # Delivery
+
+
+@dataclass
+class NodeReport:
+    """What a node tells the control plane at a window boundary: its
+    counters over the window and, per pod with activity, requests in
+    flight now and the time integral of that count over the window (ns)."""
+    counters: HostCounters
+    pods: dict
+
+
+class Pod:
+    __slots__ = ("tg", "function", "inflight", "area_ns", "since_ns", "hint")
+
+    def __init__(self, tg, function: str, now: int, hint: int):
+        self.tg = tg
+        self.function = function
+        self.inflight = 0
+        self.area_ns = 0
+        self.since_ns = now
+        self.hint = hint
+
+
+class PodWorkload(ForkJoin):
+    """Function pods as cgroups ``parent_cgroup/<pod id>`` on one host;
+    each invocation takes the workload's request path (direct or knative)."""
+
+    def __init__(self, wcfg, machine, recorder):
+        self.machine = machine
+        self.engine = machine.engine
+        self.recorder = recorder
+        self.cfg = wcfg
+        self.nice = int(wcfg.get("nice", 0))
+        self.ws_bytes = int(wcfg.get("working_set_kb", 0)) * 1024
+        self.parent = str(wcfg.get("parent_cgroup") or "").strip("/")
+        self.shares = cgroup_shares(wcfg)
+        self.path = request_path.build(wcfg, self)
+        self.pods: dict[str, Pod] = {}
+        self.by_cgroup: dict[str, Pod] = {}
+        self.touched: set[str] = set()
+
+    def add(self, pod_id: str, function: str) -> None:
+        m = self.machine
+        tg = m.create_group(f"{self.parent}/{pod_id}" if self.parent else pod_id, self.shares)
+        apply_cgroup_bandwidth(m, tg, self.cfg)
+        if self.path is not None:
+            self.path.add_function(tg)
+        pod = Pod(tg, function, self.engine.now, len(self.pods) % m.topology.nr_cpus)
+        self.pods[pod_id] = pod
+        self.by_cgroup[tg.name] = pod
+
+    def _count(self, pod: Pod, delta: int) -> None:
+        now = self.engine.now
+        pod.area_ns += pod.inflight * (now - pod.since_ns)
+        pod.since_ns = now
+        pod.inflight += delta
+
+    def arrive(self, d: Delivery) -> None:
+        pod = self.pods[d.pod]
+        self._count(pod, 1)
+        self.touched.add(d.pod)
+        pod.hint = self.fork_request(pod.function, pod.tg, d.demand_ns, d.threads, pod.hint,
+                                     d.arrival_ns)
+
+    def request_done(self, req) -> None:
+        self._count(self.by_cgroup[req.cgroup], -1)
+        self.recorder.request_done(req)
+
+    def report(self) -> dict:
+        """(in flight, area ns) of every pod active in the window; resets the areas."""
+        out = {}
+        for pod_id in self.touched:
+            pod = self.pods[pod_id]
+            self._count(pod, 0)
+            out[pod_id] = (pod.inflight, pod.area_ns)
+            pod.area_ns = 0
+        self.touched = {p for p in self.touched if self.pods[p].inflight}
+        return out
+
+
+class NodeSim:
+    """A host of the cluster, simulated window by window."""
+
+    def __init__(self, index: int, cfg: dict, seed: int):
+        self.index = index
+        self.engine, self.machine, self.recorder = build_host(cfg, seed)
+        self.pods = PodWorkload(cfg["workload"], self.machine, self.recorder)
+        self.sampler = IntervalSampler(self.machine, s_to_ns(float(cfg.get("interval_s", 1.0))))
+        self.sampler.start()
+        self.last = HostCounters()
+        self.events = 0
+
+    def step(self, until_ns: int, commands: Commands) -> NodeReport:
+        for pod_id, function in commands.new_pods:
+            self.pods.add(pod_id, function)
+        for d in commands.deliveries:
+            self.engine.call_at(d.at_ns, self.pods.arrive, d)
+        self.events += self.engine.run(until_ns)
+        self.machine.sync()
+        now = HostCounters.read(self.machine)
+        delta, self.last = now - self.last, now
+        return NodeReport(delta, self.pods.report())
+
+    def finish(self):
+        """The node's requests and intervals tables, its event count, and
+        how many requests that arrived after warm-up had not finished."""
+        self.sampler.sample(reschedule=False)
+        requests = self.recorder.table()
+        return requests, self.sampler.table(), self.events, \
+            self.recorder.arrived - requests.num_rows

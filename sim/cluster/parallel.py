@@ -1,0 +1,104 @@
+"""Running the nodes: all in this process, or spread over Ray actors.
+
+Between two window boundaries the nodes do not interact, so they are
+grouped into shards and each shard advances its nodes to the boundary on
+its own; the control plane waits for every shard's reports before it acts.
+A node's results depend only on its seed and the commands it receives, so
+which shard or process runs it cannot change them: a Ray run equals the
+serial run for the same seed (tests/test_cluster.py checks it)."""
+from __future__ import annotations
+
+import numpy as np
+
+from sim.cluster.node import NodeSim
+from sim.cluster.options import PARALLEL
+
+
+def node_seed(seed: int, index: int) -> int:
+    """An independent seed per node: nodes share stream names (the
+    machine's), so one seed for all would give every node the same draws."""
+    return int(np.random.SeedSequence([int(seed), index]).generate_state(1)[0])
+
+
+class Shard:
+    """Some nodes of the cluster, stepped together."""
+
+    def __init__(self, cfg: dict, indices: list[int]):
+        self.nodes = {i: NodeSim(i, cfg, node_seed(cfg.get("seed", 0), i)) for i in indices}
+
+    def step(self, until_ns: int, commands: dict) -> dict:
+        return {i: node.step(until_ns, commands[i]) for i, node in self.nodes.items()}
+
+    def finish(self) -> dict:
+        return {i: node.finish() for i, node in self.nodes.items()}
+
+
+def split(n: int, parts: int) -> list[list[int]]:
+    return [list(map(int, chunk)) for chunk in np.array_split(np.arange(n), parts) if len(chunk)]
+
+
+class SerialNodes:
+    def __init__(self, cfg: dict, n: int):
+        self.shard = Shard(cfg, list(range(n)))
+
+    def step(self, until_ns: int, commands: list) -> list:
+        reports = self.shard.step(until_ns, dict(enumerate(commands)))
+        return [reports[i] for i in range(len(commands))]
+
+    def finish(self) -> list:
+        done = self.shard.finish()
+        return [done[i] for i in sorted(done)]
+
+    def close(self) -> None:
+        pass
+
+
+class RayNodes:
+    """Shards as Ray actors: ``workers`` of them (default: the CPUs Ray
+    sees), on a local Ray or the cluster at ``address``."""
+
+    def __init__(self, cfg: dict, n: int, workers: int | None, address: str | None):
+        try:
+            import ray
+        except ImportError:
+            raise RuntimeError("cluster.parallel = ray needs Ray: pip install 'colosim[ray]'") \
+                from None
+        self.ray = ray
+        self.started = not ray.is_initialized()
+        if self.started:
+            # "local" starts a new Ray even where an old one left its address behind
+            ray.init(address=address or "local", include_dashboard=False, log_to_driver=False,
+                     configure_logging=False)
+        workers = workers or max(1, int(ray.available_resources().get("CPU", 1)))
+        actor = ray.remote(num_cpus=1)(Shard)
+        self.shards = [(idx, actor.remote(cfg, idx)) for idx in split(n, min(workers, n))]
+
+    def step(self, until_ns: int, commands: list) -> list:
+        futures = [s.step.remote(until_ns, {i: commands[i] for i in idx})
+                   for idx, s in self.shards]
+        out: dict = {}
+        for part in self.ray.get(futures):
+            out.update(part)
+        return [out[i] for i in range(len(commands))]
+
+    def finish(self) -> list:
+        out: dict = {}
+        for part in self.ray.get([s.finish.remote() for _, s in self.shards]):
+            out.update(part)
+        return [out[i] for i in sorted(out)]
+
+    def close(self) -> None:
+        for _, shard in self.shards:
+            self.ray.kill(shard)
+        if self.started:
+            self.ray.shutdown()
+
+
+def start_nodes(cfg: dict, n: int):
+    ccfg = cfg["cluster"]
+    kind = str(ccfg.get("parallel", "serial"))
+    if kind == "serial":
+        return SerialNodes(cfg, n)
+    if kind == "ray":
+        return RayNodes(cfg, n, ccfg.get("workers"), ccfg.get("ray_address"))
+    raise ValueError(f"cluster.parallel = {kind!r}: choose from {', '.join(PARALLEL)}")

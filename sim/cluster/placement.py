@@ -1,0 +1,73 @@
+"""Pod placement as kube-scheduler does it: filter the nodes a pod fits on,
+score the rest, take the best.
+
+Filters: the node's pod cap (``pods_per_node - reserved_pods``: the
+kubelet's max-pods, 110 by default, less the pods the LAGS cluster kept for
+system services [L164]) and NodeResourcesFit (the sum of the requests of
+the pods on the node plus the new pod's must fit the node's allocatable
+CPU and memory).  Scores, NodeResourcesFit's strategies, each the mean over
+CPU and memory (weights 1) of a 0-100 figure after adding the pod:
+
+- ``least_allocated`` (kube-scheduler's default): ``(allocatable -
+  requested) x 100 / allocatable``, spreading pods;
+- ``most_allocated`` (bin packing): ``requested x 100 / allocatable``.
+
+kube-scheduler breaks ties between equally scored nodes at random; here
+the lowest node index wins, so a placement is a function of the state
+alone (and a seed never changes it)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+STRATEGIES = ("least_allocated", "most_allocated")
+
+
+@dataclass
+class NodeAllocation:
+    cpu_mcpu: int             # allocatable
+    memory_mb: int
+    max_pods: int
+    cpu_requested: int = 0
+    memory_requested: int = 0
+    pods: int = 0
+
+    def fits(self, cpu: int, memory: int) -> bool:
+        return (self.pods < self.max_pods and self.cpu_requested + cpu <= self.cpu_mcpu
+                and self.memory_requested + memory <= self.memory_mb)
+
+    def score(self, strategy: str, cpu: int, memory: int) -> float:
+        used = ((self.cpu_requested + cpu) / self.cpu_mcpu,
+                (self.memory_requested + memory) / self.memory_mb)
+        if strategy == "most_allocated":
+            return 100.0 * sum(used) / 2
+        return 100.0 * sum(1.0 - u for u in used) / 2
+
+    def bind(self, cpu: int, memory: int) -> None:
+        self.cpu_requested += cpu
+        self.memory_requested += memory
+        self.pods += 1
+
+    def release(self, cpu: int, memory: int) -> None:
+        self.cpu_requested -= cpu
+        self.memory_requested -= memory
+        self.pods -= 1
+
+
+def check_strategy(strategy: str) -> str:
+    if strategy not in STRATEGIES:
+        raise ValueError(f"cluster.placement = {strategy!r}: choose from {', '.join(STRATEGIES)}")
+    return strategy
+
+
+def place(nodes: list[NodeAllocation], strategy: str, cpu: int, memory: int) -> int | None:
+    """Bind a pod of these requests to the best node; its index, or None
+    if it fits nowhere."""
+    best, best_score = None, -1.0
+    for i, node in enumerate(nodes):
+        if node.fits(cpu, memory):
+            s = node.score(strategy, cpu, memory)
+            if s > best_score:
+                best, best_score = i, s
+    if best is not None:
+        nodes[best].bind(cpu, memory)
+    return best
