@@ -30,8 +30,8 @@ def test_the_core_runs_compiled():
     assert [m for m in compiled.COMPILED_MODULES if not compiled.is_compiled(m)] == []
 
 
-# Scenarios covering every compiled path: each kernel policy (EEVDF compiled
-# as a C subclass of CFS, LAGS a Python one), SMT, cgroup bandwidth, fork-join.
+# Scenarios covering every compiled path: each kernel policy (EEVDF and LAGS
+# compiled as C subclasses of CFS), SMT, cgroup bandwidth, fork-join.
 SCENARIOS = {
     "cfs-smt": make_cfg(poisson(functions=6, rate_rps=60.0, threads_per_request=2),
                         cores=2, threads_per_core=2, duration_s=1.0, warmup_s=0.1,

@@ -80,9 +80,18 @@ import math
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
+import cython
+
+if cython.compiled:            # the C library's exp: no Python call, no boxing
+    from cython.cimports.libc.math import exp
+else:
+    from math import exp
+
 from policies.kernel.cfs import CFS, CfsConfig, _opt
 from sim.rq import NICE_0_LOAD, PELT_HALFLIFE_NS
 from sim.sched_class import CPU_NOT_IDLE, WF_FORK, tunable
+
+INF = math.inf
 
 # which cgroups are latency-aware: every leaf cgroup, or path globs
 LEAVES = "leaves"
@@ -186,10 +195,12 @@ class LAGS(CFS):
         self.tick_preemption = opt("tick_preemption", bool)
         self.group_shares_recalc = opt("group_shares_recalc", bool)
         self.tie_break = choice("tie_break", TIE_BREAKS)
+        self._fifo = self.tie_break == "fifo"
         self.tie_margin = opt("tie_margin", float)
         if self.tie_margin < 0:
             raise ValueError(f"scheduler.tie_margin = {self.tie_margin}: must be >= 0")
         self.mixed_order = choice("mixed_order", MIXED_ORDERS)
+        self._aware_first = self.mixed_order == "aware_first"
         self.lags_ordering = opt("lags_ordering", bool)
         self.lags_wakeup_preemption = opt("lags_wakeup_preemption", bool)
         self.lags_placement = opt("lags_placement", bool)
@@ -256,12 +267,12 @@ class LAGS(CFS):
         if dt <= 0:
             return
         lam, beta = self._lambda, self._beta
-        y = math.exp(-lam * dt)
+        y = exp(-lam * dt)
         W, D = lc.W, lc.D
-        if beta == math.inf:
+        if beta == INF:
             lc.ema = W + D * y
         else:
-            z = math.exp(-beta * dt)
+            z = exp(-beta * dt)
             if abs(beta - lam) > 1e-9 * lam:
                 c = beta * D / (beta - lam)
                 lc.ema = W + c * y + (lc.ema - W - c) * z
@@ -270,14 +281,17 @@ class LAGS(CFS):
         lc.D = D * y
         lc.T = now
 
-    def load_credit(self, tg, now: int | None = None) -> float:
-        """tg->load_avg_ema at ``now`` (default: the present)."""
+    def load_credit(self, tg) -> float:
+        """tg->load_avg_ema now."""
+        return self._credit(tg, self.clock._now)
+
+    def _credit(self, tg, now: int) -> float:
+        """tg->load_avg_ema at ``now``, which is the present: folding is
+        one-way, and memoised per instant."""
         lc = self._credit_of[tg]
-        if now is None:
-            now = self.clock._now
         if lc.T != now:
             self._fold(lc, now)
-        if self._beta == math.inf:
+        if self._beta == INF:
             return lc.W + lc.D
         return lc.ema
 
@@ -303,14 +317,14 @@ class LAGS(CFS):
         lam = self._lambda
         w = cfs_rq.load_weight
         dt = now - cfs_rq.avg_last_update
-        a = cfs_rq.load_avg if dt <= 0 else w + (cfs_rq.load_avg - w) * math.exp(-lam * dt)
+        a = cfs_rq.load_avg if dt <= 0 else w + (cfs_rq.load_avg - w) * exp(-lam * dt)
         old = self._contrib.get(cfs_rq)
         if old is None:
             w0, a0 = 0, 0.0
         else:
             w0, a0, t0 = old
             if now != t0:
-                a0 = w0 + (a0 - w0) * math.exp(-lam * (now - t0))
+                a0 = w0 + (a0 - w0) * exp(-lam * (now - t0))
         if w != w0 or a != a0:
             lc.W += w - w0
             lc.D += (a - w) - (a0 - w0)
@@ -344,8 +358,8 @@ class LAGS(CFS):
         """-1 / 0 / 1: the credit of group entity ``a`` is lower than, ties
         with (within tie_margin), or is higher than that of ``b``."""
         now = self.clock._now
-        la = self.load_credit(a.my_q.tg, now)
-        lb = self.load_credit(b.my_q.tg, now)
+        la = self._credit(a.my_q.tg, now)
+        lb = self._credit(b.my_q.tg, now)
         if abs(la - lb) <= self.tie_margin:
             return 0
         return -1 if la < lb else 1
@@ -355,61 +369,61 @@ class LAGS(CFS):
     def enqueue_task(self, rq, p, flags):
         chain = self._chain(p.tg)
         if not chain or not self._runnable:
-            return super().enqueue_task(rq, p, flags)
+            return CFS.enqueue_task(self, rq, p, flags)
         now = self.clock._now
         self._fold_chain(chain, now)
-        super().enqueue_task(rq, p, flags)
+        CFS.enqueue_task(self, rq, p, flags)
         self._resync_chain(chain, rq.cpu, now)
 
     def dequeue_task(self, rq, p, flags):
         chain = self._chain(p.tg)
         if not chain or not self._runnable:
-            return super().dequeue_task(rq, p, flags)
+            return CFS.dequeue_task(self, rq, p, flags)
         now = self.clock._now
         self._fold_chain(chain, now)
-        super().dequeue_task(rq, p, flags)
+        CFS.dequeue_task(self, rq, p, flags)
         self._resync_chain(chain, rq.cpu, now)
 
     def migrate_task_rq(self, p, new_cpu):
         chain = self._chain(p.tg)
         if not chain or not self._runnable:
-            return super().migrate_task_rq(p, new_cpu)
+            return CFS.migrate_task_rq(self, p, new_cpu)
         now = self.clock._now
         old_cpu = p.se.cfs_rq.cpu
         self._fold_chain(chain, now)
-        super().migrate_task_rq(p, new_cpu)
+        CFS.migrate_task_rq(self, p, new_cpu)
         self._resync_chain(chain, old_cpu, now)
 
     def task_dead(self, p):
         chain = self._chain(p.tg)
         if not chain or not self._runnable:
-            return super().task_dead(p)
+            return CFS.task_dead(self, p)
         now = self.clock._now
         self._fold_chain(chain, now)
-        super().task_dead(p)
+        CFS.task_dead(self, p)
         self._resync_chain(chain, p.se.cfs_rq.cpu, now)
 
     def task_tick(self, rq, curr):
         chain = self._chain(curr.tg)
         if not chain:
-            return super().task_tick(rq, curr)
+            return CFS.task_tick(self, rq, curr)
         now = self.clock._now
         if self._runnable:
             # group entities are reweighted on the tick (update_cfs_group)
             self._fold_chain(chain, now)
-            super().task_tick(rq, curr)
+            CFS.task_tick(self, rq, curr)
             self._resync_chain(chain, rq.cpu, now)
         else:
-            super().task_tick(rq, curr)
-        self._curr_credit[rq.cpu] = (curr, self.load_credit(chain[0], now))
+            CFS.task_tick(self, rq, curr)
+        self._curr_credit[rq.cpu] = (curr, self._credit(chain[0], now))
 
     def pick_next_task(self, rq, prev):
-        p = super().pick_next_task(rq, prev)
+        p = CFS.pick_next_task(self, rq, prev)
         self._switched(rq, p)
         return p
 
     def put_prev_task(self, rq, prev):
-        super().put_prev_task(rq, prev)
+        CFS.put_prev_task(self, rq, prev)
         if self._running[rq.cpu] is prev:
             self._switched(rq, None)
 
@@ -427,7 +441,7 @@ class LAGS(CFS):
         # on every CPU (no calc_group_shares)
         if not self.group_shares_recalc and self._aware_se(se):
             return
-        super().update_cfs_group(se)
+        CFS.update_cfs_group(self, se)
 
     # ------------------------------------------------------------------
     # ordering: entity_before and the timeline
@@ -438,10 +452,10 @@ class LAGS(CFS):
                 c = self.credit_cmp(a, b)
                 if c:
                     return c < 0
-                if self.tie_break == "fifo":
+                if self._fifo:
                     # a (curr, not queued) goes behind b, queued before it
                     return False
-            elif (aa or ab) and self.mixed_order == "aware_first":
+            elif (aa or ab) and self._aware_first:
                 return aa
         return a.vruntime < b.vruntime
 
@@ -469,7 +483,7 @@ class LAGS(CFS):
         if not q:
             return left
         first = self._credit_first(q)
-        if left is None or self.mixed_order == "aware_first" or first.vruntime < left.vruntime:
+        if left is None or self._aware_first or first.vruntime < left.vruntime:
             return first
         return left
 
@@ -479,13 +493,26 @@ class LAGS(CFS):
         if len(q) == 1:
             return next(iter(q))
         now = self.clock._now
-        credit = self.load_credit
-        scored = [(credit(se.my_q.tg, now), se, seq) for se, seq in q.items()]
-        low = min(s[0] for s in scored) + self.tie_margin
-        tied = [s for s in scored if s[0] <= low]
-        if self.tie_break == "vruntime":
-            return min(tied, key=lambda s: (s[1].vruntime, s[2]))[1]
-        return min(tied, key=lambda s: s[2])[1]
+        low = INF
+        for se in q:
+            low = min(low, self._credit(se.my_q.tg, now))
+        low += self.tie_margin
+        # loops, not min(key=lambda): a compiled method has no closures
+        # (the second read of a credit is memoised).  Among the tied, the
+        # least (vruntime, seq), or the least seq under fifo.
+        best = None
+        best_seq = 0
+        for se, seq in q.items():
+            if self._credit(se.my_q.tg, now) > low:
+                continue
+            if best is not None:
+                if self._fifo or se.vruntime == best.vruntime:
+                    if seq > best_seq:
+                        continue
+                elif se.vruntime > best.vruntime:
+                    continue
+            best, best_seq = se, seq
+        return best
 
     def wakeup_preempt_buddy(self, buddy, left):
         """1 if ``buddy`` should not run instead of the leftmost entity: by
@@ -495,7 +522,7 @@ class LAGS(CFS):
             c = self.credit_cmp(buddy, left)
             if c:
                 return c
-            if self.tie_break == "fifo":
+            if self._fifo:
                 return -1
         return self.wakeup_preempt_entity(buddy, left)
 
@@ -503,19 +530,19 @@ class LAGS(CFS):
     # preemption
     def check_preempt_tick(self, cfs_rq, curr):
         if not self.lags_ordering:
-            return super().check_preempt_tick(cfs_rq, curr)
+            return CFS.check_preempt_tick(self, cfs_rq, curr)
         left = self._pick_first_entity(cfs_rq)
         if left is None:
-            return super().check_preempt_tick(cfs_rq, curr)
+            return CFS.check_preempt_tick(self, cfs_rq, curr)
         aware_curr, aware_left = self._aware_se(curr), self._aware_se(left)
         if not (aware_curr and aware_left):
-            if aware_curr != aware_left and self.mixed_order == "aware_first":
+            if aware_curr != aware_left and self._aware_first:
                 if aware_left:
                     # a function waits behind another cgroup's entity
                     cfs_rq.rq.need_resched = True
                     self.clear_buddies(cfs_rq, curr)
                 return
-            return super().check_preempt_tick(cfs_rq, curr)
+            return CFS.check_preempt_tick(self, cfs_rq, curr)
         if not self.tick_preemption:
             return
         c = self.credit_cmp(left, curr)
@@ -526,13 +553,13 @@ class LAGS(CFS):
             self.stats["tick_preemptions"] += 1
         elif c == 0:
             # tied credits share the CPU by CFS's slices (LAS: PS among equals)
-            super().check_preempt_tick(cfs_rq, curr)
+            CFS.check_preempt_tick(self, cfs_rq, curr)
 
     def hrtick_delay(self, rq):
         """HRTICK ends CFS slices; a function that has used its slice but is
         still first by Load Credit is re-picked at once, so the timer would
         refire every 10 us: leave such a task to the tick."""
-        delay = super().hrtick_delay(rq)
+        delay = CFS.hrtick_delay(self, rq)
         if delay is not None and delay <= 0 and self.lags_ordering \
                 and self._chain(rq.curr.tg):
             return None
@@ -540,22 +567,22 @@ class LAGS(CFS):
 
     def check_preempt_wakeup(self, rq, p):
         if not self.lags_wakeup_preemption:
-            return super().check_preempt_wakeup(rq, p)
+            return CFS.check_preempt_wakeup(self, rq, p)
         curr = rq.curr
         if curr is None or curr is p or rq.need_resched or not self.wakeup_preemption:
-            return super().check_preempt_wakeup(rq, p)
+            return CFS.check_preempt_wakeup(self, rq, p)
         se, pse = self.find_matching_se(curr.se, p.se)
         aware_se, aware_pse = self._aware_se(se), self._aware_se(pse)
         if not (aware_se and aware_pse):
-            if aware_se == aware_pse or self.mixed_order != "aware_first":
-                return super().check_preempt_wakeup(rq, p)
+            if aware_se == aware_pse or not self._aware_first:
+                return CFS.check_preempt_wakeup(self, rq, p)
             # mixed_order=aware_first: a function preempts any other cgroup
             c = -1 if aware_pse else 1
         else:
             self._update_curr(se.cfs_rq)
             c = self.credit_cmp(pse, se)
-        if c == 0 and self.tie_break == "vruntime":
-            return super().check_preempt_wakeup(rq, p)
+        if c == 0 and not self._fifo:
+            return CFS.check_preempt_wakeup(self, rq, p)
         if c < 0:
             self.set_next_buddy(pse)
             rq.need_resched = True
@@ -585,7 +612,7 @@ class LAGS(CFS):
         sched_idle_cpu(): the first candidate, in CFS's order, that is idle
         or runs a task of a higher-credit function [L237, L377-383]; a
         fully idle core still comes first in the LLC scan."""
-        cpu = super().select_task_rq(p, prev_cpu, wake_flags)
+        cpu = CFS.select_task_rq(self, p, prev_cpu, wake_flags)
         if not self.lags_placement:
             return cpu
         fn = self.function_of(p)
@@ -638,7 +665,7 @@ class LAGS(CFS):
             moved = self._lc_pull(dst_rq, span, idle)
             if moved:
                 return moved
-        return super().load_balance(dst_rq, span, idle)
+        return CFS.load_balance(self, dst_rq, span, idle)
 
     def _lc_pull(self, dst_rq, span, idle):
         """Move the waiting task of the lowest-credit function in ``span``
@@ -654,7 +681,7 @@ class LAGS(CFS):
         m = self.machine
         now = self.clock._now
         best = best_src = None
-        best_credit = math.inf
+        best_credit = INF
         for cpu in span:
             src = m.rqs[cpu]
             if src is dst_rq or src.nr_running < 2:
@@ -665,7 +692,7 @@ class LAGS(CFS):
                 fn = self.function_of(p)
                 if fn is None:
                     continue
-                credit = self.load_credit(fn, now)
+                credit = self._credit(fn, now)
                 if credit >= best_credit:
                     continue
                 if cached is not None and not cached - credit > self.tie_margin:
