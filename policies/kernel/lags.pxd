@@ -12,6 +12,7 @@ cdef long CPU_NOT_IDLE, WF_FORK
 cdef double INF
 
 cdef class LoadCredit:
+    cdef public TaskGroup tg
     cdef public double ema
     cdef public double W
     cdef public double D
@@ -49,26 +50,23 @@ cdef class LAGS(CFS):
     cpdef init_task_group(self, tg)
     @cython.locals(g=TaskGroup)
     cpdef tuple _chain(self, TaskGroup tg)
-    @cython.locals(chain=tuple)
-    cpdef TaskGroup function_of(self, Task p)
     @cython.locals(q=CfsRq)
     cpdef bint _aware_se(self, SchedEntity se)
     @cython.locals(dt=cython.longlong, lam=cython.double, beta=cython.double, y=cython.double,
                    z=cython.double, W=cython.double, D=cython.double, c=cython.double)
     cpdef _fold(self, LoadCredit lc, long long now)
     cpdef double load_credit(self, TaskGroup tg)
-    @cython.locals(lc=LoadCredit)
-    cpdef double _credit(self, TaskGroup tg, long long now)
+    cpdef double _credit(self, LoadCredit lc, long long now)
     @cython.locals(lc=LoadCredit)
     cpdef set_load_credit(self, TaskGroup tg, double value)
-    @cython.locals(tg=TaskGroup, lc=LoadCredit)
+    @cython.locals(lc=LoadCredit)
     cpdef _fold_chain(self, tuple chain, long long now)
-    @cython.locals(lc=LoadCredit, lam=cython.double, w=cython.longlong, dt=cython.longlong,
+    @cython.locals(cfs_rq=CfsRq, lam=cython.double, w=cython.longlong, dt=cython.longlong,
                    a=cython.double, w0=cython.longlong, a0=cython.double, t0=cython.longlong)
-    cpdef _resync(self, CfsRq cfs_rq, long long now)
-    @cython.locals(tg=TaskGroup)
+    cpdef _resync(self, LoadCredit lc, long cpu, long long now)
+    @cython.locals(lc=LoadCredit)
     cpdef _resync_chain(self, tuple chain, long cpu, long long now)
-    @cython.locals(old=Task, now=cython.longlong, tg=TaskGroup, lc=LoadCredit)
+    @cython.locals(old=Task, now=cython.longlong, lc=LoadCredit)
     cpdef _set_running(self, long cpu, Task p)
     @cython.locals(now=cython.longlong, la=cython.double, lb=cython.double)
     cpdef long credit_cmp(self, SchedEntity a, SchedEntity b)
@@ -96,9 +94,8 @@ cdef class LAGS(CFS):
     cpdef _dequeue_timeline(self, CfsRq cfs_rq, SchedEntity se)
     @cython.locals(left=SchedEntity, first=SchedEntity, q=dict)
     cpdef _pick_first_entity(self, CfsRq cfs_rq)
-    @cython.locals(now=cython.longlong, credits=list, low=cython.double, credit=cython.double,
-                   se=SchedEntity, best=SchedEntity, best_seq=cython.longlong,
-                   seq=cython.longlong, i=Py_ssize_t)
+    @cython.locals(now=cython.longlong, low=cython.double, lc=LoadCredit, se=SchedEntity,
+                   best=SchedEntity)
     cpdef SchedEntity _credit_first(self, dict q)
     @cython.locals(c=cython.long)
     cpdef wakeup_preempt_buddy(self, SchedEntity buddy, SchedEntity left)
@@ -111,9 +108,9 @@ cdef class LAGS(CFS):
     @cython.locals(entry=tuple)
     cpdef _cached_credit(self, long cpu)
     cpdef bint _higher_load(self, long cpu, double credit)
-    @cython.locals(fn=TaskGroup)
+    @cython.locals(chain=tuple)
     cpdef bint cpu_has_higher_load_task(self, long cpu, Task p)
-    @cython.locals(cpu=cython.long, fn=TaskGroup, credit=cython.double, m=Machine, start=cython.long,
+    @cython.locals(cpu=cython.long, chain=tuple, credit=cython.double, m=Machine, start=cython.long,
                    i=cython.long)
     cpdef select_task_rq(self, Task p, long prev_cpu, long wake_flags)
     @cython.locals(m=Machine, idle=set, c=cython.long)
@@ -122,5 +119,5 @@ cdef class LAGS(CFS):
     cpdef load_balance(self, Rq dst_rq, span, long idle)
     @cython.locals(dst_cpu=cython.long, dst_idle=bint, m=Machine, now=cython.longlong,
                    best=Task, best_src=Rq, best_credit=cython.double, cpu=cython.long, src=Rq,
-                   p=Task, fn=TaskGroup, credit=cython.double)
+                   p=Task, chain=tuple, credit=cython.double)
     cpdef long _lc_pull(self, Rq dst_rq, span, long idle)

@@ -157,12 +157,13 @@ def _matches(path: str, globs: list[list[str]]) -> bool:
 
 
 class LoadCredit:
-    """tg->load_avg_ema of one task group, with its load signal kept as
+    """tg->load_avg_ema of task group ``tg``, with its load signal kept as
     S(t) = W + D * exp(-lambda * (t - T)) since the last fold at T."""
 
-    __slots__ = ("ema", "W", "D", "T")
+    __slots__ = ("tg", "ema", "W", "D", "T")
 
-    def __init__(self, now: int):
+    def __init__(self, tg, now: int):
+        self.tg = tg
         self.ema = 0.0
         self.W = 0.0
         self.D = 0.0
@@ -212,9 +213,9 @@ class LAGS(CFS):
         ncpus = machine.topology.nr_cpus
         self._aware: set = set()              # latency-aware task groups
         self._credit_of: dict = {}            # TaskGroup -> LoadCredit
-        self._chains: dict = {}               # TaskGroup -> aware tgs, itself upward
+        self._chains: dict = {}               # TaskGroup -> credits of aware tgs, itself upward
         self._contrib: dict = {}              # CfsRq -> (weight, load_avg, t) last read
-        self._aware_q: dict = {}              # CfsRq -> {queued aware gse: seq}
+        self._aware_q: dict = {}              # CfsRq -> {queued aware gse: its credit}
         self._curr_credit = [None] * ncpus    # (task, its function's credit) per CPU
         self._running = [None] * ncpus        # the fair task counted running per CPU
         # how often each mechanism acted: entities queued by credit, credit
@@ -226,7 +227,7 @@ class LAGS(CFS):
     # ------------------------------------------------------------------
     # cpu.latency_awareness
     def init_task_group(self, tg):
-        self._credit_of[tg] = LoadCredit(self.clock._now)
+        self._credit_of[tg] = LoadCredit(tg, self.clock._now)
         if self.leaves:
             self._aware.add(tg)
             self._aware.discard(tg.parent)   # a cgroup with children is no leaf
@@ -238,22 +239,19 @@ class LAGS(CFS):
         return tg in self._aware
 
     def _chain(self, tg) -> tuple:
-        """The latency-aware groups among ``tg`` and its ancestors, nearest
-        first: the first is the task's function."""
+        """The Load Credits of the latency-aware groups among ``tg`` and its
+        ancestors, nearest first: the first is the task's function's.  (The
+        credits themselves, so that hot paths need no lookup by group.)"""
         chain = self._chains.get(tg)
         if chain is None:
             chain = []
             g = tg
             while g is not None:
                 if g in self._aware:
-                    chain.append(g)
+                    chain.append(self._credit_of[g])
                 g = g.parent
             chain = self._chains[tg] = tuple(chain)
         return chain
-
-    def function_of(self, p):
-        chain = self._chain(p.tg)
-        return chain[0] if chain else None
 
     def _aware_se(self, se) -> bool:
         q = se.my_q
@@ -283,12 +281,11 @@ class LAGS(CFS):
 
     def load_credit(self, tg) -> float:
         """tg->load_avg_ema now."""
-        return self._credit(tg, self.clock._now)
+        return self._credit(self._credit_of[tg], self.clock._now)
 
-    def _credit(self, tg, now: int) -> float:
-        """tg->load_avg_ema at ``now``, which is the present: folding is
+    def _credit(self, lc: LoadCredit, now: int) -> float:
+        """The value of ``lc`` at ``now``, which is the present: folding is
         one-way, and memoised per instant."""
-        lc = self._credit_of[tg]
         if lc.T != now:
             self._fold(lc, now)
         if self._beta == INF:
@@ -303,15 +300,15 @@ class LAGS(CFS):
         lc.ema = float(value)
 
     def _fold_chain(self, chain, now):
-        for tg in chain:
-            lc = self._credit_of[tg]
+        for lc in chain:
             if lc.T != now:
                 self._fold(lc, now)
 
-    def _resync(self, cfs_rq, now):
-        """Replace ``cfs_rq``'s part of its group's load signal by what it
-        holds now (call after anything that may have changed it)."""
-        lc = self._credit_of[cfs_rq.tg]
+    def _resync(self, lc, cpu, now):
+        """Replace the part of ``lc``'s load signal that its group's cfs_rq
+        on ``cpu`` contributes by what that holds now (call after anything
+        that may have changed it)."""
+        cfs_rq = lc.tg.cfs_rq[cpu]
         if lc.T != now:
             self._fold(lc, now)
         lam = self._lambda
@@ -331,8 +328,8 @@ class LAGS(CFS):
         self._contrib[cfs_rq] = (w, a, now)
 
     def _resync_chain(self, chain, cpu, now):
-        for tg in chain:
-            self._resync(tg.cfs_rq[cpu], now)
+        for lc in chain:
+            self._resync(lc, cpu, now)
 
     def _set_running(self, cpu, p):
         """``load_signal=running``: the function of the task on ``cpu`` changed."""
@@ -341,14 +338,12 @@ class LAGS(CFS):
             return
         now = self.clock._now
         if old is not None:
-            for tg in self._chain(old.tg):
-                lc = self._credit_of[tg]
+            for lc in self._chain(old.tg):
                 self._fold(lc, now)
                 lc.W -= NICE_0_LOAD
                 lc.D += NICE_0_LOAD
         if p is not None:
-            for tg in self._chain(p.tg):
-                lc = self._credit_of[tg]
+            for lc in self._chain(p.tg):
                 self._fold(lc, now)
                 lc.W += NICE_0_LOAD
                 lc.D -= NICE_0_LOAD
@@ -358,8 +353,8 @@ class LAGS(CFS):
         """-1 / 0 / 1: the credit of group entity ``a`` is lower than, ties
         with (within tie_margin), or is higher than that of ``b``."""
         now = self.clock._now
-        la = self._credit(a.my_q.tg, now)
-        lb = self._credit(b.my_q.tg, now)
+        la = self._credit(self._credit_of[a.my_q.tg], now)
+        lb = self._credit(self._credit_of[b.my_q.tg], now)
         if abs(la - lb) <= self.tie_margin:
             return 0
         return -1 if la < lb else 1
@@ -434,7 +429,7 @@ class LAGS(CFS):
         if not self._runnable:
             self._set_running(cpu, p)
         chain = self._chain(p.tg) if p is not None else ()
-        self._curr_credit[cpu] = (p, self.load_credit(chain[0])) if chain else None
+        self._curr_credit[cpu] = (p, self._credit(chain[0], self.clock._now)) if chain else None
 
     def update_cfs_group(self, se):
         # group_shares_recalc=false: a function's entities keep tg->shares
@@ -461,12 +456,12 @@ class LAGS(CFS):
 
     def _enqueue_timeline(self, cfs_rq, se):
         if self.lags_ordering and self._aware_se(se):
-            seq = self._next_seq()
-            se.rb_seq = seq
+            # the queueing order lives in se.rb_seq, as on CFS's timeline
+            se.rb_seq = self._next_seq()
             q = self._aware_q.get(cfs_rq)
             if q is None:
                 q = self._aware_q[cfs_rq] = {}
-            q[se] = seq
+            q[se] = self._credit_of[se.my_q.tg]
             self.stats["credit_queued"] += 1
             return
         CFS._enqueue_timeline(self, cfs_rq, se)
@@ -494,24 +489,23 @@ class LAGS(CFS):
             return next(iter(q))
         now = self.clock._now
         low = INF
-        for se in q:
-            low = min(low, self._credit(se.my_q.tg, now))
+        for lc in q.values():
+            low = min(low, self._credit(lc, now))
         low += self.tie_margin
         # loops, not min(key=lambda): a compiled method has no closures
         # (the second read of a credit is memoised).  Among the tied, the
-        # least (vruntime, seq), or the least seq under fifo.
+        # least (vruntime, rb_seq), or the least rb_seq under fifo.
         best = None
-        best_seq = 0
-        for se, seq in q.items():
-            if self._credit(se.my_q.tg, now) > low:
+        for se, lc in q.items():
+            if self._credit(lc, now) > low:
                 continue
             if best is not None:
                 if self._fifo or se.vruntime == best.vruntime:
-                    if seq > best_seq:
+                    if se.rb_seq > best.rb_seq:
                         continue
                 elif se.vruntime > best.vruntime:
                     continue
-            best, best_seq = se, seq
+            best = se
         return best
 
     def wakeup_preempt_buddy(self, buddy, left):
@@ -603,8 +597,8 @@ class LAGS(CFS):
     def cpu_has_higher_load_task(self, cpu, p) -> bool:
         """The task running on ``cpu`` belongs to a function whose cached
         Load Credit is higher than that of ``p``'s function."""
-        fn = self.function_of(p)
-        return fn is not None and self._higher_load(cpu, self.load_credit(fn))
+        chain = self._chain(p.tg)
+        return bool(chain) and self._higher_load(cpu, self._credit(chain[0], self.clock._now))
 
     def select_task_rq(self, p, prev_cpu, wake_flags):
         """select_task_rq_fair() with cpu_has_higher_load_task() next to the
@@ -615,10 +609,10 @@ class LAGS(CFS):
         cpu = CFS.select_task_rq(self, p, prev_cpu, wake_flags)
         if not self.lags_placement:
             return cpu
-        fn = self.function_of(p)
-        if fn is None:
+        chain = self._chain(p.tg)
+        if not chain:
             return cpu
-        credit = self.load_credit(fn)
+        credit = self._credit(chain[0], self.clock._now)
         m = self.machine
         allowed = p.cpus_allowed
         if allowed is not None and prev_cpu not in allowed:
@@ -689,10 +683,10 @@ class LAGS(CFS):
             for p in src.cfs_tasks:
                 if p is src.curr:
                     continue
-                fn = self.function_of(p)
-                if fn is None:
+                chain = self._chain(p.tg)
+                if not chain:
                     continue
-                credit = self._credit(fn, now)
+                credit = self._credit(chain[0], now)
                 if credit >= best_credit:
                     continue
                 if cached is not None and not cached - credit > self.tie_margin:
