@@ -105,7 +105,7 @@ cdef class LAGS(CFS):
     @cython.locals(curr=Task, se=SchedEntity, pse=SchedEntity, aware_se=bint, aware_pse=bint,
                    c=cython.long)
     cpdef check_preempt_wakeup(self, Rq rq, Task p)
-    @cython.locals(entry=tuple)
+    @cython.locals(entry=tuple, m=Machine, rq=Rq)
     cpdef _cached_credit(self, long cpu)
     cpdef bint _higher_load(self, long cpu, double credit)
     @cython.locals(chain=tuple)

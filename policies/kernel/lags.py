@@ -586,9 +586,11 @@ class LAGS(CFS):
     # placement: select_task_rq_fair with cpu_has_higher_load_task
     def _cached_credit(self, cpu):
         entry = self._curr_credit[cpu]
-        if entry is None or self.machine.rqs[cpu].curr is not entry[0]:
+        if entry is None:
             return None
-        return entry[1]
+        m = self.machine
+        rq = m.rqs[cpu]
+        return entry[1] if rq.curr is entry[0] else None
 
     def _higher_load(self, cpu, credit) -> bool:
         cached = self._cached_credit(cpu)
