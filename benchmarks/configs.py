@@ -16,17 +16,17 @@ def work_capacity(host) -> float:
 
 
 def poisson_cfg(host: str, functions: int, load: float, duration_s: float,
-                seed: int = 1) -> dict:
+                seed: int = 1, scheduler: str = "cfs") -> dict:
     """``functions`` Poisson functions offering ``load`` x the host's work
-    capacity in total (exp service, mean 10 ms, 256 KiB working set, CFS,
-    default cost model, no warmup)."""
+    capacity in total (exp service, mean 10 ms, 256 KiB working set,
+    ``scheduler`` with its default options, default cost model, no warmup)."""
     base = compose([f"host={host}"])
     rate_rps = load * work_capacity(base.host) / MEAN_SERVICE_S / functions
-    cfg = compose([f"host={host}", "workload=poisson", "scheduler=cfs", "calibration=default",
-                   f"workload.functions={functions}", f"workload.rate_rps={rate_rps!r}",
-                   f"workload.mean_service_s={MEAN_SERVICE_S}", "workload.service=exp",
-                   "workload.working_set_kb=256", f"duration_s={duration_s}", "warmup_s=0",
-                   f"seed={seed}"])
+    cfg = compose([f"host={host}", "workload=poisson", f"scheduler={scheduler}",
+                   "calibration=default", f"workload.functions={functions}",
+                   f"workload.rate_rps={rate_rps!r}", f"workload.mean_service_s={MEAN_SERVICE_S}",
+                   "workload.service=exp", "workload.working_set_kb=256",
+                   f"duration_s={duration_s}", "warmup_s=0", f"seed={seed}"])
     return OmegaConf.to_container(cfg, resolve=True)
 
 
@@ -42,9 +42,15 @@ def small() -> dict:
     return poisson_cfg("e5-2430l", 36, 0.6, 10.0)
 
 
+def small_lags() -> dict:
+    """``small`` under CFS-LAGS (compiled as a subclass of CFS, with its own
+    per-event work: Load Credit upkeep, credit ordering, placement, pulls)."""
+    return poisson_cfg("e5-2430l", 36, 0.6, 10.0, scheduler="lags")
+
+
 def tiny() -> dict:
     """this-vm (2 CPUs), 4 functions at 60 % load, 5 simulated seconds."""
     return poisson_cfg("this-vm", 4, 0.6, 5.0)
 
 
-SCENARIOS = {"dense": dense, "small": small, "tiny": tiny}
+SCENARIOS = {"dense": dense, "small": small, "small_lags": small_lags, "tiny": tiny}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.configs import dense, small, tiny
+from benchmarks.configs import dense, small, small_lags, tiny
 from sim import simulate
 
 
@@ -55,6 +55,11 @@ def test_dense(benchmark):
 def test_small(benchmark):
     """e5-2430l, 36 functions at 60 % load, 10 s."""
     _run(benchmark, small(), rounds=3)
+
+
+def test_small_lags(benchmark):
+    """test_small's scenario under CFS-LAGS."""
+    _run(benchmark, small_lags(), rounds=3)
 
 
 def test_tiny(benchmark):

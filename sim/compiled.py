@@ -1,7 +1,7 @@
 """The compiled core: which modules Cython compiles, and how to run without.
 
-The simulator's hot path (event loop, run queues, the machine, CFS and
-EEVDF) is plain Python, compiled by Cython when the package is built
+The simulator's hot path (event loop, run queues, the machine, CFS, EEVDF
+and LAGS) is plain Python, compiled by Cython when the package is built
 (setup.py).  Each
 compiled module ``x.py`` has a ``x.pxd`` next to it that declares its
 classes' attribute types and its methods' argument types; the logic lives
@@ -42,6 +42,7 @@ COMPILED_MODULES = (
     "sim.machine",
     "policies.kernel.cfs",
     "policies.kernel.eevdf",
+    "policies.kernel.lags",
 )
 
 PURE_ENV = "COLOSIM_PURE_PYTHON"

@@ -30,8 +30,8 @@ def test_the_core_runs_compiled():
     assert [m for m in compiled.COMPILED_MODULES if not compiled.is_compiled(m)] == []
 
 
-# Scenarios covering every compiled path: each kernel policy (EEVDF compiled
-# as a C subclass of CFS, LAGS a Python one), SMT, cgroup bandwidth, fork-join.
+# Scenarios covering every compiled path: each kernel policy (EEVDF and LAGS
+# compiled as C subclasses of CFS), SMT, cgroup bandwidth, fork-join.
 SCENARIOS = {
     "cfs-smt": make_cfg(poisson(functions=6, rate_rps=60.0, threads_per_request=2),
                         cores=2, threads_per_core=2, duration_s=1.0, warmup_s=0.1,
@@ -40,6 +40,16 @@ SCENARIOS = {
                       warmup_s=0.1, scheduler={"name": "eevdf"}, calibration=DEFAULT_COSTS),
     "lags": make_cfg(poisson(functions=8, rate_rps=40.0), cores=2, duration_s=1.0,
                      warmup_s=0.1, scheduler={"name": "lags"}, calibration=DEFAULT_COSTS),
+    # LAGS's other paths: nested functions next to a plain cgroup, the running
+    # load signal, no smoothing, fifo ties, HRTICK
+    "lags-options": make_cfg(
+        periodic(groups=[{"name": "p/a", "threads": 2, "run_ms": 3.0, "sleep_ms": 2.0},
+                         {"name": "p/b", "threads": 1, "run_ms": 7.0, "sleep_ms": 5.0},
+                         {"name": "q", "threads": 2, "run_ms": 20.0, "sleep_ms": 0.0}]),
+        cores=2, threads_per_core=2, duration_s=1.0, warmup_s=0.1, calibration=DEFAULT_COSTS,
+        scheduler={"name": "lags", "latency_aware": "/p,/p/*", "mixed_order": "aware_first",
+                   "load_signal": "running", "window_ticks": 1, "tie_break": "fifo",
+                   "hrtick": True}),
     "rr": make_cfg(periodic(threads=4, run_ms=2.0, sleep_ms=1.0), cores=2, duration_s=1.0,
                    scheduler={"name": "rr", "policy": "cfs", "task_policy": "rr"}, warmup_s=0.1),
     "quota": make_cfg(periodic(threads=3, run_ms=4.0, sleep_ms=0.0, quota_us=50_000,

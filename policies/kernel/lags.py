@@ -80,9 +80,18 @@ import math
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
+import cython
+
+if cython.compiled:            # the C library's exp: no Python call, no boxing
+    from cython.cimports.libc.math import exp
+else:
+    from math import exp
+
 from policies.kernel.cfs import CFS, CfsConfig, _opt
 from sim.rq import NICE_0_LOAD, PELT_HALFLIFE_NS
 from sim.sched_class import CPU_NOT_IDLE, WF_FORK, tunable
+
+INF = math.inf
 
 # which cgroups are latency-aware: every leaf cgroup, or path globs
 LEAVES = "leaves"
@@ -148,12 +157,13 @@ def _matches(path: str, globs: list[list[str]]) -> bool:
 
 
 class LoadCredit:
-    """tg->load_avg_ema of one task group, with its load signal kept as
+    """tg->load_avg_ema of task group ``tg``, with its load signal kept as
     S(t) = W + D * exp(-lambda * (t - T)) since the last fold at T."""
 
-    __slots__ = ("ema", "W", "D", "T")
+    __slots__ = ("tg", "ema", "W", "D", "T")
 
-    def __init__(self, now: int):
+    def __init__(self, tg, now: int):
+        self.tg = tg
         self.ema = 0.0
         self.W = 0.0
         self.D = 0.0
@@ -186,10 +196,12 @@ class LAGS(CFS):
         self.tick_preemption = opt("tick_preemption", bool)
         self.group_shares_recalc = opt("group_shares_recalc", bool)
         self.tie_break = choice("tie_break", TIE_BREAKS)
+        self._fifo = self.tie_break == "fifo"
         self.tie_margin = opt("tie_margin", float)
         if self.tie_margin < 0:
             raise ValueError(f"scheduler.tie_margin = {self.tie_margin}: must be >= 0")
         self.mixed_order = choice("mixed_order", MIXED_ORDERS)
+        self._aware_first = self.mixed_order == "aware_first"
         self.lags_ordering = opt("lags_ordering", bool)
         self.lags_wakeup_preemption = opt("lags_wakeup_preemption", bool)
         self.lags_placement = opt("lags_placement", bool)
@@ -201,9 +213,9 @@ class LAGS(CFS):
         ncpus = machine.topology.nr_cpus
         self._aware: set = set()              # latency-aware task groups
         self._credit_of: dict = {}            # TaskGroup -> LoadCredit
-        self._chains: dict = {}               # TaskGroup -> aware tgs, itself upward
+        self._chains: dict = {}               # TaskGroup -> credits of aware tgs, itself upward
         self._contrib: dict = {}              # CfsRq -> (weight, load_avg, t) last read
-        self._aware_q: dict = {}              # CfsRq -> {queued aware gse: seq}
+        self._aware_q: dict = {}              # CfsRq -> {queued aware gse: its credit}
         self._curr_credit = [None] * ncpus    # (task, its function's credit) per CPU
         self._running = [None] * ncpus        # the fair task counted running per CPU
         # how often each mechanism acted: entities queued by credit, credit
@@ -215,7 +227,7 @@ class LAGS(CFS):
     # ------------------------------------------------------------------
     # cpu.latency_awareness
     def init_task_group(self, tg):
-        self._credit_of[tg] = LoadCredit(self.clock._now)
+        self._credit_of[tg] = LoadCredit(tg, self.clock._now)
         if self.leaves:
             self._aware.add(tg)
             self._aware.discard(tg.parent)   # a cgroup with children is no leaf
@@ -227,22 +239,19 @@ class LAGS(CFS):
         return tg in self._aware
 
     def _chain(self, tg) -> tuple:
-        """The latency-aware groups among ``tg`` and its ancestors, nearest
-        first: the first is the task's function."""
+        """The Load Credits of the latency-aware groups among ``tg`` and its
+        ancestors, nearest first: the first is the task's function's.  (The
+        credits themselves, so that hot paths need no lookup by group.)"""
         chain = self._chains.get(tg)
         if chain is None:
             chain = []
             g = tg
             while g is not None:
                 if g in self._aware:
-                    chain.append(g)
+                    chain.append(self._credit_of[g])
                 g = g.parent
             chain = self._chains[tg] = tuple(chain)
         return chain
-
-    def function_of(self, p):
-        chain = self._chain(p.tg)
-        return chain[0] if chain else None
 
     def _aware_se(self, se) -> bool:
         q = se.my_q
@@ -256,12 +265,12 @@ class LAGS(CFS):
         if dt <= 0:
             return
         lam, beta = self._lambda, self._beta
-        y = math.exp(-lam * dt)
+        y = exp(-lam * dt)
         W, D = lc.W, lc.D
-        if beta == math.inf:
+        if beta == INF:
             lc.ema = W + D * y
         else:
-            z = math.exp(-beta * dt)
+            z = exp(-beta * dt)
             if abs(beta - lam) > 1e-9 * lam:
                 c = beta * D / (beta - lam)
                 lc.ema = W + c * y + (lc.ema - W - c) * z
@@ -270,14 +279,16 @@ class LAGS(CFS):
         lc.D = D * y
         lc.T = now
 
-    def load_credit(self, tg, now: int | None = None) -> float:
-        """tg->load_avg_ema at ``now`` (default: the present)."""
-        lc = self._credit_of[tg]
-        if now is None:
-            now = self.clock._now
+    def load_credit(self, tg) -> float:
+        """tg->load_avg_ema now."""
+        return self._credit(self._credit_of[tg], self.clock._now)
+
+    def _credit(self, lc: LoadCredit, now: int) -> float:
+        """The value of ``lc`` at ``now``, which is the present: folding is
+        one-way, and memoised per instant."""
         if lc.T != now:
             self._fold(lc, now)
-        if self._beta == math.inf:
+        if self._beta == INF:
             return lc.W + lc.D
         return lc.ema
 
@@ -289,36 +300,36 @@ class LAGS(CFS):
         lc.ema = float(value)
 
     def _fold_chain(self, chain, now):
-        for tg in chain:
-            lc = self._credit_of[tg]
+        for lc in chain:
             if lc.T != now:
                 self._fold(lc, now)
 
-    def _resync(self, cfs_rq, now):
-        """Replace ``cfs_rq``'s part of its group's load signal by what it
-        holds now (call after anything that may have changed it)."""
-        lc = self._credit_of[cfs_rq.tg]
+    def _resync(self, lc, cpu, now):
+        """Replace the part of ``lc``'s load signal that its group's cfs_rq
+        on ``cpu`` contributes by what that holds now (call after anything
+        that may have changed it)."""
+        cfs_rq = lc.tg.cfs_rq[cpu]
         if lc.T != now:
             self._fold(lc, now)
         lam = self._lambda
         w = cfs_rq.load_weight
         dt = now - cfs_rq.avg_last_update
-        a = cfs_rq.load_avg if dt <= 0 else w + (cfs_rq.load_avg - w) * math.exp(-lam * dt)
+        a = cfs_rq.load_avg if dt <= 0 else w + (cfs_rq.load_avg - w) * exp(-lam * dt)
         old = self._contrib.get(cfs_rq)
         if old is None:
             w0, a0 = 0, 0.0
         else:
             w0, a0, t0 = old
             if now != t0:
-                a0 = w0 + (a0 - w0) * math.exp(-lam * (now - t0))
+                a0 = w0 + (a0 - w0) * exp(-lam * (now - t0))
         if w != w0 or a != a0:
             lc.W += w - w0
             lc.D += (a - w) - (a0 - w0)
         self._contrib[cfs_rq] = (w, a, now)
 
     def _resync_chain(self, chain, cpu, now):
-        for tg in chain:
-            self._resync(tg.cfs_rq[cpu], now)
+        for lc in chain:
+            self._resync(lc, cpu, now)
 
     def _set_running(self, cpu, p):
         """``load_signal=running``: the function of the task on ``cpu`` changed."""
@@ -327,14 +338,12 @@ class LAGS(CFS):
             return
         now = self.clock._now
         if old is not None:
-            for tg in self._chain(old.tg):
-                lc = self._credit_of[tg]
+            for lc in self._chain(old.tg):
                 self._fold(lc, now)
                 lc.W -= NICE_0_LOAD
                 lc.D += NICE_0_LOAD
         if p is not None:
-            for tg in self._chain(p.tg):
-                lc = self._credit_of[tg]
+            for lc in self._chain(p.tg):
                 self._fold(lc, now)
                 lc.W += NICE_0_LOAD
                 lc.D -= NICE_0_LOAD
@@ -344,8 +353,8 @@ class LAGS(CFS):
         """-1 / 0 / 1: the credit of group entity ``a`` is lower than, ties
         with (within tie_margin), or is higher than that of ``b``."""
         now = self.clock._now
-        la = self.load_credit(a.my_q.tg, now)
-        lb = self.load_credit(b.my_q.tg, now)
+        la = self._credit(self._credit_of[a.my_q.tg], now)
+        lb = self._credit(self._credit_of[b.my_q.tg], now)
         if abs(la - lb) <= self.tie_margin:
             return 0
         return -1 if la < lb else 1
@@ -355,61 +364,61 @@ class LAGS(CFS):
     def enqueue_task(self, rq, p, flags):
         chain = self._chain(p.tg)
         if not chain or not self._runnable:
-            return super().enqueue_task(rq, p, flags)
+            return CFS.enqueue_task(self, rq, p, flags)
         now = self.clock._now
         self._fold_chain(chain, now)
-        super().enqueue_task(rq, p, flags)
+        CFS.enqueue_task(self, rq, p, flags)
         self._resync_chain(chain, rq.cpu, now)
 
     def dequeue_task(self, rq, p, flags):
         chain = self._chain(p.tg)
         if not chain or not self._runnable:
-            return super().dequeue_task(rq, p, flags)
+            return CFS.dequeue_task(self, rq, p, flags)
         now = self.clock._now
         self._fold_chain(chain, now)
-        super().dequeue_task(rq, p, flags)
+        CFS.dequeue_task(self, rq, p, flags)
         self._resync_chain(chain, rq.cpu, now)
 
     def migrate_task_rq(self, p, new_cpu):
         chain = self._chain(p.tg)
         if not chain or not self._runnable:
-            return super().migrate_task_rq(p, new_cpu)
+            return CFS.migrate_task_rq(self, p, new_cpu)
         now = self.clock._now
         old_cpu = p.se.cfs_rq.cpu
         self._fold_chain(chain, now)
-        super().migrate_task_rq(p, new_cpu)
+        CFS.migrate_task_rq(self, p, new_cpu)
         self._resync_chain(chain, old_cpu, now)
 
     def task_dead(self, p):
         chain = self._chain(p.tg)
         if not chain or not self._runnable:
-            return super().task_dead(p)
+            return CFS.task_dead(self, p)
         now = self.clock._now
         self._fold_chain(chain, now)
-        super().task_dead(p)
+        CFS.task_dead(self, p)
         self._resync_chain(chain, p.se.cfs_rq.cpu, now)
 
     def task_tick(self, rq, curr):
         chain = self._chain(curr.tg)
         if not chain:
-            return super().task_tick(rq, curr)
+            return CFS.task_tick(self, rq, curr)
         now = self.clock._now
         if self._runnable:
             # group entities are reweighted on the tick (update_cfs_group)
             self._fold_chain(chain, now)
-            super().task_tick(rq, curr)
+            CFS.task_tick(self, rq, curr)
             self._resync_chain(chain, rq.cpu, now)
         else:
-            super().task_tick(rq, curr)
-        self._curr_credit[rq.cpu] = (curr, self.load_credit(chain[0], now))
+            CFS.task_tick(self, rq, curr)
+        self._curr_credit[rq.cpu] = (curr, self._credit(chain[0], now))
 
     def pick_next_task(self, rq, prev):
-        p = super().pick_next_task(rq, prev)
+        p = CFS.pick_next_task(self, rq, prev)
         self._switched(rq, p)
         return p
 
     def put_prev_task(self, rq, prev):
-        super().put_prev_task(rq, prev)
+        CFS.put_prev_task(self, rq, prev)
         if self._running[rq.cpu] is prev:
             self._switched(rq, None)
 
@@ -420,14 +429,14 @@ class LAGS(CFS):
         if not self._runnable:
             self._set_running(cpu, p)
         chain = self._chain(p.tg) if p is not None else ()
-        self._curr_credit[cpu] = (p, self.load_credit(chain[0])) if chain else None
+        self._curr_credit[cpu] = (p, self._credit(chain[0], self.clock._now)) if chain else None
 
     def update_cfs_group(self, se):
         # group_shares_recalc=false: a function's entities keep tg->shares
         # on every CPU (no calc_group_shares)
         if not self.group_shares_recalc and self._aware_se(se):
             return
-        super().update_cfs_group(se)
+        CFS.update_cfs_group(self, se)
 
     # ------------------------------------------------------------------
     # ordering: entity_before and the timeline
@@ -438,21 +447,21 @@ class LAGS(CFS):
                 c = self.credit_cmp(a, b)
                 if c:
                     return c < 0
-                if self.tie_break == "fifo":
+                if self._fifo:
                     # a (curr, not queued) goes behind b, queued before it
                     return False
-            elif (aa or ab) and self.mixed_order == "aware_first":
+            elif (aa or ab) and self._aware_first:
                 return aa
         return a.vruntime < b.vruntime
 
     def _enqueue_timeline(self, cfs_rq, se):
         if self.lags_ordering and self._aware_se(se):
-            seq = self._next_seq()
-            se.rb_seq = seq
+            # the queueing order lives in se.rb_seq, as on CFS's timeline
+            se.rb_seq = self._next_seq()
             q = self._aware_q.get(cfs_rq)
             if q is None:
                 q = self._aware_q[cfs_rq] = {}
-            q[se] = seq
+            q[se] = self._credit_of[se.my_q.tg]
             self.stats["credit_queued"] += 1
             return
         CFS._enqueue_timeline(self, cfs_rq, se)
@@ -469,7 +478,7 @@ class LAGS(CFS):
         if not q:
             return left
         first = self._credit_first(q)
-        if left is None or self.mixed_order == "aware_first" or first.vruntime < left.vruntime:
+        if left is None or self._aware_first or first.vruntime < left.vruntime:
             return first
         return left
 
@@ -479,13 +488,25 @@ class LAGS(CFS):
         if len(q) == 1:
             return next(iter(q))
         now = self.clock._now
-        credit = self.load_credit
-        scored = [(credit(se.my_q.tg, now), se, seq) for se, seq in q.items()]
-        low = min(s[0] for s in scored) + self.tie_margin
-        tied = [s for s in scored if s[0] <= low]
-        if self.tie_break == "vruntime":
-            return min(tied, key=lambda s: (s[1].vruntime, s[2]))[1]
-        return min(tied, key=lambda s: s[2])[1]
+        low = INF
+        for lc in q.values():
+            low = min(low, self._credit(lc, now))
+        low += self.tie_margin
+        # loops, not min(key=lambda): a compiled method has no closures
+        # (the second read of a credit is memoised).  Among the tied, the
+        # least (vruntime, rb_seq), or the least rb_seq under fifo.
+        best = None
+        for se, lc in q.items():
+            if self._credit(lc, now) > low:
+                continue
+            if best is not None:
+                if self._fifo or se.vruntime == best.vruntime:
+                    if se.rb_seq > best.rb_seq:
+                        continue
+                elif se.vruntime > best.vruntime:
+                    continue
+            best = se
+        return best
 
     def wakeup_preempt_buddy(self, buddy, left):
         """1 if ``buddy`` should not run instead of the leftmost entity: by
@@ -495,7 +516,7 @@ class LAGS(CFS):
             c = self.credit_cmp(buddy, left)
             if c:
                 return c
-            if self.tie_break == "fifo":
+            if self._fifo:
                 return -1
         return self.wakeup_preempt_entity(buddy, left)
 
@@ -503,19 +524,19 @@ class LAGS(CFS):
     # preemption
     def check_preempt_tick(self, cfs_rq, curr):
         if not self.lags_ordering:
-            return super().check_preempt_tick(cfs_rq, curr)
+            return CFS.check_preempt_tick(self, cfs_rq, curr)
         left = self._pick_first_entity(cfs_rq)
         if left is None:
-            return super().check_preempt_tick(cfs_rq, curr)
+            return CFS.check_preempt_tick(self, cfs_rq, curr)
         aware_curr, aware_left = self._aware_se(curr), self._aware_se(left)
         if not (aware_curr and aware_left):
-            if aware_curr != aware_left and self.mixed_order == "aware_first":
+            if aware_curr != aware_left and self._aware_first:
                 if aware_left:
                     # a function waits behind another cgroup's entity
                     cfs_rq.rq.need_resched = True
                     self.clear_buddies(cfs_rq, curr)
                 return
-            return super().check_preempt_tick(cfs_rq, curr)
+            return CFS.check_preempt_tick(self, cfs_rq, curr)
         if not self.tick_preemption:
             return
         c = self.credit_cmp(left, curr)
@@ -526,13 +547,13 @@ class LAGS(CFS):
             self.stats["tick_preemptions"] += 1
         elif c == 0:
             # tied credits share the CPU by CFS's slices (LAS: PS among equals)
-            super().check_preempt_tick(cfs_rq, curr)
+            CFS.check_preempt_tick(self, cfs_rq, curr)
 
     def hrtick_delay(self, rq):
         """HRTICK ends CFS slices; a function that has used its slice but is
         still first by Load Credit is re-picked at once, so the timer would
         refire every 10 us: leave such a task to the tick."""
-        delay = super().hrtick_delay(rq)
+        delay = CFS.hrtick_delay(self, rq)
         if delay is not None and delay <= 0 and self.lags_ordering \
                 and self._chain(rq.curr.tg):
             return None
@@ -540,22 +561,22 @@ class LAGS(CFS):
 
     def check_preempt_wakeup(self, rq, p):
         if not self.lags_wakeup_preemption:
-            return super().check_preempt_wakeup(rq, p)
+            return CFS.check_preempt_wakeup(self, rq, p)
         curr = rq.curr
         if curr is None or curr is p or rq.need_resched or not self.wakeup_preemption:
-            return super().check_preempt_wakeup(rq, p)
+            return CFS.check_preempt_wakeup(self, rq, p)
         se, pse = self.find_matching_se(curr.se, p.se)
         aware_se, aware_pse = self._aware_se(se), self._aware_se(pse)
         if not (aware_se and aware_pse):
-            if aware_se == aware_pse or self.mixed_order != "aware_first":
-                return super().check_preempt_wakeup(rq, p)
+            if aware_se == aware_pse or not self._aware_first:
+                return CFS.check_preempt_wakeup(self, rq, p)
             # mixed_order=aware_first: a function preempts any other cgroup
             c = -1 if aware_pse else 1
         else:
             self._update_curr(se.cfs_rq)
             c = self.credit_cmp(pse, se)
-        if c == 0 and self.tie_break == "vruntime":
-            return super().check_preempt_wakeup(rq, p)
+        if c == 0 and not self._fifo:
+            return CFS.check_preempt_wakeup(self, rq, p)
         if c < 0:
             self.set_next_buddy(pse)
             rq.need_resched = True
@@ -565,9 +586,11 @@ class LAGS(CFS):
     # placement: select_task_rq_fair with cpu_has_higher_load_task
     def _cached_credit(self, cpu):
         entry = self._curr_credit[cpu]
-        if entry is None or self.machine.rqs[cpu].curr is not entry[0]:
+        if entry is None:
             return None
-        return entry[1]
+        m = self.machine
+        rq = m.rqs[cpu]
+        return entry[1] if rq.curr is entry[0] else None
 
     def _higher_load(self, cpu, credit) -> bool:
         cached = self._cached_credit(cpu)
@@ -576,8 +599,8 @@ class LAGS(CFS):
     def cpu_has_higher_load_task(self, cpu, p) -> bool:
         """The task running on ``cpu`` belongs to a function whose cached
         Load Credit is higher than that of ``p``'s function."""
-        fn = self.function_of(p)
-        return fn is not None and self._higher_load(cpu, self.load_credit(fn))
+        chain = self._chain(p.tg)
+        return bool(chain) and self._higher_load(cpu, self._credit(chain[0], self.clock._now))
 
     def select_task_rq(self, p, prev_cpu, wake_flags):
         """select_task_rq_fair() with cpu_has_higher_load_task() next to the
@@ -585,13 +608,13 @@ class LAGS(CFS):
         sched_idle_cpu(): the first candidate, in CFS's order, that is idle
         or runs a task of a higher-credit function [L237, L377-383]; a
         fully idle core still comes first in the LLC scan."""
-        cpu = super().select_task_rq(p, prev_cpu, wake_flags)
+        cpu = CFS.select_task_rq(self, p, prev_cpu, wake_flags)
         if not self.lags_placement:
             return cpu
-        fn = self.function_of(p)
-        if fn is None:
+        chain = self._chain(p.tg)
+        if not chain:
             return cpu
-        credit = self.load_credit(fn)
+        credit = self._credit(chain[0], self.clock._now)
         m = self.machine
         allowed = p.cpus_allowed
         if allowed is not None and prev_cpu not in allowed:
@@ -638,7 +661,7 @@ class LAGS(CFS):
             moved = self._lc_pull(dst_rq, span, idle)
             if moved:
                 return moved
-        return super().load_balance(dst_rq, span, idle)
+        return CFS.load_balance(self, dst_rq, span, idle)
 
     def _lc_pull(self, dst_rq, span, idle):
         """Move the waiting task of the lowest-credit function in ``span``
@@ -654,7 +677,7 @@ class LAGS(CFS):
         m = self.machine
         now = self.clock._now
         best = best_src = None
-        best_credit = math.inf
+        best_credit = INF
         for cpu in span:
             src = m.rqs[cpu]
             if src is dst_rq or src.nr_running < 2:
@@ -662,10 +685,10 @@ class LAGS(CFS):
             for p in src.cfs_tasks:
                 if p is src.curr:
                     continue
-                fn = self.function_of(p)
-                if fn is None:
+                chain = self._chain(p.tg)
+                if not chain:
                     continue
-                credit = self.load_credit(fn, now)
+                credit = self._credit(chain[0], now)
                 if credit >= best_credit:
                     continue
                 if cached is not None and not cached - credit > self.tie_margin:

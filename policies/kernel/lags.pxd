@@ -1,0 +1,123 @@
+# Compiled declarations of policies/kernel/lags.py (docs/architecture.md,
+# "Compiled core"): attribute and argument types only; the logic is the .py.
+cimport cython
+from policies.kernel.cfs cimport CFS
+from sim.rq cimport SchedEntity, CfsRq, Rq, TaskGroup
+from sim.task cimport Task
+from sim.machine cimport Machine
+
+# constants the hot paths use, as C numbers rather than module globals
+cdef long long NICE_0_LOAD
+cdef long CPU_NOT_IDLE, WF_FORK
+cdef double INF
+
+cdef class LoadCredit:
+    cdef public TaskGroup tg
+    cdef public double ema
+    cdef public double W
+    cdef public double D
+    cdef public long long T
+
+cdef class LAGS(CFS):
+    cdef public bint leaves
+    cdef public list globs
+    cdef public long window_ticks
+    cdef public str ema_form
+    cdef public str load_signal
+    cdef public bint tick_preemption
+    cdef public bint group_shares_recalc
+    cdef public str tie_break
+    cdef public double tie_margin
+    cdef public str mixed_order
+    cdef public bint lags_ordering
+    cdef public bint lags_wakeup_preemption
+    cdef public bint lags_placement
+    cdef public bint lags_balancing
+    cdef public double _lambda
+    cdef public double _beta
+    cdef public bint _runnable
+    cdef public bint _fifo
+    cdef public bint _aware_first
+    cdef public set _aware
+    cdef public dict _credit_of
+    cdef public dict _chains
+    cdef public dict _contrib
+    cdef public dict _aware_q
+    cdef public list _curr_credit
+    cdef public list _running
+    cdef public dict stats
+
+    cpdef init_task_group(self, tg)
+    @cython.locals(g=TaskGroup)
+    cpdef tuple _chain(self, TaskGroup tg)
+    @cython.locals(q=CfsRq)
+    cpdef bint _aware_se(self, SchedEntity se)
+    @cython.locals(dt=cython.longlong, lam=cython.double, beta=cython.double, y=cython.double,
+                   z=cython.double, W=cython.double, D=cython.double, c=cython.double)
+    cpdef _fold(self, LoadCredit lc, long long now)
+    cpdef double load_credit(self, TaskGroup tg)
+    cpdef double _credit(self, LoadCredit lc, long long now)
+    @cython.locals(lc=LoadCredit)
+    cpdef set_load_credit(self, TaskGroup tg, double value)
+    @cython.locals(lc=LoadCredit)
+    cpdef _fold_chain(self, tuple chain, long long now)
+    @cython.locals(cfs_rq=CfsRq, lam=cython.double, w=cython.longlong, dt=cython.longlong,
+                   a=cython.double, w0=cython.longlong, a0=cython.double, t0=cython.longlong)
+    cpdef _resync(self, LoadCredit lc, long cpu, long long now)
+    @cython.locals(lc=LoadCredit)
+    cpdef _resync_chain(self, tuple chain, long cpu, long long now)
+    @cython.locals(old=Task, now=cython.longlong, lc=LoadCredit)
+    cpdef _set_running(self, long cpu, Task p)
+    @cython.locals(now=cython.longlong, la=cython.double, lb=cython.double)
+    cpdef long credit_cmp(self, SchedEntity a, SchedEntity b)
+    @cython.locals(chain=tuple, now=cython.longlong)
+    cpdef enqueue_task(self, Rq rq, Task p, long flags)
+    @cython.locals(chain=tuple, now=cython.longlong)
+    cpdef dequeue_task(self, Rq rq, Task p, long flags)
+    @cython.locals(chain=tuple, now=cython.longlong, old_cpu=cython.long)
+    cpdef migrate_task_rq(self, Task p, long new_cpu)
+    @cython.locals(chain=tuple, now=cython.longlong)
+    cpdef task_dead(self, Task p)
+    @cython.locals(chain=tuple, now=cython.longlong)
+    cpdef task_tick(self, Rq rq, Task curr)
+    @cython.locals(p=Task)
+    cpdef pick_next_task(self, Rq rq, Task prev)
+    cpdef put_prev_task(self, Rq rq, Task prev)
+    @cython.locals(cpu=cython.long, chain=tuple)
+    cpdef _switched(self, Rq rq, Task p)
+    cpdef update_cfs_group(self, SchedEntity se)
+    @cython.locals(aa=bint, ab=bint, c=cython.long)
+    cpdef entity_before(self, SchedEntity a, SchedEntity b)
+    @cython.locals(seq=cython.longlong, q=dict)
+    cpdef _enqueue_timeline(self, CfsRq cfs_rq, SchedEntity se)
+    @cython.locals(q=dict)
+    cpdef _dequeue_timeline(self, CfsRq cfs_rq, SchedEntity se)
+    @cython.locals(left=SchedEntity, first=SchedEntity, q=dict)
+    cpdef _pick_first_entity(self, CfsRq cfs_rq)
+    @cython.locals(now=cython.longlong, low=cython.double, lc=LoadCredit, se=SchedEntity,
+                   best=SchedEntity)
+    cpdef SchedEntity _credit_first(self, dict q)
+    @cython.locals(c=cython.long)
+    cpdef wakeup_preempt_buddy(self, SchedEntity buddy, SchedEntity left)
+    @cython.locals(left=SchedEntity, aware_curr=bint, aware_left=bint, c=cython.long)
+    cpdef check_preempt_tick(self, CfsRq cfs_rq, SchedEntity curr)
+    cpdef hrtick_delay(self, Rq rq)
+    @cython.locals(curr=Task, se=SchedEntity, pse=SchedEntity, aware_se=bint, aware_pse=bint,
+                   c=cython.long)
+    cpdef check_preempt_wakeup(self, Rq rq, Task p)
+    @cython.locals(entry=tuple, m=Machine, rq=Rq)
+    cpdef _cached_credit(self, long cpu)
+    cpdef bint _higher_load(self, long cpu, double credit)
+    @cython.locals(chain=tuple)
+    cpdef bint cpu_has_higher_load_task(self, long cpu, Task p)
+    @cython.locals(cpu=cython.long, chain=tuple, credit=cython.double, m=Machine, start=cython.long,
+                   i=cython.long)
+    cpdef select_task_rq(self, Task p, long prev_cpu, long wake_flags)
+    @cython.locals(m=Machine, idle=set, c=cython.long)
+    cpdef _first_fit(self, Task p, cpus, double credit)
+    @cython.locals(moved=cython.long)
+    cpdef load_balance(self, Rq dst_rq, span, long idle)
+    @cython.locals(dst_cpu=cython.long, dst_idle=bint, m=Machine, now=cython.longlong,
+                   best=Task, best_src=Rq, best_credit=cython.double, cpu=cython.long, src=Rq,
+                   p=Task, chain=tuple, credit=cython.double)
+    cpdef long _lc_pull(self, Rq dst_rq, span, long idle)
