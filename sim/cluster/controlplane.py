@@ -20,7 +20,8 @@ parallel).  At the boundary ``t`` it
    ``min_scale`` pods (Knative's min-scale annotation; those are deployed
    before the run starts, ready at t = 0, placed in function order);
 3. routes every invocation of the trace that arrives in ``[t, t + W)``:
-   to the function's pod with the fewest requests in flight, counting
+   to the function's ready pod with the fewest requests in flight (only
+   when none is ready, to the one that will be ready first), counting
    those it was reported to have at ``t`` plus those routed to it since
    (completions inside the window are not seen until the next boundary:
    the price of conservative synchronisation); a function with no pod
@@ -153,8 +154,7 @@ class ControlPlane:
         for arrival, name, demand, threads in arrivals:
             fn = self.functions[name]
             fn.last_request_ns = arrival
-            live = fn.instances
-            inst = min(live, key=lambda i: (i.inflight + i.routed, i.serial)) if live else \
+            inst = self._route(fn, arrival) if fn.instances else \
                 self._start(fn, arrival, commands)
             if inst is None:
                 self.dropped.append((name, arrival, demand))
@@ -166,6 +166,13 @@ class ControlPlane:
             commands[inst.node].deliveries.append(Delivery(at, inst.pod, demand, threads,
                                                            arrival))
         return commands
+
+    @staticmethod
+    def _route(fn: Function, arrival: int) -> Instance:
+        ready = [i for i in fn.instances if i.ready_ns <= arrival]
+        if not ready:
+            return min(fn.instances, key=lambda i: (i.ready_ns, i.serial))
+        return min(ready, key=lambda i: (i.inflight + i.routed, i.serial))
 
     def _autoscale(self, fn: Function, t_ns: int, commands: list[Commands]) -> None:
         if not self.min_scale and t_ns - fn.last_request_ns >= self.keep_alive_ns and \
