@@ -35,14 +35,19 @@ def trace_for(hosts: int, duration_s: float, seed: int = 0):
     return make_trace([f"fn-{i}" for i in function], arrival, demand, np.ones(count, int))
 
 
-def run(hosts: int, duration_s: float, parallel: str, workers: int) -> dict:
+def scenario(hosts: int, duration_s: float, parallel: str = "serial", workers: int = 1):
+    """The config and trace of a cluster of ``hosts``."""
     cfg = compose(["cluster=kubernetes", "workload=azure2019", "calibration=e5-2430l",
                    f"cluster.nodes={hosts}", "cluster.min_scale=1", f"duration_s={duration_s}",
                    "warmup_s=0", f"cluster.parallel={parallel}", f"cluster.workers={workers}",
                    f"cluster.profile_window_s={duration_s}"])
-    trace = trace_for(hosts, duration_s)
+    return OmegaConf.to_container(cfg, resolve=True), trace_for(hosts, duration_s)
+
+
+def run(hosts: int, duration_s: float, parallel: str, workers: int) -> dict:
+    cfg, trace = scenario(hosts, duration_s, parallel, workers)
     wall0 = time.perf_counter()
-    row = simulate_cluster(OmegaConf.to_container(cfg, resolve=True), trace).summary.to_pylist()[0]
+    row = simulate_cluster(cfg, trace).summary.to_pylist()[0]
     wall = time.perf_counter() - wall0
     return {"hosts": hosts, "parallel": parallel, "workers": workers if parallel == "ray" else 1,
             "requests": row["n_requests"], "wall_s": wall,

@@ -74,6 +74,7 @@ def render(results: Results, comparison: Comparison, title: str,
                        "Scheduler overhead and cost per switch vs density",
                        ("sched_overhead_frac", "ctx_switch_cost_mean_us")),
         cpu_entitlement(results, comparison, summary, colors),
+        *cluster_sizing(results, summary, colors),
         tables(comparison),
     ]
     return _page(title, sections)
@@ -248,6 +249,65 @@ def cpu_entitlement(results: Results, comparison: Comparison, summary: pd.DataFr
                             f"{CPU_LIMIT_COLUMN}) and of their usage in the interval; one run "
                             "per policy (densest point, lowest seed)."))
     return section
+
+
+SIZING_FILE = "sizing.parquet"   # a consolidation's node counts (sim/cluster/sizing.py)
+CLUSTER_HEAD = ("run", "policy", "seed", "static nodes", "sized nodes", "reduction",
+                "perceived peak (cores)", "effective peak (cores)", "p99 (s)")
+
+
+def cluster_sizing(results: Results, summary: pd.DataFrame, colors: dict) -> list[Section]:
+    """Cluster runs (cluster=kubernetes): node counts and utilisation per run
+    and, for consolidations, p99 against the node count of every count tried.
+    No section for single-host runs."""
+    if "nodes" not in summary or summary["nodes"].isna().all():
+        return []
+    section = Section("Cluster sizing")
+    runs = summary[summary["nodes"].notna()].sort_values(["policy", "seed"])
+    cells = []
+    for _, r in runs.iterrows():
+        sized = r.get("sized_nodes")
+        cells.append((r["run_id"], r["policy"], str(r["seed"]), _count(r.get("static_nodes")),
+                      _count(sized) if sized != -1 else "none met the target",
+                      f"{r['node_reduction_frac']:.0%}" if pd.notna(r.get("node_reduction_frac"))
+                      else "", f"{r['perceived_cores_peak']:.1f}",
+                      f"{r['effective_cores_peak']:.1f}", f"{r['latency_p99_s']:.3f}"))
+    section.html = ("<table><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>"
+                                                   for h in CLUSTER_HEAD)
+                    + "</tr></thead><tbody>"
+                    + "".join("<tr>" + "".join(f"<td{' class=num' if i >= 2 else ''}>"
+                                               f"{html.escape(c)}</td>" for i, c in enumerate(row))
+                              + "</tr>" for row in cells) + "</tbody></table>")
+    section.notes.append("Per run at the node count it ended with: static nodes = every "
+                         "function reserving its peak demand; sized nodes = the smallest count "
+                         "whose p99 met slo_s; reduction = (static - sized) / static; perceived "
+                         "= CPU the nodes report busy, effective = CPU the invocations demand "
+                         "(docs/cluster.md).")
+    by_id = {p.name: p for p in results.runs}
+    tried = {rid: pd.read_parquet(by_id[rid] / SIZING_FILE) for rid in runs["run_id"]
+             if rid in by_id and (by_id[rid] / SIZING_FILE).is_file()}
+    if not tried:
+        section.notes.append("No run searched for a node count (cluster.search = none), so "
+                             "there is no p99-against-nodes curve.")
+        return [section]
+    fig = Figure(figsize=(7, 4))
+    ax = fig.add_subplot()
+    for _, r in runs[runs["run_id"].isin(tried)].iterrows():
+        frame = tried[r["run_id"]].sort_values("nodes")
+        ax.plot(frame["nodes"], frame["latency_p99_s"], marker="o", color=colors.get(r["policy"]),
+                label=f"{r['policy']} seed {r['seed']}")
+    ax.axhline(float(runs["slo_s"].iloc[0]), color="grey", ls="--", lw=1, label="slo_s")
+    ax.set_xlabel("nodes")
+    ax.set_ylabel("p99 latency (s)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    section.figures.append((_png(fig), "p99 latency at every node count each consolidation "
+                            "tried (sizing.parquet)."))
+    return [section]
+
+
+def _count(value) -> str:
+    return "" if value is None or pd.isna(value) else str(int(value))
 
 
 def validation(path: Path, results: Results) -> Section:

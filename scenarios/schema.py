@@ -310,6 +310,7 @@ class KubernetesCluster:
     node_memory_mb: int = MISSING
     cpu_request: Any = MISSING  # per pod: mean | peak (the function's demand) | millicores
     max_pod_cpu_mcpu: int = MISSING  # mean/peak: a busier function's request is split over pods
+    cpu_limit: Any = None  # per pod cpu.max: null (none) | request | millicores
     memory_request_mb: int = MISSING
     target_concurrency: float = MISSING  # Knative container-concurrency-target-default
     target_utilization: float = MISSING  # Knative container-concurrency-target-percentage / 100

@@ -26,7 +26,7 @@ from scenarios.schema import (BACKEND_SCHEMAS, CLUSTER_SCHEMAS, PLANNED_OPTIONS,
                               MemLookupWorkload, controller_schemas, scheduler_schemas)
 from scenarios.workloads.azure2019 import SOURCES as AZURE2019_SOURCES
 from scenarios.workloads.azure2021 import DEMAND_FROM, SOURCES
-from sim.cluster.options import PARALLEL, REQUEST_RULES, SEARCHES, TRACE_WORKLOADS
+from sim.cluster.options import LIMIT_RULES, PARALLEL, REQUEST_RULES, SEARCHES, TRACE_WORKLOADS
 from sim.cluster.placement import STRATEGIES
 from scenarios.workloads.noisy_jobs import SCENARIOS as NOISY_SCENARIOS
 from sim.workloads.ebizzy import PRESETS as EBIZZY_PRESETS
@@ -648,6 +648,10 @@ def _check_cluster(c: _Checks) -> None:
         isinstance(rule, (int, float)) and not isinstance(rule, bool) and rule >= 1),
         f"must be {' or '.join(REQUEST_RULES)} or a number of millicores >= 1", rule)
     c.at_least("cluster.max_pod_cpu_mcpu", 1)
+    limit = c.get("cluster.cpu_limit")
+    c.require("cluster.cpu_limit", limit is None or limit in LIMIT_RULES or (
+        isinstance(limit, int) and not isinstance(limit, bool) and limit >= 1),
+        f"must be null, {' or '.join(LIMIT_RULES)}, or a number of millicores >= 1", limit)
     c.at_least("cluster.memory_request_mb", 0)
     c.positive("cluster.target_concurrency")
     c.require("cluster.target_utilization", 0 < c.get("cluster.target_utilization") <= 1,

@@ -20,7 +20,7 @@ from tests.simcfg import DEFAULT_COSTS, make_cfg
 CLUSTER = {"name": "kubernetes", "nodes": 2, "search": "none", "max_nodes": None,
            "placement": "least_allocated", "pods_per_node": 110, "reserved_pods": 10,
            "node_cpu_mcpu": None, "node_memory_mb": 65536, "cpu_request": "mean",
-           "max_pod_cpu_mcpu": 4000, "memory_request_mb": 256, "target_concurrency": 100,
+           "max_pod_cpu_mcpu": 4000, "cpu_limit": None, "memory_request_mb": 256, "target_concurrency": 100,
            "target_utilization": 0.7, "stable_window_s": 60, "panic_window_pct": 10,
            "panic_threshold_pct": 200, "keep_alive_s": 60, "min_scale": 0, "cold_start_s": 0.0,
            "window_s": 1.0, "profile_window_s": 10.0, "parallel": "serial", "workers": None,
@@ -131,6 +131,22 @@ def test_min_scale_pods_are_deployed_before_the_run():
     assert sorted(result.requests.column("node").to_pylist()) == [0, 0, 1]   # spread
 
 
+def test_cpu_limit_caps_a_pod_as_the_kubelets_cpu_max():
+    # four 1 s requests at once on a 2-CPU node, the pod limited to 500 millicores
+    trace = make_trace(["fn-0"] * 4, [0.5] * 4, [1.0] * 4, [1] * 4)
+    cfg = cluster_cfg(duration_s=12.0, nodes=1, cpu_limit=500, cpu_request=500)
+    result = simulate_cluster(cfg, trace)
+    intervals = result.intervals.to_pandas()
+    pod = intervals[intervals["cgroup"].str.endswith("/fn-0-0")]
+    assert set(pod["quota_us"].dropna()) == {50_000} and set(pod["period_us"]) == {100_000}
+    assert pod["nr_throttled"].sum() > 0
+    busy = pod[(pod["interval_start_s"] >= 1.0) & (pod["interval_end_s"] <= 5.0)]
+    assert np.allclose(busy["usage_s"], 0.5, atol=0.02)     # 0.5 CPU, not the 2 it wants
+    unlimited = simulate_cluster(cluster_cfg(duration_s=12.0, nodes=1, cpu_request=500), trace)
+    assert unlimited.requests.column("latency_s").to_numpy().max() < \
+        result.requests.column("latency_s").to_numpy().min()
+
+
 def test_unplaceable_invocations_are_dropped_and_counted():
     # 1 pod per node: the third function finds no node
     trace = poisson_trace(3, 5.0, 0.01, 5.0)
@@ -203,6 +219,8 @@ def test_consolidate_finds_the_smallest_count_meeting_the_target():
     assert n == row["nodes"] and sizing[n]
     assert n == 1 or not sizing[n - 1]
     assert 2 <= n <= 4          # 3.2 cores cannot run on one 2-CPU node
+    static = row["static_nodes"]
+    assert row["node_reduction_frac"] == pytest.approx((static - n) / static)
 
 
 @pytest.mark.slow
@@ -219,6 +237,23 @@ def test_ray_run_equals_serial_run():
     assert serial.extra["nodes"].equals(parallel.extra["nodes"])
     wall = ("wall_time_s", "sim_s_per_wall_s", "run_id")
     assert without(serial.summary, *wall).equals(without(parallel.summary, *wall))
+
+
+def test_cli_consolidation_writes_its_tables_and_report(tmp_path):
+    from results.report import write_report
+    from scenarios.runner import run_scenario
+
+    cfg = compose(["cluster=kubernetes", "workload=azure2019", "host=this-vm",
+                   "workload.functions=20", "workload.peak_cores=1.5", "workload.minute_s=5",
+                   "duration_s=10", "warmup_s=2", "cluster.search=consolidate",
+                   "cluster.nodes=2", "cluster.profile_window_s=5", "cluster.min_scale=1"])
+    run_dir = tmp_path / "run"
+    summary = run_scenario(cfg, run_dir).to_pylist()[0]
+    for table in ("nodes", "sizing", "trace", "requests", "intervals"):
+        assert (run_dir / f"{table}.parquet").is_file(), table
+    assert summary["sized_nodes"] >= 1 and summary["static_nodes"] >= 1
+    page = write_report(run_dir).read_text()
+    assert "Cluster sizing" in page and "p99 latency at every node count" in page
 
 
 # --- the trace and the config ---------------------------------------------------------

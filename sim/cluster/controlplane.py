@@ -31,7 +31,9 @@ parallel).  At the boundary ``t`` it
    dropped (``dropped`` in requests.parquet, ``n_unplaced`` in the summary).
 
 Each pod requests ``cpu_request_mcpu`` of the function (the
-``cpu_request`` rule, sim/cluster/run.py) and ``memory_request_mb``.
+``cpu_request`` rule, sim/cluster/run.py) and ``memory_request_mb``; with
+``cpu_limit`` (``request``: the pod's request; or millicores) its cgroup
+gets the matching cpu.max (sim/cluster/node.py).
 """
 from __future__ import annotations
 
@@ -93,6 +95,7 @@ class ControlPlane:
         self.functions = {name: Function(name, mcpu, stable)
                           for name, mcpu in requests_mcpu.items()}
         self.min_scale = int(ccfg["min_scale"])
+        self.limit = ccfg.get("cpu_limit")
         self.by_pod: dict[str, Instance] = {}
         self.dropped: list[tuple] = []      # (function, arrival ns, demand ns)
         self.pod_starts = 0
@@ -112,7 +115,9 @@ class ControlPlane:
         fn.created += 1
         fn.instances.append(inst)
         self.by_pod[inst.pod] = inst
-        commands[node].new_pods.append((inst.pod, fn.name))
+        limit = None if self.limit is None else \
+            fn.cpu_mcpu if self.limit == "request" else int(self.limit)
+        commands[node].new_pods.append((inst.pod, fn.name, limit))
         self.pod_starts += 1
         self.pods_live += 1
         self.pods_peak = max(self.pods_peak, self.pods_live)

@@ -6,10 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sim.api import build_host
+from sim.bandwidth import DEFAULT_CFS_PERIOD, MIN_CFS_QUOTA_PERIOD, NSEC_PER_USEC
 from sim.engine import s_to_ns
 from sim.metrics import HostCounters, IntervalSampler
 from sim.workloads import request_path
 from sim.workloads.common import ForkJoin, apply_cgroup_bandwidth, cgroup_shares
+
+
+CFS_PERIOD_US = DEFAULT_CFS_PERIOD // NSEC_PER_USEC
+MIN_QUOTA_US = MIN_CFS_QUOTA_PERIOD // NSEC_PER_USEC
 
 
 @dataclass
@@ -26,7 +31,7 @@ class Delivery:
 @dataclass
 class Commands:
     """What the control plane tells a node at a window boundary."""
-    new_pods: list = field(default_factory=list)      # (pod id, function)
+    new_pods: list = field(default_factory=list)      # (pod id, function, CPU limit mcpu)
     deliveries: list = field(default_factory=list)    # Delivery
 
 
@@ -69,10 +74,17 @@ class PodWorkload(ForkJoin):
         self.by_cgroup: dict[str, Pod] = {}
         self.touched: set[str] = set()
 
-    def add(self, pod_id: str, function: str) -> None:
+    def add(self, pod_id: str, function: str, limit_mcpu: int | None = None) -> None:
+        """A pod's cgroup; a CPU limit becomes its cpu.max as the kubelet
+        writes it (quota = limit x period / 1000 at the default 100 ms
+        period, at least the kernel's 1 ms), else the workload's own."""
         m = self.machine
         tg = m.create_group(f"{self.parent}/{pod_id}" if self.parent else pod_id, self.shares)
-        apply_cgroup_bandwidth(m, tg, self.cfg)
+        if limit_mcpu is None:
+            apply_cgroup_bandwidth(m, tg, self.cfg)
+        else:
+            m.set_cfs_bandwidth(tg, max(MIN_QUOTA_US, limit_mcpu * CFS_PERIOD_US // 1000),
+                                CFS_PERIOD_US, 0)
         if self.path is not None:
             self.path.add_function(tg)
         pod = Pod(tg, function, self.engine.now, len(self.pods) % m.topology.nr_cpus)
@@ -121,8 +133,8 @@ class NodeSim:
         self.events = 0
 
     def step(self, until_ns: int, commands: Commands) -> NodeReport:
-        for pod_id, function in commands.new_pods:
-            self.pods.add(pod_id, function)
+        for pod_id, function, limit_mcpu in commands.new_pods:
+            self.pods.add(pod_id, function, limit_mcpu)
         for d in commands.deliveries:
             self.engine.call_at(d.at_ns, self.pods.arrive, d)
         self.events += self.engine.run(until_ns)
