@@ -9,7 +9,8 @@ trace gives each function a count of invocations per trace minute; the run
 replays ``duration_s`` seconds of it, one trace minute per ``minute_s``
 simulated seconds (60: real time; smaller compresses the day, keeping its
 shape), starting at ``start_minute`` (null: the window of the day with the
-largest total count, the peak the paper sized the cluster for).  The
+largest total count, the peak the paper sized the cluster for; for the
+synthetic source, the largest expected count).  The
 arrivals of a minute are spread over it by ``c + 1`` gamma(1/burstiness^2)
 spacings (azure2021.spread_counts; burstiness 1 is Poisson given the count).
 
@@ -62,19 +63,29 @@ DIURNAL_PEAK_MINUTE = 840      # 14:00
 PHASE_JITTER_MIN = 120
 
 
-def minute_counts(wcfg, seed: int) -> np.ndarray:
-    """Invocations per trace minute, ``functions`` x 1440, before scaling."""
+def minute_counts(wcfg, seed: int, minutes: int) -> np.ndarray:
+    """Invocations per trace minute of the replayed window, ``functions`` x
+    ``minutes``, before scaling, and the window's first minute."""
     n = int(wcfg["functions"])
     source = wcfg.get("source", "synthetic")
     if source == "synthetic":
         gen = rng(seed, "workload/cluster/rates")
         rates = RATE_MEDIAN_RPS * np.exp(RATE_SIGMA * gen.standard_normal(n))
-        phase = gen.uniform(-PHASE_JITTER_MIN, PHASE_JITTER_MIN, n)
-        minute = np.arange(DAY_MINUTES)[None, :] - DIURNAL_PEAK_MINUTE - phase[:, None]
-        shape = 1.0 + DIURNAL_AMPLITUDE * np.cos(2 * math.pi * minute / DAY_MINUTES)
-        return gen.poisson(rates[:, None] * 60.0 * shape)
+        phase = 2 * math.pi * gen.uniform(-PHASE_JITTER_MIN, PHASE_JITTER_MIN, n) / DAY_MINUTES
+        day = 2 * math.pi * (np.arange(DAY_MINUTES) - DIURNAL_PEAK_MINUTE) / DAY_MINUTES
+        # the expected total per minute, sum_i r_i (1 + A cos(day - phase_i)), by
+        # cos(a - b) = cos a cos b + sin a sin b: O(n + minutes of a day), so
+        # the busiest window is found without an n x 1440 matrix
+        total = rates.sum() + DIURNAL_AMPLITUDE * (np.cos(day) * (rates * np.cos(phase)).sum()
+                                                   + np.sin(day) * (rates * np.sin(phase)).sum())
+        start = window(total, minutes, wcfg.get("start_minute"))
+        shape = 1.0 + DIURNAL_AMPLITUDE * np.cos(day[None, start:start + minutes]
+                                                 - phase[:, None])
+        return gen.poisson(rates[:, None] * 60.0 * shape), start
     if source == "azure2019":
-        return _recorded_counts(wcfg["source_path"], n, seed)
+        counts = _recorded_counts(wcfg["source_path"], n, seed)
+        start = window(counts.sum(axis=0), minutes, wcfg.get("start_minute"))
+        return counts[:, start:start + minutes], start
     raise ValueError(f"workload.source = {source!r}: choose from {', '.join(SOURCES)}")
 
 
@@ -106,15 +117,16 @@ def _path(path) -> Path:
     return Path(path)
 
 
-def window(counts: np.ndarray, minutes: int, start_minute) -> int:
-    """First trace minute of the replayed window (the busiest, if not given)."""
+def window(per_minute: np.ndarray, minutes: int, start_minute) -> int:
+    """First trace minute of the replayed window: ``start_minute``, or the
+    window with the largest total of ``per_minute`` (1440 values)."""
     if start_minute is not None:
         start = int(start_minute)
         if not 0 <= start <= DAY_MINUTES - minutes:
             raise ValueError(f"workload.start_minute = {start}: must be in "
                              f"[0, {DAY_MINUTES - minutes}] for {minutes} replayed minutes")
         return start
-    total = np.concatenate(([0], np.cumsum(counts.sum(axis=0))))
+    total = np.concatenate(([0], np.cumsum(per_minute)))
     sums = total[minutes:] - total[:-minutes]
     return int(np.argmax(sums))
 
@@ -131,9 +143,7 @@ def generate(wcfg, seed: int, duration_s: float) -> pa.Table:
     if minutes > DAY_MINUTES:
         raise ValueError(f"duration_s = {duration_s} replays {minutes} trace minutes at "
                          f"workload.minute_s = {minute_s}; a day has {DAY_MINUTES}")
-    counts = minute_counts(wcfg, seed)
-    start = window(counts, minutes, wcfg.get("start_minute"))
-    counts = counts[:, start:start + minutes]
+    counts, start = minute_counts(wcfg, seed, minutes)
     mean_s = float(wcfg["mean_service_s"])
     peak = counts.sum(axis=0).max() * mean_s / minute_s
     if peak <= 0:
