@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import NullFormatter
+from matplotlib.ticker import MaxNLocator, NullFormatter
 
 from results.compare import Comparison, compare, display_unit, table_cells, table_title
 from results.readers import Results, open_results
@@ -292,11 +292,16 @@ def cluster_sizing(results: Results, summary: pd.DataFrame, colors: dict) -> lis
         return [section]
     fig = Figure(figsize=(7, 4))
     ax = fig.add_subplot()
+    seeds = sorted(runs["seed"].unique().tolist())
     for _, r in runs[runs["run_id"].isin(tried)].iterrows():
         frame = tried[r["run_id"]].sort_values("nodes")
-        ax.plot(frame["nodes"], frame["latency_p99_s"], marker="o", color=colors.get(r["policy"]),
+        # seeds of one policy share its colour: tell them apart by line and marker
+        k = seeds.index(r["seed"])
+        ax.plot(frame["nodes"], frame["latency_p99_s"], color=colors.get(r["policy"]),
+                marker="osd^v<>"[k % 7], ls=("-", "--", ":", "-.")[k % 4],
                 label=f"{r['policy']} seed {r['seed']}")
     ax.axhline(float(runs["slo_s"].iloc[0]), color="grey", ls="--", lw=1, label="slo_s")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("nodes")
     ax.set_ylabel("p99 latency (s)")
     ax.grid(True, alpha=0.3)
