@@ -114,6 +114,8 @@ class WorkerPoolWorkload:
     capacity: int = MISSING
     working_set_kb: int = MISSING
     nice: int = MISSING
+    clients: Optional[int] = None  # null: open loop at rate_rps; N: N closed-loop clients
+    think_s: float = 0.0  # closed loop: a client's pause between response and next request
 
 
 @dataclass
@@ -170,8 +172,6 @@ class EbizzyWorkload(PeriodicWorkload):
 class WebserverWorkload(WorkerPoolWorkload):
     """Seed 000's server (sim/workloads/webserver.py): batched accept thread,
     bounded app queue (capacity), worker pool."""
-    clients: Optional[int] = None  # null: open loop at rate_rps; N: N closed-loop clients
-    think_s: float = MISSING  # closed loop: a client's pause between response and next request
     backlog: int = MISSING  # listen backlog: connections waiting to be accepted
     batch_size: int = MISSING  # connections per batch handed to the queue
     batch_window_ms: float = MISSING  # a batch is handed over at most this long after its first

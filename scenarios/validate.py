@@ -403,6 +403,9 @@ def _check_worker_pool(c: _Checks) -> None:
     c.within("workload.nice", NICE_RANGE)
     c.at_least("workload.workers", 1)
     c.at_least("workload.capacity", 0)
+    if c.get("workload.clients") is not None:
+        c.at_least("workload.clients", 1)
+    c.at_least("workload.think_s", 0)
 
 
 def _check_resctl(c: _Checks) -> None:
@@ -533,12 +536,9 @@ def _check_ebizzy(c: _Checks) -> None:
 
 def _check_webserver(c: _Checks) -> None:
     _check_worker_pool(c)
-    clients = c.get("workload.clients")
-    if clients is not None:
-        c.at_least("workload.clients", 1)
+    if c.get("workload.clients") is not None:
         c.require("workload.trace_file", c.get("workload.trace_file") is None,
                   "replays open-loop arrivals; set workload.clients = null to use it")
-    c.at_least("workload.think_s", 0)
     c.at_least("workload.backlog", 1)
     c.at_least("workload.batch_size", 1)
     c.at_least("workload.batch_window_ms", 0)

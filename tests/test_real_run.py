@@ -179,3 +179,26 @@ def test_a_scheduler_the_kernel_does_not_run_is_refused(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"scheduler={other}" in err and f"pass scheduler={SCHED}" in err
     assert not out.exists()
+
+
+def test_worker_pool_under_closed_loop_clients(tmp_path):
+    # 3 clients, 10 ms requests, 50 ms think: at most N / (S + Z) = 50 req/s,
+    # less by whatever the host adds to S; the simulator runs the same clients
+    out = tmp_path / f"rt-{os.getpid()}-closed"
+    args = ["host=this-vm", f"scheduler={SCHED}", "workload=worker_pool",
+            "workload.clients=3", "workload.think_s=0.05", "workload.workers=3",
+            "workload.service=det", "workload.mean_service_s=0.01", "duration_s=4",
+            "warmup_s=1", "backend.lateness_action=flag"]
+    assert main(["run", "backend=real", *args, f"output_dir={out}"]) == 0
+    assert main(["run", *args[:-1], f"output_dir={out}-sim"]) == 0
+    assert not _ours(out.name)
+    real, sim = read_run_dir(out), read_run_dir(f"{out}-sim")
+    assert not (out / "trace.parquet").exists()      # a closed loop has no trace
+    r = real.summary.to_pylist()[0]
+    req = real.requests.to_pandas()
+    assert r["n_dropped"] == 0 and r["n_unfinished"] <= 3     # one in flight per client
+    assert np.allclose(req.cpu_measured_s, 0.01, atol=0.002)
+    assert (req.latency_s >= 0.01 - 1e-4).all()
+    bound = 3 / (0.01 + 0.05)
+    assert 0.5 * bound <= r["throughput_rps"] <= 1.02 * bound
+    assert sim.summary.to_pylist()[0]["throughput_rps"] == pytest.approx(bound, rel=0.03)

@@ -109,3 +109,27 @@ def test_slice_length_at_hz(n):
     slice_s = max(0.006 / n, 0.00075)
     expected = 1 / (np.ceil(slice_s / tick - 1e-9) * tick)
     assert machine.rqs[0].nr_switches / 10.0 == pytest.approx(expected, rel=0.02)
+
+
+def _closed_loop(clients: int, workers: int, cores: int, service_s: float, think_s: float,
+                 duration_s: float = 30.0):
+    cfg = make_cfg(worker_pool(workers=workers, rate_rps=1.0, mean_service_s=service_s,
+                               clients=clients, think_s=think_s, service="exp"),
+                   cores=cores, duration_s=duration_s, warmup_s=5.0)
+    return simulate(cfg).summary.to_pylist()[0]
+
+
+def test_closed_loop_throughput_is_clients_over_cycle_time():
+    # as many workers and CPUs as clients: no queueing, response = service,
+    # so the interactive response-time law gives X = N / (S + Z)
+    s = _closed_loop(clients=3, workers=3, cores=3, service_s=0.05, think_s=0.15)
+    assert s["throughput_rps"] == pytest.approx(3 / 0.2, rel=0.06)
+    assert s["latency_mean_s"] == pytest.approx(0.05, rel=0.08)
+
+
+def test_closed_loop_on_one_worker_is_the_machine_repairman():
+    # N clients, one server, exponential service and fixed think time: the
+    # server is never idle when N S >> Z, so X -> 1 / S and R -> N S - Z
+    s = _closed_loop(clients=8, workers=1, cores=1, service_s=0.02, think_s=0.02)
+    assert s["throughput_rps"] == pytest.approx(1 / 0.02, rel=0.06)
+    assert s["latency_mean_s"] == pytest.approx(8 * 0.02 - 0.02, rel=0.1)

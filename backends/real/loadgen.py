@@ -223,7 +223,8 @@ def closed_loop(workers: list, client_worker, demand: list, think: list, t0_ns: 
     ``demand[c].sample_ns()`` ns (``threads`` threads each), the first at
     t0, each next one ``think[c].sample_ns()`` after the previous one's
     response, until ``t0_ns + end_ns``; nothing is sent at or after the end.
-    ``on_done(id, Done)`` is called as completions are read."""
+    ``on_done(id, Done, due_ns)`` is called as completions are read
+    (``due_ns``: when the request was scheduled, relative to t0)."""
     client_of: list[int] = []
     due: list[int] = []
     dispatch: list[int] = []
@@ -250,7 +251,7 @@ def closed_loop(workers: list, client_worker, demand: list, think: list, t0_ns: 
             done[msg.id] = msg
             at = msg.end_ns
             if on_done is not None:
-                on_done(msg.id, msg)
+                on_done(msg.id, msg, due[msg.id])
         in_flight -= 1
         c = client_of[msg.id]
         heapq.heappush(ready, (at - t0_ns + think[c].sample_ns(), c))

@@ -125,6 +125,8 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
     wname = cfg["workload"]["name"]
     periodic = wname in PERIODIC
     pooled = wname in POOLED
+    # a pool driven by closed-loop clients: no trace, loadgen.closed_loop
+    closed = pooled and cfg["workload"].get("clients") is not None
     if not periodic and wname not in SUPPORTED and not (cfg["workload"].get("trace_file")
                                                         and "functions" in cfg["workload"]):
         raise RealRunError(f"workload={wname} is not supported by backend=real yet; it runs "
@@ -143,6 +145,9 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
         trace = _empty_trace()
         parent = ""
         fn_names = [g["name"] for g in groups]
+    elif closed:
+        trace = _empty_trace()
+        parent = ""
     else:
         if trace is None:
             from backends.real.trace import trace_for_real
@@ -155,10 +160,10 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
                           key=lambda s: (len(s), s))
         if w["name"] == "poisson" and not w.get("trace_file"):
             fn_names = [f"func-{i}" for i in range(int(w["functions"]))]
-        if pooled:
-            # one server cgroup, as sim/workloads/worker_pool.py makes it
-            from sim.workloads.worker_pool import NAME
-            parent, fn_names = "", [NAME]
+    if pooled:
+        # one server cgroup, as sim/workloads/worker_pool.py makes it
+        from sim.workloads.worker_pool import NAME
+        parent, fn_names = "", [NAME]
     cgroups = [f"/{parent}/{f}" if parent else f"/{f}" for f in fn_names]
 
     try:
@@ -309,8 +314,15 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
         if periodic:
             for wp in workers:
                 wp.go(t0)
-        res = replay(arrival_ns, worker_of_row, demand_ns, threads, workers, t0, duration_ns,
-                     timers, on_done, spin_ns=int(b["spin_us"]) * 1000)
+        if closed:
+            res = _closed_loop(cfg, workers, t0, duration_ns, timers, host, cgroups[0],
+                               controller, int(b["spin_us"]) * 1000)
+            arrival_ns, demand_ns = res.due_ns, res.demand_ns
+            fn_col = np.full(len(arrival_ns), fn_names[0], dtype=object)
+            worker_of_row = np.zeros(len(arrival_ns), dtype=np.int64)
+        else:
+            res = replay(arrival_ns, worker_of_row, demand_ns, threads, workers, t0,
+                         duration_ns, timers, on_done, spin_ns=int(b["spin_us"]) * 1000)
         sampler.sample(time.monotonic_ns() - t0, final=True)
         os.sched_setaffinity(0, old_affinity)
         perf_samples = None
@@ -379,7 +391,26 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
     if controller is not None:
         for column, value in controller.summary().items():
             summary = summary.append_column(column, pa.array([value]))
-    return RealResult(summary, requests, intervals, cfg, trace)
+    # a closed loop's arrivals came from the responses: there is no trace to replay
+    return RealResult(summary, requests, intervals, cfg, None if closed else trace)
+
+
+def _closed_loop(cfg, workers, t0, duration_ns, timers, host, cgroup, controller, spin_ns):
+    """``clients`` closed-loop clients on the pool (as sim/workloads/worker_pool.py):
+    each client its own seeded demand and (fixed) think-time streams."""
+    from backends.real.loadgen import client_samplers, closed_loop
+    w, seed = cfg["workload"], int(cfg.get("seed", 0))
+    clients = int(w["clients"])
+    demand = client_samplers(clients, w.get("service", "exp"), float(w["mean_service_s"]),
+                             seed, "demand", float(w.get("service_sigma", 1.0)))
+    think = client_samplers(clients, "det", float(w.get("think_s") or 0.0), seed, "think")
+
+    def on_done(rid, d, due_ns):
+        if controller is not None:
+            end_s = (d.end_ns - t0) / NS
+            host.push_completed(cgroup, end_s - due_ns / NS, end_s)
+    return closed_loop(workers, [0] * clients, demand, think, t0, duration_ns,
+                       timers=timers, on_done=on_done, spin_ns=spin_ns)
 
 
 def _controller(cfg):

@@ -83,14 +83,12 @@ def arrival_trace(cfg, seed: int, duration_s: float) -> pa.Table | None:
 class WebserverWorkload(WorkerPoolWorkload):
     def __init__(self, cfg, machine, recorder, trace: pa.Table | None = None):
         super().__init__(cfg, machine, recorder)
-        self.clients = cfg.get("clients")
         if cfg.get("trace_file"):
             trace = read_trace(cfg["trace_file"])
         if trace is not None and self.clients is not None:
             raise ValueError("workload webserver: a trace replays open-loop arrivals; "
                              "set workload.clients = null to replay it")
         self.trace = trace
-        self.think_ns = s_to_ns(float(cfg.get("think_s", 0.0)))
         self.backlog_cap = int(cfg.get("backlog", 512))
         self.batch_size = int(cfg.get("batch_size", 1))
         self.window_ns = int(round(float(cfg.get("batch_window_ms", 0.0)) * NSEC_PER_MSEC))
@@ -106,10 +104,7 @@ class WebserverWorkload(WorkerPoolWorkload):
 
     # --- load --------------------------------------------------------------------------
     def start(self):
-        if self.clients is not None:
-            for _ in range(int(self.clients)):
-                self._client_request()
-        elif self.trace is not None:
+        if self.clients is None and self.trace is not None:
             t = self.trace.sort_by("arrival_s")
             self.rows = list(zip(
                 np.rint(t.column("arrival_s").to_numpy() * NSEC_PER_SEC).astype(np.int64).tolist(),
@@ -130,17 +125,6 @@ class WebserverWorkload(WorkerPoolWorkload):
             self.receive(req)
         if self.next_row < len(rows):
             self.engine.call_at(rows[self.next_row][0], self._replay)
-
-    def _client_request(self):
-        req = Request(NAME, self.tg.name, self.engine.now, self.service.sample_ns())
-        self.recorder.request_arrived(req)
-        self.receive(req)
-
-    def request_done(self, req, retry_ns: int | None = None) -> None:
-        super().request_done(req)
-        if self.clients is not None:
-            self.engine.call_later(self.think_ns if retry_ns is None else retry_ns,
-                                   self._client_request)
 
     # --- listen backlog and accept thread ------------------------------------------------
     def receive(self, req):

@@ -2,12 +2,18 @@
 a FIFO queue of at most ``capacity`` waiting requests (arrivals to a full
 queue are dropped and counted); ``workers`` threads serve it.  Worker
 threads are spawned on first demand, then block on the queue when it is
-empty, so the system is M/G/c/K with K = workers + capacity."""
+empty, so the system is M/G/c/K with K = workers + capacity.
+
+With ``clients`` set, the load is that many closed-loop clients instead:
+each sends its first request at time 0 and its next one ``think_s`` (fixed)
+after the response, or the drop, of its last (the machine-repairman model;
+the real backend's load generator drives its worker pool the same way,
+backends/real/loadgen.py closed_loop)."""
 from __future__ import annotations
 
 from collections import deque
 
-from sim.engine import NSEC_PER_SEC
+from sim.engine import NSEC_PER_SEC, s_to_ns
 from sim.task import BURST_BLOCK, Request
 from sim.workloads.common import ServiceTime, cgroup_shares
 
@@ -32,9 +38,21 @@ class WorkerPoolWorkload:
         self.queue: deque[Request] = deque()
         self.idle: deque = deque()
         self.spawned = 0
+        self.clients = cfg.get("clients")
+        self.think_ns = s_to_ns(float(cfg.get("think_s") or 0.0))
 
     def start(self):
-        self.engine.call_later(int(self.arrivals.exponential(self.mean_gap_ns)), self._arrive)
+        if self.clients is not None:
+            for _ in range(int(self.clients)):
+                self._client_request()
+        else:
+            self.engine.call_later(int(self.arrivals.exponential(self.mean_gap_ns)),
+                                   self._arrive)
+
+    def _client_request(self):
+        req = Request(NAME, self.tg.name, self.engine.now, self.service.sample_ns())
+        self.recorder.request_arrived(req)
+        self.receive(req)
 
     def _arrive(self):
         req = Request(NAME, self.tg.name, self.engine.now, self.service.sample_ns())
@@ -81,9 +99,13 @@ class WorkerPoolWorkload:
         self.idle.append(w)
         return BURST_BLOCK
 
-    def request_done(self, req) -> None:
-        """Completed or dropped (closed-loop clients hear of both)."""
+    def request_done(self, req, retry_ns: int | None = None) -> None:
+        """Completed or dropped: a closed-loop client hears of both and sends
+        its next request ``think_s`` later (or ``retry_ns``)."""
         self.recorder.request_done(req)
+        if self.clients is not None:
+            self.engine.call_later(self.think_ns if retry_ns is None else retry_ns,
+                                   self._client_request)
 
 
 WORKLOAD = WorkerPoolWorkload
