@@ -1,6 +1,6 @@
 """`colosim run backend=real` end to end on this machine (root, cgroup
 cpu/cpuacct/cpuset, perf, gcc).  Marked ``hardware``; skips with the reason
-when the host cannot run it.  About 15 s."""
+when the host cannot run it.  About 35 s."""
 import os
 import shutil
 
@@ -23,7 +23,7 @@ if REASON:
 
 SCHED = detect.fair_scheduler() if not REASON else "eevdf"
 BASE = ["host=this-vm", f"scheduler={SCHED}", "workload=poisson", "workload.functions=4",
-        "duration_s=5", "warmup_s=1", "seed=1"]
+        "duration_s=10", "warmup_s=1", "seed=1"]   # the issue's 10-second replay
 
 
 def _ours(name):
@@ -53,7 +53,7 @@ def test_every_request_is_accounted_for_and_latencies_cover_demand(real_run):
     assert not m.demand_s.isna().any()
     assert np.allclose(m.cpu_demand_s, m.demand_s, atol=1e-9)
     assert (req.latency_s >= req.cpu_demand_s / m.threads).all()
-    assert (req.end_s <= 5.0).all() and (req.start_s >= req.arrival_s - 1e-3).all()
+    assert (req.end_s <= 10.0).all() and (req.start_s >= req.arrival_s - 1e-3).all()
     # the worker spins until its thread CPU time reaches the demand: never
     # less, and beyond it only by the last loop turn (rarely more, when the
     # thread is interrupted inside it on this shared machine)
@@ -70,7 +70,7 @@ def test_lateness_and_perf_counts_are_reported(real_run):
         s["loadgen_lateness_max_s"]
     assert isinstance(s["loadgen_ok"], bool)
     assert s["perf_status"] == "ok" and s["ctx_switches"] > 0 and s["migrations"] is not None
-    assert s["ctx_switch_rate_per_s"] == pytest.approx(s["ctx_switches"] / 4.0)
+    assert s["ctx_switch_rate_per_s"] == pytest.approx(s["ctx_switches"] / 9.0)   # after warmup
     # what the real host cannot measure stays missing
     assert np.isnan(s["sched_overhead_frac"]) and np.isnan(s["ctx_switch_cost_mean_us"])
     assert s["sim_events"] is None
@@ -89,7 +89,7 @@ def test_intervals_have_the_simulators_columns(real_run, tmp_path):
     assert cg == set(sim.column("cgroup").to_pylist())
     iv = real.to_pandas()
     fn = iv[iv.cgroup == "/faas.slice/func-0"]
-    assert len(fn) == 5 and fn.usage_s.sum() > 0
+    assert len(fn) == 10 and fn.usage_s.sum() > 0
     # same config, same requests: the simulator and the real run side by side
     sreq = read_run_dir(sim_out).requests.to_pandas()
     assert set(sreq.arrival_s) <= set(pq.read_table(real_run / "trace.parquet")
