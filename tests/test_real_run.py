@@ -202,3 +202,27 @@ def test_worker_pool_under_closed_loop_clients(tmp_path):
     bound = 3 / (0.01 + 0.05)
     assert 0.5 * bound <= r["throughput_rps"] <= 1.02 * bound
     assert sim.summary.to_pylist()[0]["throughput_rps"] == pytest.approx(bound, rel=0.03)
+
+
+@pytest.mark.parametrize("controller, keys, column", [
+    ("vpa", ["controller.interval_s=0.25", "controller.recommender_interval_s=0.5",
+             "controller.update_interval_s=1"], "vpa_target_mcpu_mean"),
+    ("catcloud", ["controller.interval_s=0.005"], "catcloud_cpu_max_writes"),
+])
+def test_controllers_drive_real_cpu_max(tmp_path, controller, keys, column):
+    # the same controller objects as in the simulator, on the wall clock: a
+    # periodic thread (10 ms run, 30 ms sleep) gets a cpu.max they computed
+    out = tmp_path / f"rt-{os.getpid()}-{controller}"
+    assert main(["run", "backend=real", "host=this-vm", f"scheduler={SCHED}",
+                 "workload=periodic", "workload.threads=1", "workload.run_ms=10",
+                 "workload.sleep_ms=30", "duration_s=4", "warmup_s=0.5",
+                 f"controller={controller}", *keys, f"output_dir={out}"]) == 0
+    assert not _ours(out.name)
+    run = read_run_dir(out)
+    s = run.summary.to_pylist()[0]
+    assert s["controllers"] == controller and s[column] > 0
+    iv = run.intervals.to_pandas()
+    limited = iv[iv.quota_us.notna() & (iv.cgroup != "/")]
+    assert not limited.empty                       # a real cpu.max was in force
+    if controller == "catcloud":
+        assert s["catcloud_tracer"] == "userspace-approximation"
