@@ -135,7 +135,7 @@ def test_queue_proxy_threads_are_reused_and_capped_at_the_cpus():
     wl.start()
     engine.run(s_to_ns(1.0))
     pod = next(iter(wl.path.pods.values()))
-    assert pod.nr_threads == 1 and len(pod.idle) == 1
+    assert pod.proxy.nr_threads == 1 and len(pod.proxy.idle) == 1
     burst = make_trace(["f"] * 5, [0.1] * 5, [0.001] * 5, [1] * 5)
     res = _run(burst)
     lat = sorted(r["latency_s"] for r in res.requests.to_pylist())
@@ -145,7 +145,7 @@ def test_queue_proxy_threads_are_reused_and_capped_at_the_cpus():
     wl.start()
     engine.run(s_to_ns(1.0))
     pod = next(iter(wl.path.pods.values()))
-    assert pod.nr_threads == 1 and not pod.backlog and not pod.jobs
+    assert pod.proxy.nr_threads == 1 and not pod.proxy.backlog and not pod.proxy.jobs
 
 
 def test_resctl_closed_loop_through_the_pod():

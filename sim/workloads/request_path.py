@@ -83,6 +83,10 @@ PROXY_OUT_US = 100.0
 _IN, _OUT = 0, 1
 
 
+def _ns(us: float) -> int:
+    return int(round(us * NSEC_PER_USEC))
+
+
 def check(cfg) -> str:
     """The config's request path (default direct); ValueError if unknown."""
     kind = str(cfg.get("request_path") or DIRECT)
@@ -106,16 +110,71 @@ def build(cfg, workload):
 
 
 class Pod:
-    __slots__ = ("tg", "qp", "user", "idle", "jobs", "nr_threads", "backlog")
+    __slots__ = ("tg", "user", "proxy", "api", "runner")
 
-    def __init__(self, tg, qp, user):
+    def __init__(self, tg, user):
         self.tg = tg                  # the pod cgroup (the function's cgroup)
-        self.qp = qp                  # <pod>/queue-proxy
         self.user = user              # <pod>/user-container
-        self.idle: list = []          # queue-proxy threads asleep in the netpoller
-        self.jobs: dict = {}          # queue-proxy thread -> (request, hop) it runs
+        self.proxy = None             # queue-proxy's ThreadPool
+        self.api = None               # bentoml: the API server's ThreadPool
+        self.runner = None            # bentoml: the Runner
+
+
+class ThreadPool:
+    """The threads of one container that serve a request path's hops: they
+    sleep between hops and are reused (most recently idle first); at most
+    ``cap`` exist, so a hop that finds them all busy waits in ``backlog`` and
+    the next thread to finish takes it without sleeping."""
+
+    __slots__ = ("path", "pod", "tg", "name", "cap", "idle", "jobs", "nr_threads", "backlog")
+
+    def __init__(self, path, pod, tg, name: str, cap: int):
+        self.path = path
+        self.pod = pod
+        self.tg = tg
+        self.name = name
+        self.cap = cap
+        self.idle: list = []          # threads asleep (Go's netpoller, an event loop's epoll)
+        self.jobs: dict = {}          # thread -> (request, hop) it runs
         self.nr_threads = 0
-        self.backlog: deque = deque()  # hops waiting for a queue-proxy thread
+        self.backlog: deque = deque()  # hops waiting for a thread
+
+    def submit(self, req, hop: int, hint: int) -> int:
+        """Wake an idle thread for the hop, start a new one, or queue the
+        hop; returns the CPU the thread was placed on (``hint`` if queued)."""
+        path = self.path
+        m = path.machine
+        if self.idle:
+            t = self.idle.pop()
+            t.request = req
+            t.remaining = path.cost_ns[hop]
+            self.jobs[t] = (req, hop)
+            m.wake_up(t)
+            return t.cpu
+        if self.nr_threads < self.cap:
+            self.nr_threads += 1
+            t = m.new_task(f"{req.function}/{self.name}", self.tg, path.wl.nice,
+                           path.cost_ns[hop], path.wl.ws_bytes, self, req)
+            self.jobs[t] = (req, hop)
+            m.wake_up_new_task(t, hint)
+            return t.cpu
+        self.backlog.append((req, hop))
+        return hint
+
+    def burst_done(self, task):
+        req, hop = self.jobs.pop(task)
+        self.path.hop_done(self.pod, req, hop, task.cpu)
+        if self.backlog:
+            nxt, nhop = self.backlog.popleft()
+            if nxt.start < 0:
+                nxt.start = self.path.engine.now
+            task.request = nxt
+            task.remaining = self.path.cost_ns[nhop]
+            self.jobs[task] = (nxt, nhop)
+            return 0
+        task.request = None
+        self.idle.append(task)
+        return BURST_BLOCK
 
 
 class KnativePath:
@@ -125,20 +184,19 @@ class KnativePath:
         self.wl = workload
         self.machine = workload.machine
         self.engine = workload.machine.engine
-        self.cost_ns = (int(round(PROXY_IN_US * NSEC_PER_USEC)),
-                        int(round(PROXY_OUT_US * NSEC_PER_USEC)))
-        self.max_threads = self.machine.topology.nr_cpus   # GOMAXPROCS
+        self.cost_ns = {_IN: _ns(PROXY_IN_US), _OUT: _ns(PROXY_OUT_US)}
         self.pods: dict = {}          # pod cgroup -> Pod
-        self.by_group: dict = {}      # container cgroup -> Pod
+        self.by_user: dict = {}       # user-container cgroup -> Pod
 
     def add_function(self, tg) -> Pod:
         """The containers' cgroups of the pod whose cgroup is ``tg``."""
         m = self.machine
-        pod = Pod(tg, m.create_group(f"{tg.name}/{QUEUE_PROXY}"),
-                  m.create_group(f"{tg.name}/{USER_CONTAINER}"))
+        qp = m.create_group(f"{tg.name}/{QUEUE_PROXY}")
+        pod = Pod(tg, m.create_group(f"{tg.name}/{USER_CONTAINER}"))
+        # GOMAXPROCS: as many threads run Go code as the host has CPUs
+        pod.proxy = ThreadPool(self, pod, qp, QUEUE_PROXY, m.topology.nr_cpus)
         self.pods[tg] = pod
-        self.by_group[pod.qp] = pod
-        self.by_group[pod.user] = pod
+        self.by_user[pod.user] = pod
         return pod
 
     def fork_request(self, name: str, tg, demand: int, k: int, hint: int,
@@ -149,55 +207,24 @@ class KnativePath:
         req = Request(name, tg.name, self.engine.now if arrival is None else arrival, demand)
         self.wl.recorder.request_arrived(req)
         req.pending = k
-        return self._proxy(self.pods[tg], req, _IN, hint)
+        return self.pods[tg].proxy.submit(req, _IN, hint)
 
-    def _proxy(self, pod: Pod, req, hop: int, hint: int) -> int:
-        """Hand a hop to a queue-proxy thread: wake an idle one, start a new
-        one, or leave it queued for the next one to finish."""
-        m = self.machine
-        if pod.idle:
-            t = pod.idle.pop()
-            t.request = req
-            t.remaining = self.cost_ns[hop]
-            pod.jobs[t] = (req, hop)
-            m.wake_up(t)
-            return t.cpu
-        if pod.nr_threads < self.max_threads:
-            pod.nr_threads += 1
-            t = m.new_task(f"{req.function}/{QUEUE_PROXY}", pod.qp, self.wl.nice,
-                           self.cost_ns[hop], self.wl.ws_bytes, self, req)
-            pod.jobs[t] = (req, hop)
-            m.wake_up_new_task(t, hint)
-            return t.cpu
-        pod.backlog.append((req, hop))
-        return hint
-
-    def burst_done(self, task):
-        pod = self.by_group[task.tg]
-        if task.tg is pod.user:
-            req = task.request
-            req.pending -= 1
-            if req.pending == 0:
-                self._proxy(pod, req, _OUT, task.cpu)
-            return BURST_EXIT
-        req, hop = pod.jobs.pop(task)
+    def hop_done(self, pod: Pod, req, hop: int, cpu: int) -> None:
+        """A pool thread finished ``hop`` of ``req`` on ``cpu``: start the next."""
         if hop == _IN:
-            fork_threads(self.machine, req, pod.user, self.wl.nice, self.wl.ws_bytes, self,
-                         task.cpu)
+            fork_threads(self.machine, req, pod.user, self.wl.nice, self.wl.ws_bytes, self, cpu)
         else:
             req.end = self.engine.now
             self.wl.request_done(req)
-        if pod.backlog:
-            nxt, nhop = pod.backlog.popleft()
-            if nxt.start < 0:
-                nxt.start = self.engine.now
-            task.request = nxt
-            task.remaining = self.cost_ns[nhop]
-            pod.jobs[task] = (nxt, nhop)
-            return 0
-        task.request = None
-        pod.idle.append(task)
-        return BURST_BLOCK
+
+    def burst_done(self, task):
+        """A user-container thread exits; the last of a request's hands the
+        response to queue-proxy."""
+        req = task.request
+        req.pending -= 1
+        if req.pending == 0:
+            self.by_user[task.tg].proxy.submit(req, _OUT, task.cpu)
+        return BURST_EXIT
 
 
 class WorkerPath:
