@@ -318,10 +318,11 @@ class BentoPath(KnativePath):
             cpus = min(cpus, -(-bandwidth[0] // bandwidth[1]))
         self.api_workers = int(key("api_workers", cpus))
         self.torch_threads = int(key("torch_threads", cpus))
-        if min(self.max_batch, self.api_workers, self.torch_threads) < 1 \
-                or self.max_latency_ns <= 0:
-            raise ValueError("workload.max_batch_size, api_workers, torch_threads and "
-                             "max_latency_ms must be >= 1")
+        if min(self.max_batch, self.api_workers, self.torch_threads) < 1:
+            raise ValueError("workload.max_batch_size, api_workers and torch_threads "
+                             "must be >= 1")
+        if self.max_latency_ns <= 0:
+            raise ValueError("workload.max_latency_ms must be > 0")
 
     def add_function(self, tg) -> Pod:
         pod = super().add_function(tg)
