@@ -55,7 +55,7 @@ container, each hand-off a wake-up:
    writes the response (``api_out_us``) to queue-proxy.
 
 All these threads are reused.  Null keys take BentoML's defaults
-(sim/workloads/request_path.py's constants cite them); the request's
+(the constants below cite them); the request's
 ``threads_per_request`` is not used, PyTorch's threads are the parallelism.
 Not modelled: the dispatcher holding requests while the model is free
 (BentoML's cork rule does so only while the recent mean wait exceeds the
