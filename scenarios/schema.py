@@ -90,12 +90,25 @@ class FunctionsWorkload:
     # the hops of a request (sim/workloads/request_path.py): direct (threads
     # forked in the function cgroup) | knative (a pod: queue-proxy in, the
     # user container, queue-proxy out, each in its container's cgroup) |
+    # bentoml (knative's pod running a BentoML service: API server, the
+    # runner's batching dispatcher, PyTorch's threads) |
     # worker (the real backend's native worker: a dispatcher thread per cgroup)
     request_path: str = "direct"
     # worker path: dispatcher CPU per request and per thread it creates
     # (null: the calibration profile's worker_dispatch_us, worker_thread_us)
     dispatch_us: Optional[float] = None
     thread_us: Optional[float] = None
+    # bentoml path (null: the defaults in sim/workloads/request_path.py):
+    # API server CPU per request in and out, runner event loop CPU per pass,
+    # BentoML's runners.batching.max_batch_size and max_latency_ms, API
+    # server workers and torch.set_num_threads (null: the container's CPUs)
+    api_us: Optional[float] = None
+    api_out_us: Optional[float] = None
+    batch_us: Optional[float] = None
+    max_batch_size: Optional[int] = None
+    max_latency_ms: Optional[float] = None
+    api_workers: Optional[int] = None
+    torch_threads: Optional[int] = None
 
 
 @dataclass

@@ -386,6 +386,13 @@ def _check_functions(c: _Checks) -> None:
     c.within("workload.nice", NICE_RANGE)
     c.cgroup_name("workload.parent_cgroup")
     c.one_of("workload.request_path", REQUEST_PATHS)
+    # the bentoml path's keys (null: its defaults)
+    for key, low in (("api_us", 0), ("api_out_us", 0), ("batch_us", 0), ("max_batch_size", 1),
+                     ("api_workers", 1), ("torch_threads", 1)):
+        if c.get(f"workload.{key}") is not None:
+            c.at_least(f"workload.{key}", low)
+    if c.get("workload.max_latency_ms") is not None:
+        c.positive("workload.max_latency_ms")
 
 
 def _check_poisson(c: _Checks) -> None:
@@ -619,7 +626,7 @@ def _check_backend(c: _Checks) -> None:
     path = c.get("workload.request_path")
     c.require("workload.request_path", path in (None, "direct", "worker"),
               "backend=real runs its native worker (direct and worker are that same "
-              "path; knative is simulated)", path)
+              "path; knative and bentoml are simulated)", path)
 
 
 def _check_cluster(c: _Checks) -> None:

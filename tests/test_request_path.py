@@ -135,7 +135,7 @@ def test_queue_proxy_threads_are_reused_and_capped_at_the_cpus():
     wl.start()
     engine.run(s_to_ns(1.0))
     pod = next(iter(wl.path.pods.values()))
-    assert pod.nr_threads == 1 and len(pod.idle) == 1
+    assert pod.proxy.nr_threads == 1 and len(pod.proxy.idle) == 1
     burst = make_trace(["f"] * 5, [0.1] * 5, [0.001] * 5, [1] * 5)
     res = _run(burst)
     lat = sorted(r["latency_s"] for r in res.requests.to_pylist())
@@ -145,7 +145,7 @@ def test_queue_proxy_threads_are_reused_and_capped_at_the_cpus():
     wl.start()
     engine.run(s_to_ns(1.0))
     pod = next(iter(wl.path.pods.values()))
-    assert pod.nr_threads == 1 and not pod.backlog and not pod.jobs
+    assert pod.proxy.nr_threads == 1 and not pod.proxy.backlog and not pod.proxy.jobs
 
 
 def test_resctl_closed_loop_through_the_pod():
@@ -238,3 +238,124 @@ def test_worker_dispatch_defaults_to_the_calibration_profile():
     lat = [r["latency_s"] for r in _worker(_spaced(), calibration=ideal, thread_us=0.0)
            .requests.to_pylist()]
     assert lat == pytest.approx([150e-6 + 0.002] * 20, abs=1e-9)
+
+
+# ``bentoml``: knative's pod running a BentoML service (API server, the
+# runner's batching dispatcher, PyTorch's intra-op threads)
+
+from sim.workloads.request_path import API_OUT_US, API_US, BATCH_US  # noqa: E402
+
+
+def _bento_run(trace, cores=1, calibration=None, **kw):
+    return _run(trace, cores=cores, calibration=calibration, path="bentoml", **kw)
+
+
+def _bento_built(trace, cores=4, duration_s=2.0, **kw):
+    engine, machine, recorder, wl = build(make_cfg(_trace_workload("bentoml", **kw),
+                                                   cores=cores, duration_s=duration_s,
+                                                   warmup_s=0.0), trace)
+    wl.start()
+    engine.run(s_to_ns(duration_s))
+    return wl
+
+
+@pytest.mark.parametrize("torch_threads", [1, 2])
+def test_bentoml_every_request_completes_once_and_no_faster_than_its_stages(torch_threads):
+    """Four pods on four CPUs, 300 requests in a second: each ends once, and
+    no sooner than its stages' CPU plus its demand over the torch threads
+    (a batch ends when all of it does)."""
+    import numpy as np
+    rng = np.random.default_rng(7)
+    n = 300
+    functions = [f"f{i}" for i in rng.integers(0, 4, n)]
+    arrivals = np.sort(rng.uniform(0.0, 1.0, n)).tolist()
+    demands = rng.lognormal(np.log(0.004), 0.8, n).clip(1e-5, 0.05).tolist()
+    res = _bento_run(make_trace(functions, arrivals, demands, [1] * n), cores=4,
+                     calibration=DEFAULT_COSTS, torch_threads=torch_threads, max_batch_size=4)
+    rows = res.requests.to_pylist()
+    assert len(rows) == n
+    want = sorted(zip(functions, arrivals))
+    got = sorted((r["function"], r["arrival_s"]) for r in rows)
+    assert [f for f, _ in got] == [f for f, _ in want]
+    assert [a for _, a in got] == pytest.approx([a for _, a in want], abs=1e-9)
+    assert not any(r["dropped"] for r in rows)
+    stages_s = (PROXY_IN_US + API_US + 2 * BATCH_US + API_OUT_US + PROXY_OUT_US) * 1e-6
+    assert all(r["latency_s"] >= stages_s + r["cpu_demand_s"] / torch_threads - 1e-9
+               for r in rows)
+
+
+def test_bentoml_alone_a_request_takes_every_stage_and_its_demand_split():
+    """An idle host with a CPU for each thread and no switch costs: the
+    stages run one after another (queue-proxy in, API server, a runner pass,
+    the batch over torch_threads, a runner pass, API server, queue-proxy
+    out), the demand split evenly over the three torch threads."""
+    stages_s = (PROXY_IN_US + API_US + 2 * BATCH_US + API_OUT_US + PROXY_OUT_US) * 1e-6
+    lat = [r["latency_s"] for r in _bento_run(_spaced(demand_s=0.003), cores=5,
+                                              torch_threads=3).requests.to_pylist()]
+    assert lat == pytest.approx([stages_s + 0.001] * 20, abs=1e-9)
+    # the workload's keys replace the defaults
+    lat = [r["latency_s"] for r in _bento_run(_spaced(demand_s=0.003), cores=5, torch_threads=1,
+                                              api_us=500.0, api_out_us=0.0, batch_us=10.0)
+           .requests.to_pylist()]
+    assert lat == pytest.approx([(PROXY_IN_US + PROXY_OUT_US + 520.0) * 1e-6 + 0.003] * 20,
+                                abs=1e-9)
+
+
+def test_bentoml_batches_requests_that_arrive_together():
+    """Requests reaching the runner together go to the model as one batch
+    (at most max_batch_size); those arriving while a batch runs wait for it
+    and go together next."""
+    burst = make_trace(["f"] * 12, [0.1] * 12, [0.01] * 12, [1] * 12)
+    runner = next(iter(_bento_built(burst, cores=16, max_latency_ms=1e6, torch_threads=2)
+                       .path.pods.values())).runner
+    assert runner.batches == 1
+    assert not runner.waiting and runner.batch is None
+    runner = next(iter(_bento_built(burst, cores=16, max_latency_ms=1e6, torch_threads=2,
+                                    max_batch_size=5).path.pods.values())).runner
+    assert runner.batches == 3
+    # one request, then six more during its 25 ms inference
+    trickle = make_trace(["f"] * 7, [0.1] + [0.1 + 0.003 * i for i in range(1, 7)],
+                         [0.05] * 7, [1] * 7)
+    pod = next(iter(_bento_built(trickle, cores=8, torch_threads=2).path.pods.values()))
+    assert pod.runner.batches == 2
+    assert len(pod.runner.threads) == 2          # the model's threads are reused
+    assert pod.api.nr_threads <= 8 and not pod.api.jobs
+    rows = _bento_run(trickle, cores=8, torch_threads=2).requests.to_pylist()
+    assert len(rows) == 7 and not any(r["dropped"] for r in rows)
+
+
+def test_bentoml_cancels_requests_that_waited_max_latency():
+    burst = make_trace(["f"] * 12, [0.1] * 12, [0.05] * 12, [1] * 12)
+    rows = _bento_run(burst, cores=2, torch_threads=1, max_latency_ms=60.0).requests.to_pylist()
+    assert len(rows) == 12
+    dropped = [r for r in rows if r["dropped"]]
+    assert 0 < len(dropped) < 12
+    served = [r["latency_s"] for r in rows if not r["dropped"]]
+    assert all(lat >= 0.05 for lat in served)
+
+
+def test_bentoml_switches_more_per_request_than_knative():
+    trace = make_trace(["a", "b"] * 40, [0.01 + 0.012 * i for i in range(80)], [0.004] * 80,
+                       [1] * 80)
+    switches = {}
+    for path in ("knative", "bentoml"):
+        s = _run(trace, cores=2, path=path, calibration=DEFAULT_COSTS).summary.to_pylist()[0]
+        assert s["n_requests"] == 80, path
+        switches[path] = s["ctx_switches"] / s["n_requests"]
+    # knative: 4 a request alone; bentoml adds the API server twice, two
+    # runner passes and the torch threads
+    assert switches["bentoml"] > switches["knative"] + 4
+
+
+def test_bentoml_config_keys_are_checked():
+    from scenarios.config import compose
+    from scenarios.validate import ConfigError
+    cfg = compose(["workload=azure2019", "workload.request_path=bentoml",
+                   "workload.torch_threads=4"])
+    assert cfg.workload.request_path == "bentoml" and cfg.workload.torch_threads == 4
+    for bad in ("max_batch_size=0", "torch_threads=0", "api_workers=0", "api_us=-1",
+                "max_latency_ms=0"):
+        with pytest.raises(ConfigError, match=f"workload.{bad.split('=')[0]}"):
+            compose(["workload=azure2019", "workload.request_path=bentoml", f"workload.{bad}"])
+    with pytest.raises(ConfigError, match="backend=real runs its native worker"):
+        compose(["workload=azure2021", "backend=real", "workload.request_path=bentoml"])

@@ -34,6 +34,36 @@ Not modelled: the Istio ingress gateway and activator (they ran on other
 nodes), the pause container (idle), queue-proxy's timers (metrics,
 probes), and network softirq work.
 
+``bentoml``: the Knative pod of ``knative`` whose user container is a
+BentoML 1.0 service running a PyTorch model (the paper's cluster function,
+L162-165: "two thread pools for queuing and batching requests, plus a
+separate thread pool for model serving").  queue-proxy's hops are as in
+``knative``; between them the request passes four more threads of the user
+container, each hand-off a wake-up:
+
+1. an API server thread (``api_workers`` of them: BentoML starts one
+   uvicorn worker per CPU) parses the HTTP request and decodes and resizes
+   the image (``api_us``) and sends it to the runner;
+2. the runner's event loop thread takes it (``batch_us`` per pass) into
+   its adaptive-batching dispatcher, which hands the waiting requests (at
+   most ``max_batch_size``) to the model as one batch whenever the model is
+   free, re-checking every 1 ms while requests wait;
+3. the batch's demand (its requests' trace demands summed) runs split over
+   ``torch_threads`` threads, the model-serving thread and PyTorch's
+   intra-op pool (torch.set_num_threads), a fork-join;
+4. the loop thread returns each result to an API server thread, which
+   writes the response (``api_out_us``) to queue-proxy.
+
+All these threads are reused.  Null keys take BentoML's defaults
+(the constants below cite them); the request's
+``threads_per_request`` is not used, PyTorch's threads are the parallelism.
+Not modelled: the dispatcher holding requests while the model is free
+(BentoML's cork rule does so only while the recent mean wait exceeds the
+regressed run time per request, ~ the demand, so only in a pod already
+queueing for longer than an inference takes), Python's GIL,
+the API server and runner being separate processes (their sockets' wake-ups
+are the hand-offs above), and PyTorch's threads spinning before they sleep.
+
 ``worker``: the real backend's native worker (backends/workers/funcworker.c)
 as it runs on a host: one dispatcher thread per function cgroup blocks on
 its pipe, wakes for each request, creates the request's threads (its own
@@ -52,12 +82,13 @@ from collections import deque
 
 from sim.engine import NSEC_PER_USEC
 from sim.task import BURST_BLOCK, BURST_EXIT, Request
-from sim.workloads.common import fork_threads
+from sim.workloads.common import cgroup_bandwidth, fork_threads
 
 DIRECT = "direct"
 KNATIVE = "knative"
+BENTOML = "bentoml"
 WORKER = "worker"
-REQUEST_PATHS = (DIRECT, KNATIVE, WORKER)
+REQUEST_PATHS = (DIRECT, KNATIVE, BENTOML, WORKER)
 # the dispatcher's CPU when neither the workload nor the calibration profile
 # gives it: calibration/bench/dispatch.py on the development VM (Xeon, Linux
 # 6.18; calibration=this-vm holds the fitted values)
@@ -65,6 +96,9 @@ DEFAULT_DISPATCH_US = 10.9
 DEFAULT_THREAD_US = 11.3
 QUEUE_PROXY = "queue-proxy"
 USER_CONTAINER = "user-container"
+API_SERVER = "api-server"
+RUNNER = "runner"
+TORCH = "torch"
 
 # CPU per request in Knative's queue-proxy, split evenly between the request
 # (in) and the response (out).  Platform constants, not fitted to anything.
@@ -80,7 +114,36 @@ USER_CONTAINER = "user-container"
 PROXY_IN_US = 100.0
 PROXY_OUT_US = 100.0
 
-_IN, _OUT = 0, 1
+# bentoml.  BentoML 1.0 (the release current with the paper's Kubernetes 1.23
+# setup), src/bentoml/_internal/configuration/default_configuration.yaml:
+# runners.batching.max_batch_size 100, max_latency_ms 10000 (BentoML 1.1
+# raised max_latency_ms to 60000).
+MAX_BATCH_SIZE = 100
+MAX_LATENCY_MS = 10_000.0
+# CorkDispatcher.tick_interval (src/bentoml/_internal/marshal/dispatcher.py):
+# while requests wait for the model the dispatcher re-checks every 1 ms
+# (asyncio.sleep(tick_interval)).
+TICK_US = 1000.0
+# The API server's CPU per request: HTTP parsing and the image's decoding
+# and resizing to a PIL image.  Pillow decodes an ImageNet validation JPEG
+# in 1.4-2.8 ms on one thread of current server CPUs (360-726 images/s,
+# ternaus/imread_benchmark, arXiv:2501.13131); we take 2 ms for decoding,
+# resizing and the HTTP request together.  The E5-2430L (2012, 2 GHz) is
+# slower than those CPUs, so this is if anything low.
+API_US = 2000.0
+# The API server's CPU to return the result (a class label as JSON in an
+# HTTP response): an assumption, the size of one queue-proxy hop.
+API_OUT_US = 100.0
+# The runner event loop's CPU per pass (read the request from the API
+# server's socket, run the cork check, hand a batch over, write results
+# back): an assumption, a few asyncio callbacks of Python.
+BATCH_US = 50.0
+
+_IN, _OUT, _API_IN, _API_OUT = 0, 1, 2, 3
+
+
+def _ns(us: float) -> int:
+    return int(round(us * NSEC_PER_USEC))
 
 
 def check(cfg) -> str:
@@ -97,6 +160,8 @@ def build(cfg, workload):
     kind = check(cfg)
     if kind == KNATIVE:
         return KnativePath(workload)
+    if kind == BENTOML:
+        return BentoPath(workload, cfg)
     if kind == WORKER:
         per_request, per_thread = cfg.get("dispatch_us"), cfg.get("thread_us")
         return WorkerPath(workload,
@@ -106,16 +171,71 @@ def build(cfg, workload):
 
 
 class Pod:
-    __slots__ = ("tg", "qp", "user", "idle", "jobs", "nr_threads", "backlog")
+    __slots__ = ("tg", "user", "proxy", "api", "runner")
 
-    def __init__(self, tg, qp, user):
+    def __init__(self, tg, user):
         self.tg = tg                  # the pod cgroup (the function's cgroup)
-        self.qp = qp                  # <pod>/queue-proxy
         self.user = user              # <pod>/user-container
-        self.idle: list = []          # queue-proxy threads asleep in the netpoller
-        self.jobs: dict = {}          # queue-proxy thread -> (request, hop) it runs
+        self.proxy = None             # queue-proxy's ThreadPool
+        self.api = None               # bentoml: the API server's ThreadPool
+        self.runner = None            # bentoml: the Runner
+
+
+class ThreadPool:
+    """The threads of one container that serve a request path's hops: they
+    sleep between hops and are reused (most recently idle first); at most
+    ``cap`` exist, so a hop that finds them all busy waits in ``backlog`` and
+    the next thread to finish takes it without sleeping."""
+
+    __slots__ = ("path", "pod", "tg", "name", "cap", "idle", "jobs", "nr_threads", "backlog")
+
+    def __init__(self, path, pod, tg, name: str, cap: int):
+        self.path = path
+        self.pod = pod
+        self.tg = tg
+        self.name = name
+        self.cap = cap
+        self.idle: list = []          # threads asleep (Go's netpoller, an event loop's epoll)
+        self.jobs: dict = {}          # thread -> (request, hop) it runs
         self.nr_threads = 0
-        self.backlog: deque = deque()  # hops waiting for a queue-proxy thread
+        self.backlog: deque = deque()  # hops waiting for a thread
+
+    def submit(self, req, hop: int, hint: int) -> int:
+        """Wake an idle thread for the hop, start a new one, or queue the
+        hop; returns the CPU the thread was placed on (``hint`` if queued)."""
+        path = self.path
+        m = path.machine
+        if self.idle:
+            t = self.idle.pop()
+            t.request = req
+            t.remaining = path.cost_ns[hop]
+            self.jobs[t] = (req, hop)
+            m.wake_up(t)
+            return t.cpu
+        if self.nr_threads < self.cap:
+            self.nr_threads += 1
+            t = m.new_task(f"{req.function}/{self.name}", self.tg, path.wl.nice,
+                           path.cost_ns[hop], path.wl.ws_bytes, self, req)
+            self.jobs[t] = (req, hop)
+            m.wake_up_new_task(t, hint)
+            return t.cpu
+        self.backlog.append((req, hop))
+        return hint
+
+    def burst_done(self, task):
+        req, hop = self.jobs.pop(task)
+        self.path.hop_done(self.pod, req, hop, task.cpu)
+        if self.backlog:
+            nxt, nhop = self.backlog.popleft()
+            if nxt.start < 0:
+                nxt.start = self.path.engine.now
+            task.request = nxt
+            task.remaining = self.path.cost_ns[nhop]
+            self.jobs[task] = (nxt, nhop)
+            return 0
+        task.request = None
+        self.idle.append(task)
+        return BURST_BLOCK
 
 
 class KnativePath:
@@ -125,20 +245,19 @@ class KnativePath:
         self.wl = workload
         self.machine = workload.machine
         self.engine = workload.machine.engine
-        self.cost_ns = (int(round(PROXY_IN_US * NSEC_PER_USEC)),
-                        int(round(PROXY_OUT_US * NSEC_PER_USEC)))
-        self.max_threads = self.machine.topology.nr_cpus   # GOMAXPROCS
+        self.cost_ns = {_IN: _ns(PROXY_IN_US), _OUT: _ns(PROXY_OUT_US)}
         self.pods: dict = {}          # pod cgroup -> Pod
-        self.by_group: dict = {}      # container cgroup -> Pod
+        self.by_user: dict = {}       # user-container cgroup -> Pod
 
     def add_function(self, tg) -> Pod:
         """The containers' cgroups of the pod whose cgroup is ``tg``."""
         m = self.machine
-        pod = Pod(tg, m.create_group(f"{tg.name}/{QUEUE_PROXY}"),
-                  m.create_group(f"{tg.name}/{USER_CONTAINER}"))
+        qp = m.create_group(f"{tg.name}/{QUEUE_PROXY}")
+        pod = Pod(tg, m.create_group(f"{tg.name}/{USER_CONTAINER}"))
+        # GOMAXPROCS: as many threads run Go code as the host has CPUs
+        pod.proxy = ThreadPool(self, pod, qp, QUEUE_PROXY, m.topology.nr_cpus)
         self.pods[tg] = pod
-        self.by_group[pod.qp] = pod
-        self.by_group[pod.user] = pod
+        self.by_user[pod.user] = pod
         return pod
 
     def fork_request(self, name: str, tg, demand: int, k: int, hint: int,
@@ -149,55 +268,188 @@ class KnativePath:
         req = Request(name, tg.name, self.engine.now if arrival is None else arrival, demand)
         self.wl.recorder.request_arrived(req)
         req.pending = k
-        return self._proxy(self.pods[tg], req, _IN, hint)
+        return self.pods[tg].proxy.submit(req, _IN, hint)
 
-    def _proxy(self, pod: Pod, req, hop: int, hint: int) -> int:
-        """Hand a hop to a queue-proxy thread: wake an idle one, start a new
-        one, or leave it queued for the next one to finish."""
-        m = self.machine
-        if pod.idle:
-            t = pod.idle.pop()
-            t.request = req
-            t.remaining = self.cost_ns[hop]
-            pod.jobs[t] = (req, hop)
-            m.wake_up(t)
-            return t.cpu
-        if pod.nr_threads < self.max_threads:
-            pod.nr_threads += 1
-            t = m.new_task(f"{req.function}/{QUEUE_PROXY}", pod.qp, self.wl.nice,
-                           self.cost_ns[hop], self.wl.ws_bytes, self, req)
-            pod.jobs[t] = (req, hop)
-            m.wake_up_new_task(t, hint)
-            return t.cpu
-        pod.backlog.append((req, hop))
-        return hint
-
-    def burst_done(self, task):
-        pod = self.by_group[task.tg]
-        if task.tg is pod.user:
-            req = task.request
-            req.pending -= 1
-            if req.pending == 0:
-                self._proxy(pod, req, _OUT, task.cpu)
-            return BURST_EXIT
-        req, hop = pod.jobs.pop(task)
+    def hop_done(self, pod: Pod, req, hop: int, cpu: int) -> None:
+        """A pool thread finished ``hop`` of ``req`` on ``cpu``: start the next."""
         if hop == _IN:
-            fork_threads(self.machine, req, pod.user, self.wl.nice, self.wl.ws_bytes, self,
-                         task.cpu)
+            fork_threads(self.machine, req, pod.user, self.wl.nice, self.wl.ws_bytes, self, cpu)
         else:
             req.end = self.engine.now
             self.wl.request_done(req)
-        if pod.backlog:
-            nxt, nhop = pod.backlog.popleft()
-            if nxt.start < 0:
-                nxt.start = self.engine.now
-            task.request = nxt
-            task.remaining = self.cost_ns[nhop]
-            pod.jobs[task] = (nxt, nhop)
-            return 0
-        task.request = None
-        pod.idle.append(task)
+
+    def burst_done(self, task):
+        """A user-container thread exits; the last of a request's hands the
+        response to queue-proxy."""
+        req = task.request
+        req.pending -= 1
+        if req.pending == 0:
+            self.by_user[task.tg].proxy.submit(req, _OUT, task.cpu)
+        return BURST_EXIT
+
+
+class BentoPath(KnativePath):
+    """Requests of a ForkJoin workload through queue-proxy, a BentoML API
+    server, its runner's batching dispatcher and PyTorch, and back."""
+
+    def __init__(self, workload, cfg):
+        super().__init__(workload)
+
+        def key(name, default):
+            value = cfg.get(name)
+            value = default if value is None else value
+            if value < 0:
+                raise ValueError(f"workload.{name} = {value}: must be >= 0")
+            return value
+
+        self.cost_ns.update({_API_IN: _ns(key("api_us", API_US)),
+                             _API_OUT: _ns(key("api_out_us", API_OUT_US))})
+        self.batch_ns = max(1, _ns(key("batch_us", BATCH_US)))
+        self.tick_ns = _ns(TICK_US)
+        self.max_batch = int(key("max_batch_size", MAX_BATCH_SIZE))
+        self.max_latency_ns = _ns(key("max_latency_ms", MAX_LATENCY_MS) * 1000)
+        # BentoML sizes both from the container's CPUs: its cgroup quota if
+        # it has one, else the host's (api_server.workers: null, and the
+        # runner's OMP/MKL thread variables for a CPU multi-threading
+        # runnable, src/bentoml/_internal/runner/strategy.py)
+        bandwidth = cgroup_bandwidth(cfg)
+        cpus = self.machine.topology.nr_cpus
+        if bandwidth is not None and bandwidth[0] is not None:
+            cpus = min(cpus, -(-bandwidth[0] // bandwidth[1]))
+        self.api_workers = int(key("api_workers", cpus))
+        self.torch_threads = int(key("torch_threads", cpus))
+        if min(self.max_batch, self.api_workers, self.torch_threads) < 1:
+            raise ValueError("workload.max_batch_size, api_workers and torch_threads "
+                             "must be >= 1")
+        if self.max_latency_ns <= 0:
+            raise ValueError("workload.max_latency_ms must be > 0")
+
+    def add_function(self, tg) -> Pod:
+        pod = super().add_function(tg)
+        pod.api = ThreadPool(self, pod, pod.user, API_SERVER, self.api_workers)
+        pod.runner = Runner(self, pod)
+        return pod
+
+    def hop_done(self, pod: Pod, req, hop: int, cpu: int) -> None:
+        if hop == _IN:
+            pod.api.submit(req, _API_IN, cpu)
+        elif hop == _API_IN:
+            pod.runner.enqueue(req, cpu)
+        elif hop == _API_OUT:
+            pod.proxy.submit(req, _OUT, cpu)
+        else:
+            super().hop_done(pod, req, hop, cpu)
+
+
+class Runner:
+    """A pod's BentoML runner: one worker process (a CPU multi-threading
+    runnable gets one), its asyncio event loop thread, and the thread that
+    runs the model with PyTorch's intra-op threads.
+
+    The loop thread runs a pass (``batch_us``) whenever something wakes it:
+    a request from the API server, the end of a batch, or the dispatcher's
+    tick.  A pass returns finished results to the API server, cancels
+    requests that waited ``max_latency_ms``, and, if the model is free,
+    hands it the waiting requests as one batch (at most ``max_batch_size``);
+    while requests still wait it sleeps one tick, else until woken.  What
+    arrives while a pass is due or running is handled by it, as an event
+    loop finds it on its next poll without sleeping.
+
+    The batch's demand (its requests' demands summed) is split evenly over
+    ``torch_threads`` threads, the serving thread and the intra-op pool,
+    woken together (the pool is woken by the serving thread in PyTorch: we
+    skip that instant); the batch ends when the last finishes.
+    """
+
+    def __init__(self, path: BentoPath, pod: Pod):
+        self.path = path
+        self.pod = pod
+        self.waiting: deque = deque()  # (enqueued ns, request) corked
+        self.loop = None               # the event loop thread
+        self.due = False               # a pass is due or running
+        self.tick_gen = 0              # the armed tick's; older ticks are stale
+        self.batch: list | None = None  # requests the model is running
+        self.done: list = []           # finished requests whose results go back
+        self.threads: list = []        # the serving thread, then the intra-op threads
+        self.running = 0               # threads still on the batch
+        self.batches = 0               # handed to the model so far
+
+    def enqueue(self, req, cpu: int) -> None:
+        path = self.path
+        self.waiting.append((path.engine.now, req))
+        if self.loop is None:
+            self.due = True
+            self.loop = path.machine.new_task(f"{req.function}/{RUNNER}", self.pod.user,
+                                              path.wl.nice, path.batch_ns, path.wl.ws_bytes,
+                                              self)
+            path.machine.wake_up_new_task(self.loop, cpu)
+        else:
+            self._wake()
+
+    def _wake(self) -> None:
+        if not self.due:
+            self.due = True
+            self.loop.remaining = self.path.batch_ns
+            self.path.machine.wake_up(self.loop)
+
+    def _tick(self, gen: int) -> None:
+        if gen == self.tick_gen:
+            self._wake()
+
+    def burst_done(self, task):
+        if task is self.loop:
+            return self._pass(task.cpu)
+        self.running -= 1
+        if self.running == 0:
+            self.done.extend(self.batch)
+            self.batch = None
+            self._wake()
         return BURST_BLOCK
+
+    def _pass(self, cpu: int):
+        path = self.path
+        now = path.engine.now
+        api = self.pod.api
+        for req in self.done:
+            api.submit(req, _API_OUT, cpu)
+        self.done.clear()
+        # BentoML cancels on its estimate of the wait plus the batch's run
+        # time; we cancel on the wait alone (later), sparing the regression
+        waiting = self.waiting
+        while waiting and now - waiting[0][0] >= path.max_latency_ns:
+            req = waiting.popleft()[1]
+            req.dropped = True
+            api.submit(req, _API_OUT, cpu)
+        if self.batch is None and waiting:
+            self.batch = [waiting.popleft()[1]
+                          for _ in range(min(len(waiting), path.max_batch))]
+            self._run_batch(cpu)
+        self.due = False
+        self.tick_gen += 1
+        if waiting:
+            path.engine.call_later(path.tick_ns, self._tick, self.tick_gen)
+        return BURST_BLOCK
+
+    def _run_batch(self, hint: int) -> None:
+        path = self.path
+        m = path.machine
+        n = path.torch_threads
+        share, extra = divmod(sum(r.demand for r in self.batch), n)
+        self.running = n
+        self.batches += 1
+        for j in range(n):
+            cost = max(1, share + (extra if j == 0 else 0))
+            if j < len(self.threads):
+                t = self.threads[j]
+                t.remaining = cost
+                m.wake_up(t)
+            else:
+                t = m.new_task(f"{self.batch[0].function}/{TORCH}", self.pod.user,
+                               path.wl.nice, cost, path.wl.ws_bytes, self)
+                self.threads.append(t)
+                m.wake_up_new_task(t, hint)
+            hint = t.cpu
+
 
 
 class WorkerPath:
