@@ -85,6 +85,11 @@ INTERVALS_OPTIONAL = pa.schema(
         # cpu.max in force at the interval's end
         ("quota_us", pa.int64()),  # null = no limit
         ("period_us", pa.int64()),
+        # real backend, per-cgroup perf counts where the PMU has them
+        ("instructions", pa.int64()),
+        ("cycles", pa.int64()),
+        ("stalled_cycles_frontend", pa.int64()),
+        ("stalled_cycles_backend", pa.int64()),
     ]
 )
 

@@ -71,6 +71,10 @@ def test_lateness_and_perf_counts_are_reported(real_run):
     assert isinstance(s["loadgen_ok"], bool)
     assert s["perf_status"] == "ok" and s["ctx_switches"] > 0 and s["migrations"] is not None
     assert s["ctx_switch_rate_per_s"] == pytest.approx(s["ctx_switches"] / 9.0)   # after warmup
+    iv = read_run_dir(real_run).intervals.to_pandas()
+    for column in ("instructions", "cycles", "stalled_cycles_frontend", "stalled_cycles_backend"):
+        # null where the PMU lacks the event (this VM), counts where it has it
+        assert (iv[column].dropna() >= 0).all(), column
     # what the real host cannot measure stays missing
     assert np.isnan(s["sched_overhead_frac"]) and np.isnan(s["ctx_switch_cost_mean_us"])
     assert s["sim_events"] is None

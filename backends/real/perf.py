@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from typing import Iterable
 
 SOFTWARE_EVENTS = ("context-switches", "cpu-migrations", "task-clock")
-HARDWARE_EVENTS = ("instructions", "cycles")
+# stall cycles are the generic events perf maps to the PMU's (where it has them)
+HARDWARE_EVENTS = ("instructions", "cycles", "stalled-cycles-frontend", "stalled-cycles-backend")
 DEFAULT_EVENTS = SOFTWARE_EVENTS + HARDWARE_EVENTS
 MISSING = {"<not supported>", "<not counted>", ""}
 

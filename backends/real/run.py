@@ -582,18 +582,16 @@ class _Sampler:
 
     def table(self, perf_rows) -> pa.Table:
         rows = self.rows
-        switches, migrations = [], []
+        counts = {name: [] for name in PERF_COLUMNS.values()}
         for r in rows:
-            s = m = None
+            sel = []
             if perf_rows is not None:
                 key = r["cgroup"]
                 sel = [p for p in perf_rows if r["interval_start_s"] <= p[0] < r["interval_end_s"]
                        and (key == "/" or p[1] == key or p[1].startswith(key + "/"))]
-                if sel or key == "/":
-                    s = _sum_or_none([p[2] for p in sel])
-                    m = _sum_or_none([p[3] for p in sel])
-            switches.append(s)
-            migrations.append(m)
+            for i, name in enumerate(PERF_COLUMNS.values()):
+                counts[name].append(_sum_or_none([p[2 + i] for p in sel])
+                                    if sel or (perf_rows is not None and key == "/") else None)
         col = lambda k, t: pa.array([r[k] for r in rows], t)  # noqa: E731
         return pa.table({
             "interval_start_s": col("interval_start_s", pa.float64()),
@@ -601,9 +599,9 @@ class _Sampler:
             "cgroup": col("cgroup", pa.string()),
             "usage_s": col("usage_s", pa.float64()),
             "usage_frac": col("usage_frac", pa.float64()),
-            "ctx_switches": pa.array(switches, pa.int64()),
+            "ctx_switches": pa.array(counts["ctx_switches"], pa.int64()),
             "sched_overhead_s": pa.array([None] * len(rows), pa.float64()),
-            "migrations": pa.array(migrations, pa.int64()),
+            "migrations": pa.array(counts["migrations"], pa.int64()),
             "nr_periods": col("nr_periods", pa.int64()),
             "nr_throttled": col("nr_throttled", pa.int64()),
             "throttled_time_s": col("throttled_time_s", pa.float64()),
@@ -611,6 +609,10 @@ class _Sampler:
             "burst_time_s": col("burst_time_s", pa.float64()),
             "quota_us": col("quota_us", pa.int64()),
             "period_us": col("period_us", pa.int64()),
+            # hardware counts where the PMU has them; null where perf said
+            # <not supported> (a VM without a virtual PMU), never 0
+            **{name: pa.array(counts[name], pa.int64())
+               for name in list(PERF_COLUMNS.values())[2:]},
         })
 
 
@@ -619,27 +621,31 @@ def _sum_or_none(values):
     return int(sum(vals)) if vals else None
 
 
+# perf events -> intervals.parquet columns, in the order of _perf_rows' values
+PERF_COLUMNS = {"context-switches": "ctx_switches", "cpu-migrations": "migrations",
+                "instructions": "instructions", "cycles": "cycles",
+                "stalled-cycles-frontend": "stalled_cycles_frontend",
+                "stalled-cycles-backend": "stalled_cycles_backend"}
+_PERF_INDEX = {ev: i for i, ev in enumerate(PERF_COLUMNS)}
+
+
 def _perf_rows(samples, offset_s: float, step_s: float):
-    """(midpoint in run time, cgroup, context-switches, cpu-migrations) per
-    perf interval and cgroup; a count perf could not take is None."""
+    """(midpoint in run time, cgroup, then one count per PERF_COLUMNS event)
+    per perf interval and cgroup; a count perf could not take is None."""
     acc: dict[tuple[float, str], list] = {}
     for s in samples:
         if s.time_s is None or s.cgroup is None:
             continue
-        key = (s.time_s, s.cgroup)
-        row = acc.setdefault(key, [None, None])
-        ev = s.event.split(":")[0]
-        if ev == "context-switches":
-            row[0] = s.value
-        elif ev == "cpu-migrations":
-            row[1] = s.value
+        row = acc.setdefault((s.time_s, s.cgroup), [None] * len(PERF_COLUMNS))
+        i = _PERF_INDEX.get(s.event.split(":")[0])
+        if i is not None:
+            row[i] = s.value
     out = []
     prev_t: dict[str, float] = {}
-    for (t, c), (sw, mg) in sorted(acc.items()):
+    for (t, c), values in sorted(acc.items()):
         start = prev_t.get(c, max(0.0, t - step_s))
         prev_t[c] = t
-        mid = (start + t) / 2 - offset_s
-        out.append((mid, c, sw, mg))
+        out.append(((start + t) / 2 - offset_s, c, *values))
     return out
 
 
