@@ -313,7 +313,7 @@ class LAGS(CFS):
             self._fold(lc, now)
         lam = self._lambda
         w = cfs_rq.load_weight
-        dt = now - cfs_rq.avg_last_update
+        dt = cfs_rq.cfs_rq_clock_pelt(now) - cfs_rq.avg_last_update
         a = cfs_rq.load_avg if dt <= 0 else w + (cfs_rq.load_avg - w) * exp(-lam * dt)
         old = self._contrib.get(cfs_rq)
         if old is None:
