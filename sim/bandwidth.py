@@ -34,6 +34,18 @@ Where the simulator differs from the kernel:
   "more than 3 overruns in one callback: double period and quota" case
   (sched_cfs_period_timer) never arises; overruns from the timer's own
   forwarding are counted in nr_periods/nr_throttled as in the kernel.
+* Throttling is the v5.18-v6.17 cfs_rq-based model: a throttled cfs_rq's
+  group entity leaves its parent at once, its PELT clock stops
+  (tg_throttle_down/tg_unthrottle_up, sim/rq.py cfs_rq_clock_pelt), and
+  throttled_time runs from throttle_cfs_rq to unthrottle_cfs_rq on every
+  cfs_rq, empty or not.  Linux 6.5 stopped counting a throttled cfs_rq
+  until a task is queued on it ("sched: don't account throttle time for
+  empty groups"), and 6.18 throttles tasks one by one on their return to
+  user space ("sched/fair: Switch to task based throttle model", "Task
+  based throttle time accounting": a cfs_rq's throttled time starts when
+  its first task is dequeued for the throttle, still summed over cfs_rqs;
+  its PELT clock stops only once it is empty).  Neither is modelled; see
+  docs/calibration-host.md for what that means for this host's 6.18.
 * cgroup v1's admission check (tg_cfs_schedulable_down: a child's
   quota/period may not exceed its parent's) is not made; as in cgroup v2,
   any combination is accepted and the tightest ancestor throttles.
