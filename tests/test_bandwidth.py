@@ -118,7 +118,8 @@ def test_fig_2_1_hooks_report_85_ms_throttled_per_period(scheduler):
 
 
 def test_observers_cost_nothing_unregistered():
-    """No hook is called, and no state is kept for one, without observers."""
+    """Nothing registers an observer by default: each hook then costs one
+    empty-list test (runs without a tracer stay as they were)."""
     engine, m, wl = _hog_machine()
     bw = m.policy.bandwidth
     assert not (bw.assign_observers or bw.throttle_observers or bw.unthrottle_observers
