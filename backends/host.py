@@ -191,12 +191,14 @@ class BandwidthTracing(Protocol):
           group_exec_ns)`` each time a cfs_rq borrows runtime from the
           group's pool (``__assign_cfs_rq_runtime``): ``exec_ns`` is the CPU
           time that cfs_rq has consumed so far (monotonic), ``throttled_ns``
-          how long it was throttled since its previous borrow (0 if it was
-          not), ``group_exec_ns`` the CPU time of all the group's cfs_rqs;
+          the length of the throttles of that cfs_rq that ended since its
+          previous borrow (0 if none), ``group_exec_ns`` the CPU time of
+          all the group's cfs_rqs;
         - ``observer.period_elapsed(now_ns, period_ns, runtime_ns, throttled)``
-          at each bandwidth-period boundary of the group (the period
-          timer's phase): the group's CPU time in the period that ended and
-          whether any of its cfs_rqs was throttled in it.
+          at each expiry of the group's period timer: the period's length,
+          the group's CPU time in it and whether any of its cfs_rqs was
+          throttled in it.  The timer sleeps through periods in which
+          nothing borrowed; those are not reported.
 
         Tracing follows cpu.max changes (a new period re-phases the
         boundaries); it only sees borrows while the group has a quota."""

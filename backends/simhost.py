@@ -200,59 +200,78 @@ class SimHost:
 
 
 class _BandwidthTrace:
-    """One traced cgroup: the ``__assign_cfs_rq_runtime`` observer
-    (CfsBandwidthControl.assign_observers) filtered to the group's cfs_rqs,
-    and a timer on the group's bandwidth-period phase.
+    """One traced cgroup, on sim/bandwidth.py's hooks filtered to the
+    group's own cfs_rqs and pool: every borrow (``assign_observers``) is
+    passed on with the time the cfs_rq spent throttled since its previous
+    borrow (``unthrottle_observers``: the throttled time exactly as
+    unthrottle_cfs_rq adds it to throttled_time), and every expiry of the
+    group's period timer (``period_observers``) closes a period.
 
-    sim/bandwidth.py has no throttle/unthrottle or period-timer observers,
-    so two things are derived: the throttled time reported with a borrow is
-    measured from the cfs_rq's ``throttled_clock`` to that borrow (the
-    first borrow after an unthrottle follows it by one context switch when
-    the CPU is free; any wait for the CPU after the unthrottle is counted
-    as throttled), and the period boundaries are the period timer's
-    expiries (``cfs_b.expires``) observed from a timer of our own."""
+    A period is reported right after the timer's callback (an event at the
+    same instant), so that a cpu.max the controller writes there does not
+    re-enter the bandwidth code in the middle of the refill.  The timer
+    stops after a period in which nothing borrowed and restarts in phase at
+    the next borrow: the periods it slept through are not reported (the
+    kernel does not count them either), and the period that ends at its
+    first expiry after the restart is one period long; its usage is the
+    group's since the last reported period (idle but for runs on the 1 ms a
+    cfs_rq keeps)."""
 
     def __init__(self, machine, tg, observer):
         self.machine, self.tg, self.observer = machine, tg, observer
         self.engine = machine.engine
+        self.cfs_b = tg.cfs_bandwidth
         self.cfs_rqs = set(tg.cfs_rq)
-        self.seen_throttle = {c: c.throttled_clock for c in tg.cfs_rq}
-        machine.policy.bandwidth.assign_observers.append(self._assigned)
+        self.throttled_ns = dict.fromkeys(tg.cfs_rq, 0)   # since each one's last borrow
+        self.throttled_in_period = False
+        bw = machine.policy.bandwidth
+        bw.assign_observers.append(self._assigned)
+        bw.throttle_observers.append(self._throttled)
+        bw.unthrottle_observers.append(self._unthrottled)
+        bw.period_observers.append(self._period)
         machine.sync()
         self.last_usage = _hier_usage(tg)
         self.last_boundary = self.engine.now
+        self.next_expiry = self.cfs_b.expires if self.cfs_b.period_active else None
         self.first = True
-        self._arm()
 
     def _assigned(self, cfs_rq, amount, now) -> None:
         if cfs_rq not in self.cfs_rqs:
             return
-        throttled_ns = 0
-        if cfs_rq.throttled_clock > self.seen_throttle[cfs_rq]:
-            throttled_ns = max(0, now - cfs_rq.throttled_clock)
-            self.seen_throttle[cfs_rq] = cfs_rq.throttled_clock
+        throttled_ns = self.throttled_ns[cfs_rq]
+        self.throttled_ns[cfs_rq] = 0
         exec_ns = _se_exec(cfs_rq.se, now)
         group_ns = sum(_se_exec(c.se, now) for c in self.tg.cfs_rq)
         self.observer.runtime_assigned(cfs_rq.cpu, now, exec_ns, throttled_ns, group_ns)
 
-    def _arm(self) -> None:
-        now = self.engine.now
-        cfs_b = self.tg.cfs_bandwidth
-        at = cfs_b.expires if cfs_b.period_active and cfs_b.expires > now else now + cfs_b.period
-        self.engine.call_at(at, self._boundary)
+    def _throttled(self, cfs_rq, now) -> None:
+        if cfs_rq in self.cfs_rqs:
+            self.throttled_in_period = True
 
-    def _boundary(self) -> None:
+    def _unthrottled(self, cfs_rq, now, throttled_ns) -> None:
+        if cfs_rq in self.cfs_rqs:
+            self.throttled_ns[cfs_rq] += throttled_ns
+
+    def _period(self, cfs_b, now, overrun, used, throttled) -> None:
+        if cfs_b is not self.cfs_b:
+            return
+        # a timer that ran since the last report ends a period that began
+        # there (a cpu.max period change takes effect one period late, as
+        # in the kernel); a restarted one was forwarded by the period in force
+        length = now - self.last_boundary if now == self.next_expiry else cfs_b.period
+        self.next_expiry = cfs_b.expires
+        throttled = throttled or self.throttled_in_period
+        self.throttled_in_period = False
+        self.engine.call_at(now, self._report, length, throttled)
+
+    def _report(self, length: int, throttled: bool) -> None:
         now = self.engine.now
         self.machine.sync()
         usage = _hier_usage(self.tg)
-        throttled = any(c.throttled or c.throttled_clock > self.last_boundary
-                        for c in self.tg.cfs_rq)
         if not self.first:
-            self.observer.period_elapsed(now, now - self.last_boundary,
-                                         usage - self.last_usage, throttled)
+            self.observer.period_elapsed(now, length, usage - self.last_usage, throttled)
         self.first = False          # the period under way at registration is partial
         self.last_usage, self.last_boundary = usage, now
-        self._arm()
 
 
 def _se_exec(se, now: int) -> int:

@@ -34,9 +34,18 @@ Where the simulator differs from the kernel:
   "more than 3 overruns in one callback: double period and quota" case
   (sched_cfs_period_timer) never arises; overruns from the timer's own
   forwarding are counted in nr_periods/nr_throttled as in the kernel.
-* Throttled cfs_rqs' PELT keeps running (the kernel freezes it via
-  throttled_clock_task); the throttled group's entity does leave its
-  parent, so the parent's load and group shares see it go.
+* Throttling is the v5.18-v6.17 cfs_rq-based model: a throttled cfs_rq's
+  group entity leaves its parent at once, its PELT clock stops
+  (tg_throttle_down/tg_unthrottle_up, sim/rq.py cfs_rq_clock_pelt), and
+  throttled_time runs from throttle_cfs_rq to unthrottle_cfs_rq on every
+  cfs_rq, empty or not.  Linux 6.5 stopped counting a throttled cfs_rq
+  until a task is queued on it ("sched: don't account throttle time for
+  empty groups"), and 6.18 throttles tasks one by one on their return to
+  user space ("sched/fair: Switch to task based throttle model", "Task
+  based throttle time accounting": a cfs_rq's throttled time starts when
+  its first task is dequeued for the throttle, still summed over cfs_rqs;
+  its PELT clock stops only once it is empty).  Neither is modelled; see
+  docs/calibration-host.md for what that means for this host's 6.18.
 * cgroup v1's admission check (tg_cfs_schedulable_down: a child's
   quota/period may not exceed its parent's) is not made; as in cgroup v2,
   any combination is accepted and the tightest ancestor throttles.
@@ -160,9 +169,26 @@ class CfsBandwidthControl:
     ``runtime_enabled``; the machine calls ``tg_set_cfs_bandwidth``,
     ``runtime_expiry`` and ``runtime_expired``.
 
-    ``assign_observers`` are called as ``f(cfs_rq, amount, now)`` each time
-    a cfs_rq borrows from its group's pool (``__assign_cfs_rq_runtime``):
-    the hook in-kernel tracers such as CATCloud's use."""
+    Observers, the hooks in-kernel tracers such as CATCloud's use (each a
+    list of callables; an empty list costs one test at its hook):
+
+    - ``assign_observers``: ``f(cfs_rq, amount, now)`` each time a cfs_rq
+      borrows from its group's pool (``__assign_cfs_rq_runtime``);
+    - ``throttle_observers``: ``f(cfs_rq, now)`` when ``throttle_cfs_rq``
+      throttles a cfs_rq;
+    - ``unthrottle_observers``: ``f(cfs_rq, now, throttled_ns)`` when
+      ``unthrottle_cfs_rq`` ends a throttle that lasted ``throttled_ns``
+      (what it adds to throttled_time; for the refill, the slack timer or a
+      cpu.max write);
+    - ``period_observers``: ``f(cfs_b, now, overrun, used, throttled)`` at
+      each period-timer expiry of a limited group
+      (``do_sched_cfs_period_timer``), before the refill: ``used`` is what
+      the pool lost since the last refill (``runtime_snap - runtime``:
+      runtime borrowed net of slack returned, the kernel's burst
+      arithmetic), ``throttled`` whether cfs_rqs are waiting for it (the
+      periods counted in nr_throttled).  A group's timer stops after a
+      period in which nothing borrowed, so idle periods are not reported,
+      as they are not counted in nr_periods."""
 
     def __init__(self, policy, machine, slice_us: int = SCHED_CFS_BANDWIDTH_SLICE_US):
         self.policy = policy
@@ -173,6 +199,9 @@ class CfsBandwidthControl:
         self.slice = int(slice_us) * NSEC_PER_USEC
         self.nr_enabled = 0           # groups with a quota (cfs_bandwidth_usage)
         self.assign_observers: list = []
+        self.throttle_observers: list = []
+        self.unthrottle_observers: list = []
+        self.period_observers: list = []
 
     # ------------------------------------------------------------------
     # configuration
@@ -246,6 +275,11 @@ class CfsBandwidthControl:
             return True
         throttled = bool(cfs_b.throttled_cfs_rq)
         cfs_b.nr_periods += overrun
+        if self.period_observers:
+            used = cfs_b.runtime_snap - cfs_b.runtime
+            now = self.clock._now
+            for observer in self.period_observers:
+                observer(cfs_b, now, overrun, used, throttled)
         self._refill_cfs_bandwidth_runtime(cfs_b)
         if cfs_b.idle and not throttled:
             return True
@@ -363,12 +397,29 @@ class CfsBandwidthControl:
     # ------------------------------------------------------------------
     # throttling
     @staticmethod
-    def _walk_tg_tree_from(tg, cpu: int, delta: int) -> None:
-        """tg_throttle_down (+1) / tg_unthrottle_up (-1) over the subtree."""
+    def tg_throttle_down(tg, cpu: int, now: int) -> None:
+        """Over the subtree: the first throttle above a cfs_rq stops its
+        PELT clock (sim/rq.py cfs_rq_clock_pelt)."""
         stack = [tg]
         while stack:
             t = stack.pop()
-            t.cfs_rq[cpu].throttle_count += delta
+            cfs_rq = t.cfs_rq[cpu]
+            if not cfs_rq.throttle_count:
+                cfs_rq.throttled_clock_pelt = now
+            cfs_rq.throttle_count += 1
+            stack.extend(t.children)
+
+    @staticmethod
+    def tg_unthrottle_up(tg, cpu: int, now: int) -> None:
+        """Over the subtree: the last throttle above a cfs_rq ending restarts
+        its PELT clock, which stays behind by the time it stood still."""
+        stack = [tg]
+        while stack:
+            t = stack.pop()
+            cfs_rq = t.cfs_rq[cpu]
+            cfs_rq.throttle_count -= 1
+            if not cfs_rq.throttle_count:
+                cfs_rq.throttled_clock_pelt_time += now - cfs_rq.throttled_clock_pelt
             stack.extend(t.children)
 
     def throttle_cfs_rq(self, cfs_rq) -> bool:
@@ -383,7 +434,8 @@ class CfsBandwidthControl:
         cfs_b.throttled_cfs_rq[cfs_rq] = None
         rq = cfs_rq.rq
         cpu = rq.cpu
-        self._walk_tg_tree_from(cfs_rq.tg, cpu, 1)
+        now = self.clock._now
+        self.tg_throttle_down(cfs_rq.tg, cpu, now)
         policy = self.policy
         task_delta = cfs_rq.h_nr_running
         se = cfs_rq.se
@@ -413,7 +465,10 @@ class CfsBandwidthControl:
         if reached_root:
             rq.nr_running -= task_delta
         cfs_rq.throttled = True
-        cfs_rq.throttled_clock = self.clock._now
+        cfs_rq.throttled_clock = now
+        if self.throttle_observers:
+            for observer in self.throttle_observers:
+                observer(cfs_rq, now)
         return True
 
     def unthrottle_cfs_rq(self, cfs_rq) -> None:
@@ -421,10 +476,15 @@ class CfsBandwidthControl:
         ancestors it empties) back; an idle CPU is told to reschedule."""
         rq = cfs_rq.rq
         cfs_b = cfs_rq.tg.cfs_bandwidth
+        now = self.clock._now
         cfs_rq.throttled = False
-        cfs_b.throttled_time += self.clock._now - cfs_rq.throttled_clock
+        throttled_ns = now - cfs_rq.throttled_clock
+        cfs_b.throttled_time += throttled_ns
         del cfs_b.throttled_cfs_rq[cfs_rq]
-        self._walk_tg_tree_from(cfs_rq.tg, rq.cpu, -1)
+        self.tg_unthrottle_up(cfs_rq.tg, rq.cpu, now)
+        if self.unthrottle_observers:
+            for observer in self.unthrottle_observers:
+                observer(cfs_rq, now, throttled_ns)
         if not cfs_rq.load_weight:
             return
         policy = self.policy

@@ -61,6 +61,9 @@ cdef class CfsRq:
     cdef public bint throttled
     cdef public long throttle_count
     cdef public object throttled_clock
+    cdef public long long throttled_clock_pelt
+    cdef public long long throttled_clock_pelt_time
+    cpdef long long cfs_rq_clock_pelt(self, long long now)
     @cython.locals(delta=cython.longlong, y=cython.double)
     cpdef update_load_avg(self, long long now)
     @cython.locals(delta=cython.double)

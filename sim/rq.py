@@ -10,6 +10,15 @@ exponential average of its on-rq indicator with the kernel's 32-period half
 life (32 x 1024 us), updated lazily whenever its state changes or is read.
 The kernel sums the same geometric series in 1024 us segments; the
 continuous form differs from it only by that quantisation.
+
+A throttled cfs_rq's PELT clock stops, as in the kernel (pelt.h
+cfs_rq_clock_pelt): its own average and those of the entities queued on it
+are kept in that cfs_rq's clock, which runs behind the CPU's by the time
+the cfs_rq has spent in a throttled hierarchy (``throttled_clock_pelt_time``)
+and stands still while it is in one (``throttle_count``).  Otherwise a
+throttled group would look ever more loaded while nothing in it can run,
+and its shares, the balancer and LAGS's Load Credit would see that.
+Groups never throttled keep a clock equal to the CPU's.
 """
 from __future__ import annotations
 
@@ -109,6 +118,7 @@ class SchedEntity:
         self.slice = 0
 
     def update_avg(self, now: int) -> None:
+        now = self.cfs_rq.cfs_rq_clock_pelt(now)
         delta = now - self.avg_last_update
         if delta > 0:
             y = exp(-delta * _DECAY_PER_NS)
@@ -127,7 +137,8 @@ class CfsRq:
     __slots__ = ("rq", "tg", "cpu", "load_weight", "nr_running", "h_nr_running",
                  "min_vruntime", "curr", "timeline", "load_avg", "avg_last_update",
                  "tg_load_avg_contrib", "se", "next", "last", "runtime_enabled",
-                 "runtime_remaining", "throttled", "throttle_count", "throttled_clock")
+                 "runtime_remaining", "throttled", "throttle_count", "throttled_clock",
+                 "throttled_clock_pelt", "throttled_clock_pelt_time")
 
     def __init__(self, rq: Rq, tg: TaskGroup):
         self.rq = rq
@@ -151,6 +162,16 @@ class CfsRq:
         self.throttled = False        # out of runtime: our entity left the parent
         self.throttle_count = 0       # throttled cfs_rqs at or above us
         self.throttled_clock = 0      # when the current throttle began
+        self.throttled_clock_pelt = 0       # when our PELT clock stopped
+        self.throttled_clock_pelt_time = 0  # how long it has been stopped in all
+
+    def cfs_rq_clock_pelt(self, now: int) -> int:
+        """The clock this cfs_rq's PELT runs on (its ``avg_last_update`` and
+        its entities' are in it): the CPU's minus the time spent in a
+        throttled hierarchy."""
+        if self.throttle_count:
+            return self.throttled_clock_pelt - self.throttled_clock_pelt_time
+        return now - self.throttled_clock_pelt_time
 
     def update_load_avg(self, now: int) -> None:
         """Decay cfs_rq->avg.load_avg toward the current queued weight.
@@ -158,6 +179,7 @@ class CfsRq:
         Valid because every change of ``load_weight`` is preceded by a call:
         the average of a sum of runnable weights is the sum of their averages.
         """
+        now = self.cfs_rq_clock_pelt(now)
         delta = now - self.avg_last_update
         if delta > 0:
             y = exp(-delta * _DECAY_PER_NS)

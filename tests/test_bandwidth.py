@@ -11,6 +11,7 @@ from sim.api import build
 from sim.engine import NSEC_PER_MSEC, s_to_ns
 from sim.invariants import check_rq_invariants
 from sim.machine import Machine
+from sim.rq import pelt_decay
 from sim.task import BURST_EXIT
 from simcfg import DEFAULT_COSTS, IDEAL, make_cfg, periodic, poisson
 
@@ -85,6 +86,87 @@ def test_fig_2_1_three_borrows_and_85_ms_throttled(scheduler, calibration):
     # throttled from 15 ms into each period to its end
     for t, throttled in throttles:
         assert throttled == (15 * MS <= t % (100 * MS)), t
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS, ids=lambda s: s["name"])
+def test_fig_2_1_hooks_report_85_ms_throttled_per_period(scheduler):
+    """The throttle, unthrottle and period-timer hooks see Fig. 2.1 as the
+    kernel counts it: a throttle 15 ms into each period, ended by the next
+    refill after exactly 85 ms; each period-timer expiry finds the pool
+    15 ms down and the cfs_rq waiting for it."""
+    engine, m, wl = _hog_machine(scheduler=scheduler)
+    tg = m.groups["/periodic"]
+    m.set_cfs_bandwidth(tg, 15_000, 100_000)
+    bw = m.policy.bandwidth
+    events = []
+    bw.throttle_observers.append(lambda cfs_rq, now: events.append(("throttle", now)))
+    bw.unthrottle_observers.append(
+        lambda cfs_rq, now, ns: events.append(("unthrottle", now, ns)))
+    bw.period_observers.append(
+        lambda cfs_b, now, overrun, used, throttled:
+        events.append(("period", now, overrun, used, throttled)))
+    wl.start()
+    engine.run(s_to_ns(0.5) + 1)
+    expect = [("throttle", 15 * MS)]
+    for k in range(1, 6):
+        expect += [("period", k * 100 * MS, 1, 15 * MS, True),
+                   ("unthrottle", k * 100 * MS, 85 * MS)]
+        if k < 5:
+            expect.append(("throttle", (k * 100 + 15) * MS))
+    assert events == expect
+    assert tg.cfs_bandwidth.throttled_time == sum(e[2] for e in events if e[0] == "unthrottle")
+
+
+def test_observers_cost_nothing_unregistered():
+    """Nothing registers an observer by default: each hook then costs one
+    empty-list test (runs without a tracer stay as they were)."""
+    engine, m, wl = _hog_machine()
+    bw = m.policy.bandwidth
+    assert not (bw.assign_observers or bw.throttle_observers or bw.unthrottle_observers
+                or bw.period_observers)
+
+
+@pytest.mark.parametrize("scheduler", SCHEDULERS, ids=lambda s: s["name"])
+def test_pelt_frozen_while_throttled(scheduler):
+    """As in the kernel (cfs_rq_clock_pelt), a throttled cfs_rq's PELT
+    stands still: the group's load_avg and its task's runnable_avg keep the
+    value they had at the throttle for as long as it lasts, and move again
+    from there after the unthrottle as if that time had not passed.  The
+    task runs 10 ms and sleeps 20 ms under 15 ms per 100 ms: it runs 0-10
+    and 30-35 ms, is throttled 35-100 ms, finishes its burst at 105 ms and
+    sleeps."""
+    cfg = make_cfg(periodic(threads=1, run_ms=10.0, sleep_ms=20.0), cores=1,
+                   duration_s=1.0, warmup_s=0.0, scheduler=scheduler, calibration=IDEAL)
+    engine, m, _, wl = build(cfg)
+    tg = m.groups["/periodic"]
+    m.set_cfs_bandwidth(tg, 15_000, 100_000)
+    cfs_rq = tg.cfs_rq[0]
+    seen = {}
+
+    def sample(key):
+        now = engine.now
+        if "task" not in seen:
+            seen["task"] = next(iter(m.rqs[0].cfs_tasks))
+        task = seen["task"]
+        cfs_rq.update_load_avg(now)
+        task.se.update_avg(now)
+        seen[key] = (cfs_rq.load_avg, task.se.runnable_avg, cfs_rq.cfs_rq_clock_pelt(now))
+    for key, t_us in (("throttled", 40_000), ("mid", 70_000), ("end", 99_999),
+                      ("after", 115_000)):
+        engine.call_at(t_us * 1000, sample, key)
+    wl.start()
+    engine.run(115 * MS + 1)
+    assert seen["throttled"] == seen["mid"] == seen["end"]
+    load, runnable, clock = seen["throttled"]
+    assert clock == 35 * MS
+    weight = seen["task"].se.weight
+    assert 0 < load < weight and 0 < runnable < 1
+    # 100-105 ms runnable, 105-115 ms asleep: PELT counts 15 ms, not 80
+    y5, y10 = pelt_decay(5 * MS), pelt_decay(10 * MS)
+    after_load, after_runnable, after_clock = seen["after"]
+    assert after_clock == 50 * MS
+    assert after_runnable == pytest.approx((runnable * y5 + (1 - y5)) * y10, rel=1e-9)
+    assert after_load == pytest.approx((load * y5 + (1 - y5) * weight) * y10, rel=1e-9)
 
 
 @pytest.mark.parametrize("scheduler", SCHEDULERS, ids=lambda s: s["name"])

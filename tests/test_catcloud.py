@@ -290,3 +290,36 @@ def test_cpu_limit_columns_static_none_and_exact_time_average():
     mean_b = (2000 * 2 + 100 * 6) / 8
     assert out["cpu_limit_mcpu_mean"] == pytest.approx(mean_a + mean_b)
     assert out["cpu_limit_mcpu_final"] == pytest.approx(600)
+
+
+def test_kernel_tracer_reports_exact_throttles_and_period_expiries():
+    """SimHost's tracer on Fig. 2.1 (quota 15 ms, period 100 ms, slice 5 ms):
+    the first borrow after each unthrottle carries that throttle's exact
+    85 ms (the throttle correction's input), and each expiry of the period
+    timer reports a 100 ms period with 15 ms used, throttled."""
+    from backends.simhost import SimHost
+    from simcfg import IDEAL, make_cfg, periodic
+
+    cfg = make_cfg(periodic(threads=1, run_ms=10_000.0), cores=1, duration_s=1.0,
+                   warmup_s=0.0, calibration=IDEAL)
+    engine, machine, _, workload = api.build(cfg)
+    host = SimHost(machine)
+    host.set_cpu_max("periodic", 15_000, 100_000)
+
+    class Observer:
+        borrows, periods = [], []
+
+        def runtime_assigned(self, cpu, now, exec_ns, throttled_ns, group_exec_ns=None):
+            self.borrows.append((now, throttled_ns))
+
+        def period_elapsed(self, now, period_ns, runtime_ns, throttled):
+            self.periods.append((now, period_ns, runtime_ns, throttled))
+    obs = Observer()
+    host.trace_bandwidth("periodic", obs)
+    workload.start()
+    engine.run(500 * MS + 2)
+    # the refill pays the 1 ns debt; the borrow comes when that is used up
+    corrected = [(t, ns) for t, ns in obs.borrows if ns]
+    assert corrected == [(k * 100 * MS + 1, 85 * MS) for k in range(1, 6)]
+    # the period under way at registration is partial and not reported
+    assert obs.periods == [(k * 100 * MS, 100 * MS, 15 * MS, True) for k in range(2, 6)]

@@ -82,6 +82,7 @@ cdef class CFS(KernelScheduler):
     @cython.locals(left=SchedEntity, se=SchedEntity, last=SchedEntity, nxt=SchedEntity)
     cpdef pick_next_entity(self, CfsRq cfs_rq, SchedEntity curr)
     @cython.locals(tg=TaskGroup, se=SchedEntity)
+    @cython.locals(se=SchedEntity, cfs_rq=CfsRq, now=cython.longlong, old_clock=cython.longlong)
     cpdef set_task_rq(self, Task p, long cpu)
     @cython.locals(cfs_rq=CfsRq, now=cython.longlong)
     cpdef _move_entity_load_avg(self, SchedEntity se, long sign)

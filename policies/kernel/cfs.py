@@ -397,7 +397,13 @@ class CFS(KernelScheduler):
     def set_task_rq(self, p, cpu):
         tg = p.tg
         se = p.se
-        se.cfs_rq = tg.cfs_rq[cpu]
+        cfs_rq = tg.cfs_rq[cpu]
+        # the entity's PELT timestamp moves to the new cfs_rq's clock (they
+        # differ by the time each spent throttled; a new task's is the CPU's)
+        now = self.clock._now
+        old_clock = now if se.cfs_rq is None else se.cfs_rq.cfs_rq_clock_pelt(now)
+        se.avg_last_update += cfs_rq.cfs_rq_clock_pelt(now) - old_clock
+        se.cfs_rq = cfs_rq
         se.parent = tg.se[cpu]
         se.depth = tg.depth
 

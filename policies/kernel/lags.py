@@ -53,6 +53,19 @@ exit; context switches for ``running``).  Cost: O(depth) per such call.
 Nothing here writes CFS state, so with every mechanism switched off LAGS
 runs exactly as CFS.
 
+Throttled functions (cpu.max).  A throttled cfs_rq's PELT stands still
+(sim/rq.py), so its load is read on that cfs_rq's clock and, as in the
+patched kernel (whose EMA is fed from tg->load_avg in update_tg_load_avg),
+a throttled function's contribution stops moving.  The closed form above
+assumes each contribution keeps converging to its cfs_rq's queued weight
+until the next re-read; nothing re-reads at a throttle or an unthrottle
+(they move group entities, not tasks), so during a throttle the credit
+drifts toward the throttled cfs_rq's queued weight, a throttled function
+looks more loaded than the kernel's would, and the next enqueue, dequeue
+or tick of one of its tasks on that CPU brings it back.  The paper does
+not discuss bandwidth control beyond noting that dense deployments
+disable it [L28-31], and none of its experiments set cpu.max.
+
 Ordering data structure.  Credits drift continuously, so a heap keyed by
 credit would go stale while entities wait.  Each cfs_rq keeps CFS's vruntime
 heap for entities that are not latency-aware, and a set of its queued
@@ -313,7 +326,7 @@ class LAGS(CFS):
             self._fold(lc, now)
         lam = self._lambda
         w = cfs_rq.load_weight
-        dt = now - cfs_rq.avg_last_update
+        dt = cfs_rq.cfs_rq_clock_pelt(now) - cfs_rq.avg_last_update
         a = cfs_rq.load_avg if dt <= 0 else w + (cfs_rq.load_avg - w) * exp(-lam * dt)
         old = self._contrib.get(cfs_rq)
         if old is None:
