@@ -85,11 +85,24 @@ INTERVALS_OPTIONAL = pa.schema(
         # cpu.max in force at the interval's end
         ("quota_us", pa.int64()),  # null = no limit
         ("period_us", pa.int64()),
-        # real backend, per-cgroup perf counts where the PMU has them
+        # per-cgroup perf counts: the real backend's where the PMU has them;
+        # the simulator's for cgroups with a memory profile
         ("instructions", pa.int64()),
         ("cycles", pa.int64()),
         ("stalled_cycles_frontend", pa.int64()),
         ("stalled_cycles_backend", pa.int64()),
+        # memory model (sim/memory/progress.py, docs/memory.md): cgroups with
+        # a memory profile, null on the other rows; absent from runs without
+        # profiles.  Rates over the interval (null if the cgroup did not run):
+        ("ipc", pa.float64()),  # instructions / cycles
+        ("ipce", pa.float64()),  # 1 - memory stall cycles / cycles (thesis Eq. 3.3-3.4)
+        ("ipc_rel_alone", pa.float64()),  # IPC / IPC alone (the policy's target measure)
+        ("llc_miss_rate", pa.float64()),  # LLC misses / LLC references
+        ("llc_occupancy_mb", pa.float64()),  # CMT llc_occupancy at the end, MiB
+        ("mbm_bytes", pa.int64()),  # DRAM bytes moved in the interval (MBM total)
+        # the RDT allocation in force at the end (null where the host lacks CAT / MBA)
+        ("l3_ways", pa.int64()),
+        ("mb_percent", pa.int64()),
     ]
 )
 

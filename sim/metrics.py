@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from results.schema import INTERVALS_OPTIONAL
 from sim.bandwidth import NSEC_PER_USEC, RUNTIME_INF
 from sim.engine import NSEC_PER_SEC
 
@@ -101,7 +102,10 @@ class IntervalSampler:
     """cpuacct.usage per cgroup (hierarchical) every ``interval_ns``, the
     cgroup's own cpu.stat bandwidth counters over the interval and the
     cpu.max in force at its end, plus host-wide switch counters on the
-    root row."""
+    root row.  With the memory model, cgroups with a memory profile also get
+    the ``MEMORY_INTERVAL_COLUMNS`` (null on the other rows); a run in which
+    no cgroup has a profile gets no such columns at all, so its table is
+    the same as without the model."""
 
     def __init__(self, machine, interval_ns: int):
         self.machine = machine
@@ -111,6 +115,7 @@ class IntervalSampler:
         self._last_stat: dict[str, tuple] = {}
         self._last_host = HostCounters()
         self._last_t = 0
+        self._memory_rows: dict[int, tuple] = {}      # row index -> memory columns
 
     def start(self):
         self.machine.engine.call_later(self.interval_ns, self.sample)
@@ -137,7 +142,10 @@ class IntervalSampler:
             capacity = span_ns * m.topology.nr_cpus
             t0, t1 = self._last_t / NSEC_PER_SEC, now / NSEC_PER_SEC
             stats = {}
+            memory = m.memory.interval_columns() if m.memory is not None else {}
             for name, ns in usage.items():
+                if name in memory:
+                    self._memory_rows[len(self.rows)] = memory[name]
                 used = ns - self._last_usage.get(name, 0)
                 root = name == "/"
                 tg = m.groups[name]
@@ -161,7 +169,7 @@ class IntervalSampler:
 
     def table(self) -> pa.Table:
         cols = list(zip(*self.rows)) if self.rows else [[]] * 15
-        return pa.table({
+        table = pa.table({
             "interval_start_s": pa.array(cols[0], pa.float64()),
             "interval_end_s": pa.array(cols[1], pa.float64()),
             "cgroup": pa.array(cols[2], pa.string()),
@@ -178,3 +186,17 @@ class IntervalSampler:
             "quota_us": pa.array(cols[13], pa.int64()),   # null: no limit
             "period_us": pa.array(cols[14], pa.int64()),
         })
+        if self._memory_rows:
+            empty = (None,) * len(MEMORY_INTERVAL_COLUMNS)
+            mem = list(zip(*(self._memory_rows.get(i, empty) for i in range(len(self.rows)))))
+            for name, values in zip(MEMORY_INTERVAL_COLUMNS, mem):
+                table = table.append_column(
+                    name, pa.array(values, INTERVALS_OPTIONAL.field(name).type))
+        return table
+
+
+# sim.memory.progress.MemorySystem.interval_columns, in this order (types:
+# results.schema.INTERVALS_OPTIONAL)
+MEMORY_INTERVAL_COLUMNS = ("instructions", "cycles", "ipc", "ipce", "ipc_rel_alone",
+                           "llc_miss_rate", "llc_occupancy_mb", "mbm_bytes", "l3_ways",
+                           "mb_percent")

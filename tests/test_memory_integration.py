@@ -12,12 +12,14 @@ from backends.host import PendingJob, RdtError
 from backends.simhost import SimHost
 from policies.control.dynamic_priority import find_best_fit_bitmask, longest_free_run
 from policies.control.least_loaded import CoreAccountant, LeastLoaded, least_committed
+from results.schema import check_table
 from scenarios.config import compose
 from sim import simulate
 from sim.api import attach_controller, build
 from sim.memory.cachemodel import miss_ratio
 from sim.memory.llc import LLCGeometry
 from sim.memory.pages import Buffer, bucket_demand
+from sim.metrics import MEMORY_INTERVAL_COLUMNS
 
 
 def _cfg(overrides):
@@ -52,8 +54,11 @@ def test_memoryless_cgroups_unchanged(overrides):
 
 
 def test_memoryless_summary_has_nan_memory_columns():
-    s = simulate(_cfg(["duration_s=1", "warmup_s=0"])).summary.to_pylist()[0]
+    r = simulate(_cfg(["duration_s=1", "warmup_s=0"]))
+    s = r.summary.to_pylist()[0]
     assert np.isnan(s["llc_miss_rate"]) and np.isnan(s["ipce_global"])
+    # no memory profile: the intervals table gets no memory columns at all
+    assert not set(MEMORY_INTERVAL_COLUMNS) & set(r.intervals.schema.names)
 
 
 # ---- memlookup: slow-down from the miss ratio, by hand ------------------------------------
@@ -75,6 +80,32 @@ def test_memlookup_slowdown_follows_miss_ratio():
     assert np.median(lat) == pytest.approx(0.010 * cpi / cpi_alone, rel=1e-3)
     assert s["ipce_global"] == pytest.approx(0.5 / cpi, rel=2e-3)
     assert 0.15 < m < 0.3         # conflict misses with 4 KB pages in 3 ways
+
+
+def test_memlookup_interval_columns():
+    r = simulate(_cfg(["workload=memlookup", "host=silver-4314-2s", "duration_s=2", "warmup_s=0",
+                       "interval_s=0.5", "workload.partitions=[0-2]", "workload.mb=[40]"]))
+    check_table("intervals", r.intervals)
+    rows = r.intervals.to_pylist()
+    mine = [x for x in rows if x["cgroup"] == "/memlookup/c0"]
+    others = [x for x in rows if x["cgroup"] != "/memlookup/c0"]
+    assert len(mine) == 4 and others
+    assert all(x[c] is None for x in others for c in MEMORY_INTERVAL_COLUMNS)
+    geo = LLCGeometry(24 << 20, 12, 16)
+    demand = bucket_demand(geo, Buffer(6 << 20, 4096, "random"), 0)
+    m = miss_ratio(demand, 3)
+    cpi = 0.5 + 50 / 1000 * ((1 - m) * 20 + m * 90) * 2.4 / 2.0   # bandwidth is no limit
+    for x in mine[1:]:       # the first also holds the 1 ms before the first solve
+        assert x["llc_miss_rate"] == pytest.approx(m, rel=1e-9)
+        assert x["ipce"] == pytest.approx(0.5 / cpi, rel=1e-9)
+        assert x["ipc"] == pytest.approx(1 / cpi, rel=1e-9)
+        assert x["ipc"] == pytest.approx(x["instructions"] / x["cycles"], rel=1e-6)
+        assert x["cycles"] == pytest.approx(0.5 * 2.4e9, rel=1e-6)      # one thread, busy
+        assert x["llc_occupancy_mb"] == pytest.approx(np.minimum(demand, 3).sum() * 64 / 2**20)
+        # every miss fills a line and writes a dirty one back (dirty_fraction 1)
+        misses = x["instructions"] * 50 / 1000 * x["llc_miss_rate"]
+        assert x["mbm_bytes"] == pytest.approx(misses * 64 * 2, rel=1e-6)
+        assert (x["l3_ways"], x["mb_percent"]) == (3, 40)
 
 
 def test_memlookup_fits_with_1g_pages():

@@ -224,6 +224,7 @@ class Counters:
     llc_misses: float = 0.0
     cpu_ns: int = 0
     above_target_ns: int = 0       # CPU time at speed >= target (IPC >= target x alone)
+    mbm_bytes: float = 0.0         # DRAM traffic of its misses (fills + dirty write-backs)
 
 
 @dataclass
@@ -272,6 +273,8 @@ class MemorySystem:
         self.occ_area = 0.0                                # sum occupancy_bytes x ns
         self.occ_time = 0                                  # sum ns of tenant-epochs
         self._at_warmup: dict | None = None
+        self._ran: dict[tuple, int] = {}                   # (tg, domain) -> ns since the last solve
+        self._sampled: dict = {}                           # tg -> (Counters, exec_seen) at the last sample
 
     # ---- profiles -----------------------------------------------------------------------
     def curve(self, profile: MemoryProfile) -> MissCurve:
@@ -339,12 +342,38 @@ class MemorySystem:
         if self._at_warmup is None and self.warmup_ns is not None and now >= self.warmup_ns:
             self._at_warmup = {tg: Counters(**vars(cg.counters)) for tg, cg in self.cgroups.items()}
             self.occ_area, self.occ_time = 0.0, 0
-        ghz = self.hp.ghz
+        self._account()
         tenants: dict[int, list[TenantIn]] = {d: [] for d in self.domains}
+        rc = self.resctrl
+        ran_by = self._ran
+        self._ran = {}
+        # in cgroup order, as the solve cache's signatures expect
+        for tg in self.cgroups:
+            for d in self.domains:
+                ran = ran_by.get((tg, d))
+                if ran is None:
+                    continue
+                cls = rc.group_of(tg.name)
+                cg = self.cgroups[tg]
+                cpus = ran / dt if dt > 0 else 1.0
+                cbm = rc.cbm(cls, d) if rc.info.has_cat else self.geometry_mask
+                mba = rc.mba_fraction(cls, d) if rc.info.has_mba else 1.0
+                tenants[d].append(TenantIn(tg, cg.profile, cg.curve, cbm, cpus, mba))
+        if dt > 0 or not reschedule:
+            self._solve(tenants, now)
+        if reschedule:
+            m.engine.call_later(self.epoch_ns, self._epoch)
+
+    def _account(self) -> None:
+        """Charge the CPU time every profiled cgroup ran since the last
+        account to its counters, at the rates in force (the caller syncs the
+        machine).  The time is also kept for the next solve, so accounting
+        in between (an interval sample) does not change what is solved."""
+        ghz = self.hp.ghz
         rc = self.resctrl
         for tg, cg in self.cgroups.items():
             if tg.usage_ns == cg.usage_seen:
-                continue                  # did not run since the last epoch
+                continue                  # did not run since the last account
             cg.usage_seen = tg.usage_ns
             ses = tg.se
             allowed = tg.cpus_allowed
@@ -358,6 +387,7 @@ class MemorySystem:
                     continue
                 cg.exec_seen[d] = ex
                 key = (tg, d)
+                self._ran[key] = self._ran.get(key, 0) + ran
                 cpi = self.cpi.get(key, cg.cpi_alone)
                 st = self.state.get(key)
                 miss = st.miss if st is not None else cg.curve.miss(self.geometry.ways)
@@ -371,22 +401,15 @@ class MemorySystem:
                 refs = instr * cg.profile.refs_per_kinstr / 1000.0
                 c.llc_refs += refs
                 c.llc_misses += refs * miss
+                mbm = refs * miss * self.hp.line * (1.0 + cg.profile.dirty_fraction)
+                c.mbm_bytes += mbm
                 c.cpu_ns += ran
                 if cg.cpi_alone / cpi >= self.TARGET - 1e-12:
                     c.above_target_ns += ran
-                if st is not None and dt > 0:
+                if st is not None:
                     self.occ_area += st.occupancy_bytes * ran
                     self.occ_time += ran
-                cls = rc.group_of(tg.name)
-                rc.record(cls, d, None, refs * miss * self.hp.line * (1.0 + cg.profile.dirty_fraction))
-                cpus = ran / dt if dt > 0 else 1.0
-                cbm = rc.cbm(cls, d) if rc.info.has_cat else self.geometry_mask
-                mba = rc.mba_fraction(cls, d) if rc.info.has_mba else 1.0
-                tenants[d].append(TenantIn(tg, cg.profile, cg.curve, cbm, cpus, mba))
-        if dt > 0 or not reschedule:
-            self._solve(tenants, now)
-        if reschedule:
-            m.engine.call_later(self.epoch_ns, self._epoch)
+                rc.record(rc.group_of(tg.name), d, None, mbm)
 
     def _solve(self, tenants: dict[int, list[TenantIn]], now: int) -> None:
         m = self.machine
@@ -426,6 +449,43 @@ class MemorySystem:
     def counters(self, tg) -> Counters:
         cg = self.cgroups.get(tg)
         return Counters(**vars(cg.counters)) if cg is not None else Counters()
+
+    def interval_columns(self) -> dict[str, tuple]:
+        """Per profiled cgroup (by name), the ``INTERVAL_COLUMNS`` over the
+        interval since the previous call (sim.metrics.IntervalSampler, after
+        syncing the machine).  Rates are null when the cgroup did not run;
+        the occupancy is CMT's reading at the end, of the domains it ran on;
+        ``l3_ways`` / ``mb_percent`` are its class's on the domain it ran on
+        most (or its cpuset's first), null where the host lacks CAT / MBA."""
+        self._account()
+        rc = self.resctrl
+        out = {}
+        for tg, cg in self.cgroups.items():
+            c = cg.counters
+            before, exec_before = self._sampled.get(tg, (Counters(), {}))
+            self._sampled[tg] = (Counters(**vars(c)), dict(cg.exec_seen))
+            ran = {d: cg.exec_seen.get(d, 0) - exec_before.get(d, 0) for d in self.domains}
+            cycles = c.cycles - before.cycles
+            refs = c.llc_refs - before.llc_refs
+            if cycles > 0:
+                home = max(self.domains, key=lambda d: ran[d])
+                occ = sum(self.state[(tg, d)].occupancy_bytes for d in self.domains
+                          if ran[d] > 0 and (tg, d) in self.state)
+                rates = ((c.instructions - before.instructions) / cycles,
+                         1.0 - (c.stall_cycles - before.stall_cycles) / cycles,
+                         (c.alone_cycles - before.alone_cycles) / cycles,
+                         (c.llc_misses - before.llc_misses) / refs if refs > 0 else None,
+                         occ / (1 << 20))
+            else:
+                allowed = tg.cpus_allowed
+                home = self.domain_of_cpu[min(allowed)] if allowed else self.domains[0]
+                rates = (None,) * 5
+            cls = rc.group_of(tg.name)
+            out[tg.name] = (round(c.instructions - before.instructions), round(cycles), *rates,
+                            round(c.mbm_bytes - before.mbm_bytes),
+                            rc.ways(cls, home) if rc.info.has_cat else None,
+                            rc.mb(cls, home) if rc.info.has_mba else None)
+        return out
 
     def summary(self) -> dict:
         """Summary columns over the measured window (after warm-up)."""
