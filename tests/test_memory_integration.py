@@ -10,7 +10,8 @@ import pytest
 
 from backends.host import PendingJob, RdtError
 from backends.simhost import SimHost
-from policies.control.dynamic_priority import find_best_fit_bitmask, longest_free_run
+from policies.control.dynamic_priority import (DynamicPriority, SocketRdt, _Job,
+                                               find_best_fit_bitmask, longest_free_run)
 from policies.control.least_loaded import CoreAccountant, LeastLoaded, least_committed
 from results.schema import check_table
 from scenarios.config import compose
@@ -279,13 +280,61 @@ def test_best_fit_property_never_overlaps():
             held.append(mask)
 
 
-def test_dynamic_priority_masks_disjoint_in_a_run():
+def _probed(order="ascending", greedy=False, mb_used=0):
+    ctl = DynamicPriority({"interval_s": 0.1, "target": 0.9, "probe_order": order,
+                           "greedy_allocation": greedy})
+    ctl.sock = {0: SocketRdt(12, 1)}
+    ctl.sock[0].mb_used = mb_used
+    return ctl
+
+
+def _sweep(ctl, points, rels):
+    """Feed the measured relative IPCs point by point: (result, points measured)."""
+    job = _Job("/j", 0, 1, True, 0, probe_points=points, probe_rel=[])
+    for i, (point, rel) in enumerate(zip(points, rels)):
+        job.probe_rel.append((point, rel))
+        result = ctl._probe_result(job, last=i + 1 == len(points))
+        if result is not None:
+            return result, i + 1
+    raise AssertionError("the sweep returned nothing")
+
+
+ASC = [(1, 10), (1, 20), (2, 10), (2, 20)]
+
+
+def test_ascending_probe_stops_at_the_first_point_at_target():
+    assert _sweep(_probed(), ASC, [0.5, 0.8, 0.95, 0.99]) == ((2, 10), 3)
+    assert _sweep(_probed(), ASC, [0.5, 0.6, 0.7, 0.8]) == ((2, 20), 4)      # never: the max
+
+
+def test_descending_probe_returns_the_last_good_point():
+    desc = ASC[::-1]
+    assert _sweep(_probed("descending"), desc, [0.99, 0.95, 0.7, 0.99]) == ((2, 10), 3)
+    assert _sweep(_probed("descending"), desc, [0.5, 0.99, 0.99, 0.99]) == ((2, 20), 1)
+    assert _sweep(_probed("descending"), desc, [0.99] * 4) == ((1, 10), 4)   # min suffices
+
+
+def test_greedy_probe_sweeps_everything_and_spares_the_scarce_resource():
+    points = [(w, b) for w in range(1, 5) for b in (10, 20, 30)]
+    passing = {(2, 30), (3, 20), (4, 10), (4, 20), (4, 30)}
+    rels = [0.95 if p in passing else 0.5 for p in points]
+    # 70% MB booked: (3 ways, 20%) uses 3/4 of the ways and 2/3 of the MB left;
+    # (2, 30) would take all the MB, (4, 10) all the ways
+    assert _sweep(_probed(greedy=True, mb_used=70), points, rels) == ((3, 20), 12)
+    # no MB booked: the fewest ways at full MB share is no longer scarce
+    assert _sweep(_probed(greedy=True), points, rels)[0] == (2, 30)
+    assert _sweep(_probed(greedy=True), points, [0.5] * 12) == ((4, 30), 12)
+
+
+@pytest.mark.parametrize("probe", [[], ["controller.probe_order=descending"],
+                                   ["controller.greedy_allocation=true"]])
+def test_dynamic_priority_masks_disjoint_in_a_run(probe):
     from sim.api import _plain
     from sim.engine import s_to_ns
     from scenarios.workloads import trace_for
     cfg = _plain(_cfg(["experiment=noisy_scenarios", "controller=dynamic_priority",
                        "workload.scenario=exceeding_demand", "duration_s=60",
-                       "controller.probe_s=2", "controller.interval_s=0.2"]))
+                       "controller.probe_s=2", "controller.interval_s=0.2", *probe]))
     engine, machine, recorder, workload = build(cfg, trace_for(cfg))
     ctl = attach_controller(cfg, engine, machine, recorder, workload)
     seen = {"checks": 0, "classes": 0}

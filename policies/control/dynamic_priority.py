@@ -17,15 +17,19 @@ Every ``interval_s`` (T_tick):
    probe; a batch job goes to the socket with the least memory-stall load
    (stall cycles of its running jobs over the last tick).
 
-**Probe** (Alg. 1, ascending, the thesis's evaluation settings): after
-``warmup_s`` in system/default, the job gets a class and the sweep runs over
-(ways, MB) ways-major from (``probe_min_ways``, ``probe_min_mb``) upwards in
-steps of 1 way and ``probe_mb_step``, each point for
-``max(probe_s / points, interval_s)`` (the sweep is cut at ``probe_s``; the
-thesis's ``maximum probing duration``).  It stops at the first point whose
-IPC relative to running alone (PerfCounts.alone_cycles / cycles: the
-"90% of the best possible IPC" of L1090) reaches ``target``; otherwise it
-returns the largest point.  After ``cooldown_s`` the allocation is made with
+**Probe**: after ``warmup_s`` in system/default, the job gets a class and
+the sweep runs over (ways, MB) ways-major between (``probe_min_ways``,
+``probe_min_mb``) and (the free run of ways, the unbooked MB) in steps of 1
+way and ``probe_mb_step``, each point for ``max(probe_s / points,
+interval_s)`` (``probe_s``: the thesis's "maximum probing duration").  A
+point passes when the job's IPC relative to running alone
+(PerfCounts.alone_cycles / cycles: the "90% of the best possible IPC" of
+L1090) reaches ``target``.  ``probe_order``: ``ascending`` (Alg. 1, the
+default: the thesis's evaluation ran ascending, L1724) stops at the first
+passing point, else returns the largest; ``descending`` (Alg. 2) starts at
+the largest and returns the last passing point before the first failing one.
+``greedy_allocation`` (L1090) runs the whole sweep and returns the passing
+point that fits the socket best (``_greedy_choice``).  After ``cooldown_s`` the allocation is made with
 ``find_best_fit_bitmask`` (the thesis's findBestFitBitmaskForWays, exactly),
 MB booked additively per socket (at most 100%), and kept for the job's life
 (plus ``buffer_ways``).
@@ -35,9 +39,7 @@ Ways: the root group (system/default, where batch jobs run) keeps
 priority classes are resctrl ``exclusive``, so resctrl itself rejects any
 overlap.
 
-Not modelled (docs/memory.md): descending probes, greedy allocation, the
-cache-refill cost of consolidation (the memory model has no transients),
-rebalancing/swapping batch jobs.
+Not modelled (docs/memory.md): rebalancing/swapping batch jobs.
 """
 from __future__ import annotations
 
@@ -102,6 +104,9 @@ class DynamicPriorityConfig(ControlConfig):
     probe_mb_step: int = tunable(10, range=(10, 100))
     reserved_ways: int = tunable(1, range=(1, None))        # kept by system/default
     buffer_ways: int = tunable(0, range=(0, None))          # extra ways on top of the probe
+    # the thesis's reverse_probe_order / greedy_allocation (L1105-1106), off in its evaluation
+    probe_order: str = tunable("ascending", choices=("ascending", "descending"))
+    greedy_allocation: bool = tunable(False)
     cpuset: str = tunable("cores", choices=("cores", "socket"))
 
 
@@ -118,6 +123,7 @@ class _Job:
     mb: int = 0
     probe_points: list | None = None
     probe_i: int = 0
+    probe_rel: list | None = None   # (point, relative IPC) measured so far
     run_start: int = 0         # lowest way of the free run the probe grows in
     seg_len: int = 0
     seg_end: int = 0
@@ -324,7 +330,9 @@ class DynamicPriority(Controller):
         mb_lo, mb_step = int(self.cfg["probe_min_mb"]), int(self.cfg["probe_mb_step"])
         mb_hi = 100 - st.mb_used
         mbs = list(range(mb_lo, mb_hi + 1, mb_step)) or [mb_hi]
-        job.probe_points = [(w, b) for w in range(lo, run + 1) for b in mbs]
+        points = [(w, b) for w in range(lo, run + 1) for b in mbs]
+        job.probe_points = points[::-1] if self.cfg.get("probe_order") == "descending" else points
+        job.probe_rel = []
         seg = max(int(float(self.cfg["probe_s"]) * 1e9 / len(job.probe_points)), self.tick_ns)
         job.seg_len = seg
         job.probe_i = 0
@@ -348,14 +356,48 @@ class DynamicPriority(Controller):
         c = host.perf_counts(job.cgroup)
         cyc = c.cycles - job.seg_start[0]
         rel = (c.alone_cycles - job.seg_start[1]) / cyc if cyc > 0 else 0.0
-        point = job.probe_points[job.probe_i]
-        last = job.probe_i + 1 >= len(job.probe_points)
-        if rel >= float(self.cfg["target"]) - 1e-9 or last:
-            job.result = point
+        job.probe_rel.append((job.probe_points[job.probe_i], rel))
+        result = self._probe_result(job, last=job.probe_i + 1 >= len(job.probe_points))
+        if result is not None:
+            job.result = result
             self._finish_probe(host, job, now)
             return
         job.probe_i += 1
         self._probe_apply(host, job, now)
+
+    def _probe_result(self, job: _Job, last: bool) -> tuple | None:
+        """The allocation the sweep returns once it has one, else None.
+        Ascending (Alg. 1, L437-453): the first point at the target, or the
+        largest.  Descending (Alg. 2, L455-475): the point before the first
+        one below the target (the largest if that is the first), or the
+        smallest.  Greedy (L1090): the whole sweep, then the point at the
+        target that fits the socket best (``_greedy_choice``)."""
+        target = float(self.cfg["target"]) - 1e-9
+        point, rel = job.probe_rel[-1]
+        if self.cfg.get("greedy_allocation"):
+            return self._greedy_choice(job) if last else None
+        if self.cfg.get("probe_order") == "descending":
+            if rel < target:
+                return job.probe_rel[-2][0] if len(job.probe_rel) > 1 else point
+            return point if last else None
+        return point if rel >= target or last else None
+
+    def _greedy_choice(self, job: _Job) -> tuple:
+        """L1090: "choose the one which fits better into the current
+        allocation, e.g. if most of the memory bandwidth is already allocated
+        ... compensate for this with more last-level cache ways".  The thesis
+        gives no formula; here the fit of (ways, MB) is the larger of its
+        shares of the ways the probe holds and of the socket's unbooked MB
+        (the scarcer resource decides), smallest wins, then fewer ways and
+        less MB.  With no point at the target, the largest (as Alg. 1)."""
+        st = self.sock[job.socket]
+        target = float(self.cfg["target"]) - 1e-9
+        ways_free = max(w for w, _ in job.probe_points)
+        mb_free = 100 - st.mb_used
+        good = [p for p, rel in job.probe_rel if rel >= target and p[1] <= mb_free]
+        if not good:
+            return max(job.probe_points)
+        return min(good, key=lambda p: (max(p[0] / ways_free, p[1] / mb_free), p))
 
     def _finish_probe(self, host, job: _Job, now: int) -> None:
         st = self.sock[job.socket]
