@@ -109,6 +109,53 @@ def test_memlookup_interval_columns():
         assert (x["l3_ways"], x["mb_percent"]) == (3, 40)
 
 
+def _moved(move: bool, extra=()):
+    """memlookup in ways 0-5 (low intensity: a refill spans epochs), moved to
+    ways 6-11 at 1 s; the class's rows of 50 ms intervals."""
+    from sim.api import _plain
+    from sim.engine import s_to_ns
+    from sim.metrics import IntervalSampler
+    cfg = _plain(_cfg(["workload=memlookup", "host=silver-4314-2s", "duration_s=2",
+                       "warmup_s=0", "workload.partitions=[0-5]", "workload.exclusive=false",
+                       "workload.memory.refs_per_kinstr=0.5", *extra]))
+    engine, machine, recorder, workload = build(cfg)
+    host = SimHost(machine)
+    sampler = IntervalSampler(machine, s_to_ns(0.05))
+    if move:
+        engine.call_at(s_to_ns(1.0), lambda: host.rdt_update_class("c0", l3_cbm=0xfc0))
+    workload.start()
+    sampler.start()
+    engine.run(s_to_ns(1.6))
+    rows = [x for x in sampler.table().to_pylist() if x["cgroup"] == "/memlookup/c0"]
+    return rows, machine.memory
+
+
+@pytest.mark.parametrize("pattern", ["random", "sequential"])
+def test_moved_class_refetches_its_lines_then_settles(pattern):
+    extra_keys = [f"workload.memory.pattern={pattern}"]
+    still, mem = _moved(False, extra_keys)
+    assert not mem._refill
+    steady = still[1]
+    for x in still[1:]:
+        assert x["llc_miss_rate"] == pytest.approx(steady["llc_miss_rate"], rel=1e-9)
+        assert x["ipce"] == pytest.approx(steady["ipce"], rel=1e-9)
+    rows, mem = _moved(True, extra_keys)
+    assert rows[:19] == still[:19]                     # the same until the move (at 1 s)
+    after = rows[20:]
+    excess = [x["llc_miss_rate"] - steady["llc_miss_rate"] for x in after]
+    assert excess[0] > 0.3 and not mem._refill and excess[-1] == pytest.approx(0, abs=1e-6)
+    if pattern == "random":            # exp(-refs / N): about a third per 50 ms here
+        assert all(a > b > 0 for a, b in zip(excess, excess[1:4]))
+    assert after[0]["ipce"] < steady["ipce"] - 0.03
+    assert after[-1]["ipce"] == pytest.approx(steady["ipce"], rel=1e-6)
+    assert rows[19]["llc_occupancy_mb"] == 0          # read just after the move: all lost
+    # each line it held is fetched once more: the extra fills (each with a
+    # dirty write-back) are its steady occupancy, in lines
+    extra = sum(x["mbm_bytes"] - steady["mbm_bytes"] * x["instructions"] / steady["instructions"]
+                for x in after) / (64 * 2)
+    assert extra == pytest.approx(steady["llc_occupancy_mb"] * 2**20 / 64, rel=1e-4)
+
+
 def test_memlookup_fits_with_1g_pages():
     s = simulate(_cfg(["workload=memlookup", "host=silver-4314-2s", "duration_s=1", "warmup_s=0",
                        "workload.partitions=[0-2]", "workload.memory.pages=1g"])

@@ -7,8 +7,9 @@ Every ``interval_s`` (T_tick):
 2. allocation queue (Q_alloc, FIFO, blocking): the head is either a *probe*
    of a priority job that finished its warm-up, or the allocation a probe
    found.  A head that does not fit triggers a consolidation (repacking the
-   socket's classes to the low ways); if it still does not fit the queue
-   blocks until the next tick.  Probes are buffered: one probe at a time per
+   socket's classes to the low ways; the memory model charges every moved
+   class the refetch of the lines it leaves behind, sim/memory/progress.py);
+   if it still does not fit the queue blocks until the next tick.  Probes are buffered: one probe at a time per
    socket, with all of the socket's free ways reserved for it, so its sweep
    is uninterrupted;
 3. admission, strict FIFO without backfilling: a priority job goes to the

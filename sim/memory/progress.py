@@ -39,9 +39,16 @@ domain in the previous epoch (its CPU-equivalents, which scale its reference
 rate), and whenever an RDT class or assignment changes.  Counters are
 accumulated per epoch with the rates then in force.  Solutions are cached by
 their (rounded) inputs.
+
+**Refill.**  A cgroup whose ways on a domain shrink or move loses the lines
+it held outside the ways it keeps; until it has fetched them again (one
+extra miss each, at the rate its references find them) its miss ratio,
+CPI and MBM traffic are above the steady state (``_lose_lines``,
+docs/memory.md "Refill after a move").
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -275,6 +282,8 @@ class MemorySystem:
         self._at_warmup: dict | None = None
         self._ran: dict[tuple, int] = {}                   # (tg, domain) -> ns since the last solve
         self._sampled: dict = {}                           # tg -> (Counters, exec_seen) at the last sample
+        self._cbm_seen: dict[tuple, int] = {}              # (tg, domain) -> CBM at its last solve
+        self._refill: dict[tuple, tuple] = {}              # (tg, domain) -> (lines to refetch, rate)
 
     # ---- profiles -----------------------------------------------------------------------
     def curve(self, profile: MemoryProfile) -> MissCurve:
@@ -399,15 +408,21 @@ class MemorySystem:
                 c.stall_cycles += cycles * (1.0 - cg.profile.cpi_core / cpi)
                 c.alone_cycles += instr * cg.cpi_alone
                 refs = instr * cg.profile.refs_per_kinstr / 1000.0
+                misses = refs * miss
+                if key in self._refill:
+                    extra = self._refetched(key, cg, refs)
+                    misses += extra
+                    deficit, per_ref = self._refill[key]
+                    self._refill[key] = (deficit - extra, per_ref)
                 c.llc_refs += refs
-                c.llc_misses += refs * miss
-                mbm = refs * miss * self.hp.line * (1.0 + cg.profile.dirty_fraction)
+                c.llc_misses += misses
+                mbm = misses * self.hp.line * (1.0 + cg.profile.dirty_fraction)
                 c.mbm_bytes += mbm
                 c.cpu_ns += ran
                 if cg.cpi_alone / cpi >= self.TARGET - 1e-12:
                     c.above_target_ns += ran
                 if st is not None:
-                    self.occ_area += st.occupancy_bytes * ran
+                    self.occ_area += self._occupancy(key) * ran
                     self.occ_time += ran
                 rc.record(rc.group_of(tg.name), d, None, mbm)
 
@@ -429,11 +444,14 @@ class MemorySystem:
                 self._cache[sig] = outs
             for t, o in zip(ts, outs):
                 key = (t.key, d)
+                cg = self.cgroups[t.key]
+                self._lose_lines(key, cg, t.cbm, o)
                 self.state[key] = o
-                self.cpi[key] = o.cpi
-                new_speed[key] = self.cgroups[t.key].cpi_alone / o.cpi
+                cpi = o.cpi if key not in self._refill else self._refill_cpi(key, cg, t, o)
+                self.cpi[key] = cpi
+                new_speed[key] = cg.cpi_alone / cpi
                 cls = rc.group_of(t.key.name)
-                occupancy[(cls, d)] = occupancy.get((cls, d), 0.0) + o.occupancy_bytes
+                occupancy[(cls, d)] = occupancy.get((cls, d), 0.0) + self._occupancy(key)
         for name in rc.groups:
             for d in self.domains:
                 rc.record(name, d, occupancy.get((name, d), 0.0))
@@ -444,6 +462,65 @@ class MemorySystem:
                 p = rq.curr
                 if p is not None and (p.tg, self.domain_of_cpu[rq.cpu]) in changed:
                     m.refresh_speed(rq)
+
+    # ---- refill after a move ------------------------------------------------------------
+    def _lose_lines(self, key, cg: _Cg, cbm: int, out: TenantOut) -> None:
+        """A cgroup whose ways moved or shrank since its last solve keeps only
+        its lines in the ways it still owns (spread evenly over the ways it
+        had); the rest must be fetched again, up to its new steady occupancy.
+        Lines left in the former ways count as lost at once (the thesis,
+        L1372, has them valid until the ways' new holder evicts them, which
+        this does not track), so the cost is an upper bound.  Ways gained
+        without a loss fill without a transient, like the first warm-up."""
+        old = self._cbm_seen.get(key)
+        self._cbm_seen[key] = cbm
+        line = self.hp.line
+        target = out.occupancy_bytes / line
+        deficit, per_ref = self._refill.get(key, (0.0, 0.0))
+        if old is not None and old & ~cbm:
+            prev = self.state[key]
+            kept = (prev.occupancy_bytes / line - deficit) * bin(old & cbm).count("1") \
+                / bin(old).count("1")
+            deficit = max(0.0, target - kept)
+            # random: a reference hits a resident line with R / N, so the
+            # deficit relaxes as exp(-refs / N); a cyclic sweep refetches the
+            # lost lines, spread over its N references, at the next pass
+            per_ref = 1.0 / cg.curve.n if cg.profile.pattern == "random" \
+                else deficit / cg.curve.n
+        deficit = min(deficit, target)
+        if deficit >= 1.0:
+            self._refill[key] = (deficit, per_ref)
+        else:
+            self._refill.pop(key, None)
+
+    def _refetched(self, key, cg: _Cg, refs: float) -> float:
+        """Lost lines fetched again by ``refs`` LLC references (the extra misses)."""
+        deficit, per_ref = self._refill[key]
+        if cg.profile.pattern == "random":
+            return deficit * -math.expm1(-refs * per_ref)
+        return min(deficit, refs * per_ref)
+
+    def _refill_cpi(self, key, cg: _Cg, t: TenantIn, o: TenantOut) -> float:
+        """Mean CPI over the next epoch with the refill's extra misses: the
+        instructions I that fit its cycles C (at this epoch's CPU share)
+        solve ``C = I CPI + X(I) s``, X(I) the lines refetched by I's
+        references, s the stall of a miss instead of a hit."""
+        hp = self.hp
+        budget = t.cpus * self.epoch_ns * hp.ghz
+        r = cg.profile.refs_per_kinstr / 1000.0
+        s = (hp.mem_latency_ns - hp.llc_latency_ns) * hp.ghz / (cg.profile.mlp * o.throttle)
+        lo, hi = 0.0, budget / o.cpi
+        for _ in range(60):           # cycles(I) is increasing: bisect
+            mid = 0.5 * (lo + hi)
+            if mid * o.cpi + self._refetched(key, cg, mid * r) * s > budget:
+                hi = mid
+            else:
+                lo = mid
+        return budget / lo if lo > 0 else o.cpi
+
+    def _occupancy(self, key) -> float:
+        """CMT bytes now: the steady occupancy less the lines still to refetch."""
+        return self.state[key].occupancy_bytes - self._refill.get(key, (0.0, 0.0))[0] * self.hp.line
 
     # ---- reads --------------------------------------------------------------------------
     def counters(self, tg) -> Counters:
@@ -469,7 +546,7 @@ class MemorySystem:
             refs = c.llc_refs - before.llc_refs
             if cycles > 0:
                 home = max(self.domains, key=lambda d: ran[d])
-                occ = sum(self.state[(tg, d)].occupancy_bytes for d in self.domains
+                occ = sum(self._occupancy((tg, d)) for d in self.domains
                           if ran[d] > 0 and (tg, d) in self.state)
                 rates = ((c.instructions - before.instructions) / cycles,
                          1.0 - (c.stall_cycles - before.stall_cycles) / cycles,
