@@ -40,7 +40,9 @@ Ways: the root group (system/default, where batch jobs run) keeps
 priority classes are resctrl ``exclusive``, so resctrl itself rejects any
 overlap.
 
-Not modelled (docs/memory.md): rebalancing/swapping batch jobs.
+Not modelled (docs/memory.md, "Not done"): rebalancing/swapping batch jobs
+(Alg. 3 lines 32-38, L495, L1466), for which the thesis gives no rule and
+the simulated host has no lever to move a running job.
 """
 from __future__ import annotations
 
