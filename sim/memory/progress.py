@@ -50,6 +50,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
@@ -64,6 +66,24 @@ EPOCH_NS = 50_000_000
 HOST_DEFAULTS = {"cpu_ghz": 2.4, "mem_latency_ns": 90.0, "llc_latency_ns": 20.0}
 PROFILE_KEYS = ("buffer_mb", "pages", "pattern", "stride_bytes", "refs_per_kinstr",
                 "cpi_core", "mlp", "dirty_fraction", "layout_seed")
+# fitted archetypes (written by ``python -m calibration.memory_profiles``; docs/memory.md,
+# "Fitted profiles"), selected with ``memory: {archetype: <name>, ...overrides}``
+ARCHETYPES_FILE = Path(__file__).with_name("archetypes.yaml")
+
+
+@lru_cache(maxsize=1)
+def archetypes() -> dict[str, dict]:
+    """name -> entry (``memory``: the profile keys, ``threads``, ``fitted``, ``source``)."""
+    import yaml
+    with open(ARCHETYPES_FILE) as f:
+        return dict(yaml.safe_load(f)["archetypes"])
+
+
+def archetype_spec(name: str) -> dict:
+    table = archetypes()
+    if name not in table:
+        raise ValueError(f"unknown memory archetype {name!r}: use one of {', '.join(sorted(table))}")
+    return dict(table[name]["memory"])
 
 
 @dataclass(frozen=True)
@@ -96,10 +116,16 @@ class MemoryProfile:
     def from_spec(cls, spec: Mapping[str, Any] | None) -> "MemoryProfile | None":
         if spec is None:
             return None
+        spec = dict(spec)
+        # the keys given next to an archetype override its fitted values
+        name = spec.pop("archetype", None)
+        if name is not None:
+            spec = {**archetype_spec(str(name)), **{k: v for k, v in spec.items() if v is not None}}
         unknown = set(spec) - set(PROFILE_KEYS)
         if unknown:
-            raise ValueError(f"unknown memory keys {sorted(unknown)}: use {', '.join(PROFILE_KEYS)}")
-        return cls(**{k: v for k, v in dict(spec).items() if v is not None})
+            raise ValueError(f"unknown memory keys {sorted(unknown)}: use archetype, "
+                             f"{', '.join(PROFILE_KEYS)}")
+        return cls(**{k: v for k, v in spec.items() if v is not None})
 
     @property
     def buffer(self) -> Buffer:
