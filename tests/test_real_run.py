@@ -55,11 +55,14 @@ def test_every_request_is_accounted_for_and_latencies_cover_demand(real_run):
     assert (req.latency_s >= req.cpu_demand_s / m.threads).all()
     assert (req.end_s <= 10.0).all() and (req.start_s >= req.arrival_s - 1e-3).all()
     # the worker spins until its thread CPU time reaches the demand: never
-    # less, and beyond it only by the last loop turn (rarely more, when the
-    # thread is interrupted inside it on this shared machine)
+    # less, and beyond it only by the last loop turn.  Rarely much more: a
+    # vCPU the hypervisor deschedules inside that turn keeps charging the
+    # thread (one request overshot by 28 ms in ~800 in a CI run), so a few
+    # such requests are tolerated, not a systematic overshoot
     over = req.cpu_measured_s - req.cpu_demand_s
     assert (over >= -1e-6).all()
-    assert np.quantile(over, 0.95) < 2e-4 and over.max() < 5e-3
+    assert np.quantile(over, 0.95) < 2e-4, over.describe()
+    assert (over > 5e-3).mean() <= 0.005, req[over > 5e-3]
 
 
 def test_lateness_and_perf_counts_are_reported(real_run):
