@@ -376,12 +376,30 @@ def test_greedy_probe_sweeps_everything_and_spares_the_scarce_resource():
 @pytest.mark.parametrize("probe", [[], ["controller.probe_order=descending"],
                                    ["controller.greedy_allocation=true"]])
 def test_dynamic_priority_masks_disjoint_in_a_run(probe):
+    # 120 s: results wait for a running probe, so descending and greedy
+    # (whose probes hold more ways) reach two live classes later
+    ctl, seen = _checked_run(["duration_s=120", "controller.probe_s=2",
+                              "controller.interval_s=0.2", *probe], 120.0)
+    assert seen["checks"] > 500 and seen["classes"] >= 2
+    assert ctl.summary()["dynamic_priority_allocations"] >= 2
+
+
+@pytest.mark.slow
+def test_dynamic_priority_masks_disjoint_over_the_hour():
+    # the full exceeding-demand hour once handed a probe result the ways a
+    # running probe was about to grow into (found at t = 2717 s)
+    ctl, seen = _checked_run([], 3600.0)
+    assert seen["checks"] > 1000 and ctl.summary()["dynamic_priority_allocations"] >= 10
+
+
+def _checked_run(overrides: list, duration_s: float):
+    """Run exceeding_demand under dynamic_priority, checking after every
+    controller step that no two priority classes share a way of a socket."""
     from sim.api import _plain
     from sim.engine import s_to_ns
     from scenarios.workloads import trace_for
     cfg = _plain(_cfg(["experiment=noisy_scenarios", "controller=dynamic_priority",
-                       "workload.scenario=exceeding_demand", "duration_s=60",
-                       "controller.probe_s=2", "controller.interval_s=0.2", *probe]))
+                       "workload.scenario=exceeding_demand", *overrides]))
     engine, machine, recorder, workload = build(cfg, trace_for(cfg))
     ctl = attach_controller(cfg, engine, machine, recorder, workload)
     seen = {"checks": 0, "classes": 0}
@@ -412,6 +430,5 @@ def test_dynamic_priority_masks_disjoint_in_a_run(probe):
 
     ctl.step = checked
     workload.start()
-    engine.run(s_to_ns(60.0))
-    assert seen["checks"] > 100 and seen["classes"] >= 2
-    assert ctl.summary()["dynamic_priority_allocations"] >= 2
+    engine.run(s_to_ns(duration_s))
+    return ctl, seen

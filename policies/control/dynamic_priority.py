@@ -9,9 +9,12 @@ Every ``interval_s`` (T_tick):
    found.  A head that does not fit triggers a consolidation (repacking the
    socket's classes to the low ways; the memory model charges every moved
    class the refetch of the lines it leaves behind, sim/memory/progress.py);
-   if it still does not fit the queue blocks until the next tick.  Probes are buffered: one probe at a time per
-   socket, with all of the socket's free ways reserved for it, so its sweep
-   is uninterrupted;
+   if it still does not fit the queue blocks until the next tick.  Probes
+   are buffered: one probe at a time per socket, with the free run it
+   sweeps in reserved for it (``SocketRdt.hold``), so its sweep is
+   uninterrupted: an allocation found meanwhile goes outside that run, and
+   one that only a consolidation could fit waits for the probe to end
+   (consolidating would move the probing class out of its run);
 3. admission, strict FIFO without backfilling: a priority job goes to the
    socket (that fits its cores) with the most uncommitted RDT resources
    (free ways, then free MB percent) and stays in system/default until its
@@ -36,9 +39,11 @@ MB booked additively per socket (at most 100%), and kept for the job's life
 (plus ``buffer_ways``).
 
 Ways: the root group (system/default, where batch jobs run) keeps
-``reserved_ways`` top ways always, plus every free way contiguous with them;
-priority classes are resctrl ``exclusive``, so resctrl itself rejects any
-overlap.
+``reserved_ways`` top ways always, plus every free way contiguous with them.
+Priority classes are disjoint on their socket by this controller's
+accounting (``SocketRdt.allocated``), not by resctrl: on the other socket
+each class shares the reserved way with the root, so the classes are
+resctrl ``shareable`` (docs/memory.md, "Controllers").
 
 Not modelled (docs/memory.md, "Not done"): rebalancing/swapping batch jobs
 (Alg. 3 lines 32-38, L495, L1466), for which the thesis gives no rule and
@@ -144,6 +149,7 @@ class SocketRdt:
         self.allocated = self.reserved      # the root's top ways are never handed out
         self.mb_used = 0
         self.probing: str | None = None     # the job whose probe holds the free ways
+        self.hold = 0                       # the run that probe grows in: no one else's
 
     @property
     def allocatable(self) -> int:
@@ -256,7 +262,7 @@ class DynamicPriority(Controller):
             self.acct.release(job.cgroup)
             st = self.sock[job.socket]
             if st.probing == job.cgroup:
-                st.probing = None
+                st.probing, st.hold = None, 0
             if job.cgroup in self.q_alloc:
                 self.q_alloc.remove(job.cgroup)
             self._drop_class(host, job)
@@ -310,9 +316,12 @@ class DynamicPriority(Controller):
                 if mb < int(self.cfg["probe_min_mb"]):
                     break
                 try:
-                    mask = find_best_fit_bitmask(ways, st.allocated, st.ways)
+                    # not in the run a probe on this socket is still growing in
+                    mask = find_best_fit_bitmask(ways, st.allocated | st.hold, st.ways)
                 except ValueError:
-                    if st.free_ways() < ways:
+                    # consolidating would move the probing class out of its run:
+                    # the result waits for the probe to end
+                    if st.free_ways() < ways or st.probing is not None:
                         break
                     self._consolidate(host, job.socket)
                     try:
@@ -344,6 +353,7 @@ class DynamicPriority(Controller):
         # hold the whole free run: the sweep grows inside it
         start, _ = longest_free_run(st.allocated, st.ways)
         job.run_start = start
+        st.hold = ((1 << run) - 1) << start
         self._probe_apply(host, job, now)
 
     def _probe_apply(self, host, job: _Job, now: int) -> None:
@@ -404,7 +414,7 @@ class DynamicPriority(Controller):
 
     def _finish_probe(self, host, job: _Job, now: int) -> None:
         st = self.sock[job.socket]
-        st.probing = None
+        st.probing, st.hold = None, 0
         self._drop_class(host, job)                    # back to system/default meanwhile
         job.state = "cooldown"
         job.ready_ns = now + int(float(self.cfg["cooldown_s"]) * 1e9)
