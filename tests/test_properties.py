@@ -55,7 +55,12 @@ scenarios = st.builds(
     st.sampled_from([IDEAL, DEFAULT_COSTS]), st.integers(0, 2**16), st.sampled_from([250, 1000]))
 
 # HYPOTHESIS_EXAMPLES=200 for a deeper search than the default suite affords
+# A fixed example set by default, so a bug the random search finds blocks
+# the change that causes it, not an unrelated landing; HYPOTHESIS_RANDOM=1
+# (with a larger HYPOTHESIS_EXAMPLES) explores, as it should before a release.
+RANDOM = os.environ.get("HYPOTHESIS_RANDOM", "") not in ("", "0")
 SETTINGS = settings(max_examples=int(os.environ.get("HYPOTHESIS_EXAMPLES", 15)), deadline=None,
+                    derandomize=not RANDOM,
                     suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -137,7 +142,8 @@ def test_each_request_completes_once_and_in_order(cfg):
     assert s["cpu_util"] <= 1.0 + 1e-9
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=8, deadline=None, derandomize=not RANDOM,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios)
 def test_same_seed_same_results(cfg):
     a, b = simulate(cfg), simulate(cfg)
@@ -167,3 +173,26 @@ def test_rng_streams_are_independent():
         mask = pc.equal(t.column("function"), "func-0")
         return sorted(t.filter(mask).column("arrival_s").to_pylist())
     assert arrivals(1) == arrivals(3)
+
+
+@pytest.mark.xfail(strict=True, reason="known gap, found by the random search on 2026-11-24: "
+                   "a CPU idles ~97 ms while a fair task waits behind busy SCHED_RR threads "
+                   "on another CPU (RT and a throttled group on 3 cores x 2 threads); "
+                   "not investigated yet")
+def test_idle_cpu_next_to_a_fair_task_behind_rt_threads():
+    gs = [dict(threads=1, nice=0, cgroup_weight=10, task_policy=None, quota_us=None,
+               period_us=10000, burst_us=0),
+          dict(threads=2, nice=0, cgroup_weight=100, task_policy=None, quota_us=7000,
+               period_us=100000, burst_us=0),
+          dict(threads=5, nice=0, cgroup_weight=10, task_policy="rr", quota_us=None,
+               period_us=10000, burst_us=0)]
+    w = periodic(run_ms=0.3, sleep_ms=0.0, groups=[{"name": f"g{i}", **g} for i, g in enumerate(gs)])
+    cfg = make_cfg(w, cores=3, threads_per_core=2, duration_s=DURATION_S, warmup_s=0.0, seed=0,
+                   calibration=IDEAL, hz=250)
+    engine, machine, recorder, workload = build(cfg)
+    monitor = WorkConservationMonitor(machine, 500_000, _tasks(workload))
+    workload.start()
+    monitor.start()
+    engine.run(s_to_ns(DURATION_S))
+    interval = max((d.interval_ms for d in machine.topology.domains[0]), default=0) * 1_000_000
+    assert monitor.worst_ns <= interval + 3 * machine.tick_ns, monitor.worst_ns
