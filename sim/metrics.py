@@ -86,6 +86,10 @@ class HostCounters:
                    nr_bursts=sum(b.nr_burst for b in bws),
                    burst_time_ns=sum(b.burst_time for b in bws))
 
+    def __add__(self, other: HostCounters) -> HostCounters:
+        return HostCounters(*(getattr(self, f) + getattr(other, f)
+                              for f in self.__dataclass_fields__))
+
     def __sub__(self, other: HostCounters) -> HostCounters:
         return HostCounters(*(getattr(self, f) - getattr(other, f)
                               for f in self.__dataclass_fields__))

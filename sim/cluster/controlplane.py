@@ -41,7 +41,7 @@ import math
 from collections import deque
 
 from sim.cluster.node import Commands, Delivery
-from sim.cluster.placement import NodeAllocation, place
+from sim.cluster.placement import empty_node, place
 from sim.engine import s_to_ns
 
 
@@ -82,11 +82,7 @@ class ControlPlane:
         self.cold_start_ns = s_to_ns(float(ccfg["cold_start_s"]))
         self.keep_alive_ns = s_to_ns(float(ccfg["keep_alive_s"]))
         self.per_pod = float(ccfg["target_concurrency"]) * float(ccfg["target_utilization"])
-        cpu = ccfg.get("node_cpu_mcpu")
-        cpu = node_cpus * 1000 if cpu is None else int(cpu)
-        cap = int(ccfg["pods_per_node"]) - int(ccfg["reserved_pods"])
-        self.alloc = [NodeAllocation(cpu, int(ccfg["node_memory_mb"]), cap)
-                      for _ in range(nodes)]
+        self.alloc = [empty_node(ccfg, node_cpus) for _ in range(nodes)]
         stable_ns = s_to_ns(float(ccfg["stable_window_s"]))
         stable = max(1, math.ceil(stable_ns / window_ns))
         self.panic_ns = int(stable_ns * float(ccfg["panic_window_pct"]) / 100)

@@ -53,6 +53,14 @@ class NodeAllocation:
         self.pods -= 1
 
 
+def empty_node(ccfg, cpus: int) -> NodeAllocation:
+    """A node of the cluster config with nothing bound: allocatable CPU
+    ``node_cpu_mcpu`` (null: the host's CPUs x 1000), memory, and the pod cap."""
+    cpu = ccfg.get("node_cpu_mcpu")
+    return NodeAllocation(cpus * 1000 if cpu is None else int(cpu), int(ccfg["node_memory_mb"]),
+                          int(ccfg["pods_per_node"]) - int(ccfg["reserved_pods"]))
+
+
 def check_strategy(strategy: str) -> str:
     if strategy not in STRATEGIES:
         raise ValueError(f"cluster.placement = {strategy!r}: choose from {', '.join(STRATEGIES)}")

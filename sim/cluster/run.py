@@ -192,7 +192,7 @@ def _summary(cfg, n, cpus, cp, requests, rows, demands, warmup_ns, duration_ns, 
     window_s = (duration_ns - start_ns) / NSEC_PER_SEC
     c = HostCounters()
     for r in kept:
-        c = HostCounters(*(getattr(c, f) + getattr(r[3], f) for f in c.__dataclass_fields__))
+        c = c + r[3]
     capacity_ns = max(window_s, 1e-12) * NSEC_PER_SEC * n * cpus
     # per profile window after warm-up: perceived (reported) and effective (demanded) cores
     perceived = _binned([r[0] for r in kept], [r[3].busy_ns + r[3].overhead_ns for r in kept],

@@ -19,7 +19,7 @@ import math
 
 import pyarrow as pa
 
-from sim.cluster.placement import NodeAllocation, place
+from sim.cluster.placement import NodeAllocation, empty_node, place
 from sim.cluster.run import demand_cores, requests_mcpu, simulate_cluster, trace_columns
 from sim.engine import s_to_ns
 from sim.topology import Topology
@@ -41,9 +41,6 @@ def static_nodes(cfg: dict, trace: pa.Table) -> int:
     max_pod = int(ccfg["max_pod_cpu_mcpu"])
     peaks = requests_mcpu(per_function, "peak", max_pod)
     cpus = Topology.from_config(cfg["host"]).nr_cpus
-    cpu = ccfg.get("node_cpu_mcpu")
-    cpu = cpus * 1000 if cpu is None else int(cpu)
-    cap = int(ccfg["pods_per_node"]) - int(ccfg["reserved_pods"])
     memory = int(ccfg["memory_request_mb"])
     nodes: list[NodeAllocation] = []
     pods = []
@@ -52,7 +49,7 @@ def static_nodes(cfg: dict, trace: pa.Table) -> int:
         pods += [pod] * math.ceil(peak / max_pod)
     for pod in sorted(pods, reverse=True):
         if place(nodes, "most_allocated", pod, memory) is None:
-            nodes.append(NodeAllocation(cpu, int(ccfg["node_memory_mb"]), cap))
+            nodes.append(empty_node(ccfg, cpus))
             nodes[-1].bind(pod, memory)
     return len(nodes)
 
