@@ -134,13 +134,17 @@ cdef class CFS(KernelScheduler):
     cpdef double task_h_load(self, Task p)
     cpdef bint task_hot(self, Task p, long long now)
     @cython.locals(tg_cfs_rq=list)
+    cpdef bint lb_pinned(self, Task p, long dst_cpu, Rq src_rq)
+    cpdef bint can_detach(self, Task p, Rq src_rq, long long now)
     cpdef bint can_migrate_task(self, Task p, long dst_cpu, Rq src_rq, long long now)
     @cython.locals(m=Machine, rqs=list, now=cython.longlong, rq=Rq, busiest=Rq, cpu=cython.long)
-    cpdef find_busiest_queue(self, span, Rq dst_rq, long idle)
-    @cython.locals(m=Machine, src_rq=Rq, now=cython.longlong, moved=cython.long, dst_cpu=cython.long,
-                   p=Task, busiest_load=cython.double, local_load=cython.double,
-                   load=cython.double)
+    cpdef find_busiest_queue(self, span, Rq dst_rq, long idle, skip)
+    @cython.locals(src_rq=Rq, moved=cython.long)
     cpdef load_balance(self, Rq dst_rq, span, long idle)
+    @cython.locals(m=Machine, now=cython.longlong, moved=cython.long, dst_cpu=cython.long,
+                   p=Task, busiest_load=cython.double, local_load=cython.double,
+                   load=cython.double, all_pinned=cython.bint)
+    cpdef long _detach_tasks(self, Rq src_rq, Rq dst_rq, long idle)
     cpdef balance(self, Rq rq, long idle)
     cpdef balance_interval_ns(self, Rq rq, long idle)
     cpdef newidle_allowed(self, Rq rq)

@@ -761,27 +761,36 @@ class CFS(KernelScheduler):
     def task_hot(self, p, now):
         return now - p.se.exec_start < self.migration_cost
 
-    def can_migrate_task(self, p, dst_cpu, src_rq, now):
-        if p is src_rq.curr:
-            return False
+    def lb_pinned(self, p, dst_cpu, src_rq):
+        """The reasons in can_migrate_task() that hold for every attempt from
+        src to dst: throttled_lb_pair() (no moves out of or into a throttled
+        hierarchy) and cpus_ptr.  A queue whose every task is pinned is
+        dropped and the balance redone (LBF_ALL_PINNED)."""
         if p.cpus_allowed is not None and dst_cpu not in p.cpus_allowed:
-            return False
-        # throttled_lb_pair(): no moves out of or into a throttled hierarchy
+            return True
         tg_cfs_rq = p.tg.cfs_rq
-        if tg_cfs_rq[src_rq.cpu].throttle_count or tg_cfs_rq[dst_cpu].throttle_count:
+        return tg_cfs_rq[src_rq.cpu].throttle_count or tg_cfs_rq[dst_cpu].throttle_count
+
+    def can_detach(self, p, src_rq, now):
+        """can_migrate_task() past the pinning checks: not running, and not
+        cache hot unless balancing kept failing."""
+        if p is src_rq.curr:
             return False
         if self.task_hot(p, now):
             return src_rq.nr_balance_failed > self.cache_nice_tries
         return True
 
-    def find_busiest_queue(self, span, dst_rq, idle):
+    def can_migrate_task(self, p, dst_cpu, src_rq, now):
+        return not self.lb_pinned(p, dst_cpu, src_rq) and self.can_detach(p, src_rq, now)
+
+    def find_busiest_queue(self, span, dst_rq, idle, skip):
         m = self.machine
         rqs = m.rqs
         now = self.clock._now
         busiest, busiest_key = None, None
         for cpu in span:
             rq = rqs[cpu]
-            if rq is dst_rq or rq.nr_running < 2:
+            if rq is dst_rq or rq.nr_running < 2 or (skip is not None and cpu in skip):
                 continue
             rq.cfs.update_load_avg(now)
             if idle != CPU_NOT_IDLE:
@@ -793,9 +802,27 @@ class CFS(KernelScheduler):
         return busiest
 
     def load_balance(self, dst_rq, span, idle):
-        src_rq = self.find_busiest_queue(span, dst_rq, idle)
-        if src_rq is None:
-            return 0
+        """load_balance(): pull from the busiest queue of ``span``.  When
+        every task there is pinned away from dst (affinity or a throttled
+        hierarchy) that queue is dropped and the search redone, as the
+        kernel does on LBF_ALL_PINNED; otherwise a queue whose only
+        waiting task belongs to a group throttled on dst would hide the
+        movable work of every other queue."""
+        skip = None
+        while True:
+            src_rq = self.find_busiest_queue(span, dst_rq, idle, skip)
+            if src_rq is None:
+                return 0
+            moved = self._detach_tasks(src_rq, dst_rq, idle)
+            if moved >= 0:
+                return moved
+            if skip is None:
+                skip = set()
+            skip.add(src_rq.cpu)
+
+    def _detach_tasks(self, src_rq, dst_rq, idle):
+        """detach_tasks() + attach: the number of tasks moved, or -1 if every
+        examined task was pinned (LBF_ALL_PINNED)."""
         now = self.clock._now
         if idle != CPU_NOT_IDLE:
             # migrate_task: an idle CPU takes one waiting task
@@ -807,12 +834,16 @@ class CFS(KernelScheduler):
                 return 0
             imbalance = (busiest_load - local_load) / 2
         moved = 0
+        all_pinned = True
         dst_cpu = dst_rq.cpu
         m = self.machine
         # detach_tasks() examines at most loop_max = sysctl_sched_nr_migrate
         # tasks, least recently run first
         for p in list(islice(src_rq.cfs_tasks, SCHED_NR_MIGRATE)):
-            if not self.can_migrate_task(p, dst_cpu, src_rq, now):
+            if self.lb_pinned(p, dst_cpu, src_rq):
+                continue
+            all_pinned = False
+            if not self.can_detach(p, src_rq, now):
                 continue
             if imbalance is not None:
                 load = self.task_h_load(p)
@@ -825,6 +856,8 @@ class CFS(KernelScheduler):
             moved += 1
             if imbalance is None or imbalance <= 0:
                 break
+        if all_pinned:
+            return -1
         if moved:
             src_rq.nr_balance_failed = 0
         else:
