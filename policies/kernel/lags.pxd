@@ -46,6 +46,9 @@ cdef class LAGS(CFS):
     cdef public list _curr_credit
     cdef public list _running
     cdef public dict stats
+    cdef public list _aware_credits
+    cdef public list _order
+    cdef public long long _order_at
 
     cpdef init_task_group(self, tg)
     @cython.locals(g=TaskGroup)
@@ -117,7 +120,11 @@ cdef class LAGS(CFS):
     cpdef _first_fit(self, Task p, cpus, double credit)
     @cython.locals(moved=cython.long)
     cpdef load_balance(self, Rq dst_rq, span, long idle)
-    @cython.locals(dst_cpu=cython.long, dst_idle=bint, m=Machine, now=cython.longlong,
-                   best=Task, best_src=Rq, best_credit=cython.double, cpu=cython.long, src=Rq,
-                   p=Task, chain=tuple, credit=cython.double)
+    @cython.locals(dst_idle=bint, now=cython.longlong, order=list, n=cython.long, i=cython.long,
+                   credit=cython.double, run=set)
     cpdef long _lc_pull(self, Rq dst_rq, span, long idle)
+    @cython.locals(lc=LoadCredit)
+    cpdef list _credit_order(self, long long now)
+    @cython.locals(m=Machine, dst_cpu=cython.long, cpu=cython.long, src=Rq, curr=Task,
+                   waiting=bint, lc=LoadCredit, h=cython.long, p=Task, chain=tuple)
+    cpdef bint _pull_first(self, Rq dst_rq, span, set run, long long now)

@@ -225,6 +225,9 @@ class LAGS(CFS):
         self._runnable = self.load_signal == "runnable"
         ncpus = machine.topology.nr_cpus
         self._aware: set = set()              # latency-aware task groups
+        self._aware_credits: list = []        # their LoadCredits, in creation order
+        self._order: list = []                # _credit_order() at _order_at
+        self._order_at = -1
         self._credit_of: dict = {}            # TaskGroup -> LoadCredit
         self._chains: dict = {}               # TaskGroup -> credits of aware tgs, itself upward
         self._contrib: dict = {}              # CfsRq -> (weight, load_avg, t) last read
@@ -247,6 +250,9 @@ class LAGS(CFS):
         elif _matches(tg.name, self.globs):
             self._aware.add(tg)
         self._chains.clear()
+        credit_of = self._credit_of
+        self._aware_credits = [credit_of[g] for g in credit_of if g in self._aware]
+        self._order_at = -1
 
     def latency_aware(self, tg) -> bool:
         return tg in self._aware
@@ -679,42 +685,82 @@ class LAGS(CFS):
     def _lc_pull(self, dst_rq, span, idle):
         """Move the waiting task of the lowest-credit function in ``span``
         to ``dst_rq`` if dst is (becoming) idle or runs a task of a function
-        with a higher credit, where it will run at once."""
-        dst_cpu = dst_rq.cpu
+        with a higher credit, where it will run at once.  Among equal
+        credits the first task in scan order (CPUs of ``span`` in order,
+        each queue least recently run first) goes.
+
+        Functions are tried in credit order and a CPU's queue is scanned
+        only where that function has a waiting task, so a pull costs about
+        one queue scan rather than a scan of every queued task in the
+        domain (thousands on an overloaded dense host)."""
         dst_idle = idle != CPU_NOT_IDLE
         cached = None
         if not dst_idle:
-            cached = self._cached_credit(dst_cpu)
+            cached = self._cached_credit(dst_rq.cpu)
             if cached is None:
                 return 0
-        m = self.machine
         now = self.clock._now
-        best = best_src = None
-        best_credit = INF
+        order = self._credit_order(now)
+        n = len(order)
+        i = 0
+        while i < n:
+            credit = order[i][0]
+            if cached is not None and not cached - credit > self.tie_margin:
+                return 0        # credits only rise from here
+            run = set()
+            while i < n and order[i][0] == credit:
+                run.add(order[i][1])
+                i += 1
+            if self._pull_first(dst_rq, span, run, now):
+                return 1
+        return 0
+
+    def _credit_order(self, now):
+        """(credit, LoadCredit) of every latency-aware group, lowest first.
+        With smoothing a credit's value at an instant is fixed once read
+        (folding is one-way), so all CPUs balancing at one tick share one
+        sort; unsmoothed credits follow load changes within the instant."""
+        if self._order_at == now and self._beta != INF:
+            return self._order
+        order = [(self._credit(lc, now), lc) for lc in self._aware_credits]
+        order.sort(key=_first)
+        self._order, self._order_at = order, now
+        return order
+
+    def _pull_first(self, dst_rq, span, run, now):
+        """Pull the first movable waiting task, in scan order, of a function
+        whose credit is in ``run``."""
+        m = self.machine
+        dst_cpu = dst_rq.cpu
         for cpu in span:
             src = m.rqs[cpu]
             if src is dst_rq or src.nr_running < 2:
                 continue
+            curr = src.curr
+            waiting = False
+            for lc in run:
+                h = lc.tg.cfs_rq[cpu].h_nr_running
+                if h > 1 or (h == 1 and (curr is None or curr.tg is not lc.tg)):
+                    waiting = True
+                    break
+            if not waiting:
+                continue
             for p in src.cfs_tasks:
-                if p is src.curr:
+                if p is curr:
                     continue
                 chain = self._chain(p.tg)
-                if not chain:
-                    continue
-                credit = self._credit(chain[0], now)
-                if credit >= best_credit:
-                    continue
-                if cached is not None and not cached - credit > self.tie_margin:
+                if not chain or chain[0] not in run:
                     continue
                 if not self.can_migrate_task(p, dst_cpu, src, now):
                     continue
-                best, best_src, best_credit = p, src, credit
-        if best is None:
-            return 0
-        m.move_queued_task(best, best_src, dst_rq)
-        self.stats["pulls"] += 1
-        return 1
+                m.move_queued_task(p, src, dst_rq)
+                self.stats["pulls"] += 1
+                return True
+        return False
 
+
+def _first(pair):
+    return pair[0]
 
 POLICY = LAGS
 CONFIG = LagsConfig
