@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.configs import dense, small, small_lags, tiny
+from benchmarks.configs import azure_lags, dense, small, small_lags, tiny
+from scenarios.workloads import GENERATED, trace_for
 from sim import simulate
 
 
 def _run(benchmark, cfg: dict, rounds: int = 1) -> dict:
     walls: list[float] = []
+    # generated trace workloads are drawn once, outside the timed rounds
+    trace = trace_for(cfg) if cfg["workload"]["name"] in GENERATED else None
 
     def once():
-        result = simulate(cfg)
+        result = simulate(cfg, trace=trace)
         walls.append(result.summary.column("wall_time_s")[0].as_py())
         return result
     result = benchmark.pedantic(once, rounds=rounds, iterations=1, warmup_rounds=0)
@@ -50,6 +53,12 @@ def test_dense(benchmark):
     five rounds, as this VM's speed drifts by tens of percent from minute to
     minute."""
     _run(benchmark, dense(), rounds=5)
+
+
+@pytest.mark.slow
+def test_azure_lags(benchmark):
+    """azure2021 at 168 functions under CFS-LAGS, 10 s (``make bench`` only)."""
+    _run(benchmark, azure_lags(), rounds=3)
 
 
 def test_small(benchmark):
