@@ -92,12 +92,19 @@ class FunctionsWorkload:
     # user container, queue-proxy out, each in its container's cgroup) |
     # bentoml (knative's pod running a BentoML service: API server, the
     # runner's batching dispatcher, PyTorch's threads) |
-    # worker (the real backend's native worker: a dispatcher thread per cgroup)
+    # worker (the real backend's native worker: a dispatcher thread per cgroup) |
+    # rdhashd (resctl-demo's rd-hashd: dispatch thread, worker pool, sleeps)
     request_path: str = "direct"
     # worker path: dispatcher CPU per request and per thread it creates
-    # (null: the calibration profile's worker_dispatch_us, worker_thread_us)
+    # (null: the calibration profile's worker_dispatch_us, worker_thread_us);
+    # rdhashd: dispatch_us per request or completion
     dispatch_us: Optional[float] = None
     thread_us: Optional[float] = None
+    # rdhashd path: rd-hashd's per-request sleep, N(mean, ratio x mean)
+    # clamped to [0, 2 mean], in three parts (null: rd-hashd's 20 ms, 0.33;
+    # 0 drops the sleeps)
+    sleep_mean_s: Optional[float] = None
+    sleep_stdev_ratio: Optional[float] = None
     # bentoml path (null: the defaults in sim/workloads/request_path.py):
     # API server CPU per request in and out, runner event loop CPU per pass,
     # BentoML's runners.batching.max_batch_size and max_latency_ms, API

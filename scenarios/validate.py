@@ -393,6 +393,9 @@ def _check_functions(c: _Checks) -> None:
             c.at_least(f"workload.{key}", low)
     if c.get("workload.max_latency_ms") is not None:
         c.positive("workload.max_latency_ms")
+    for key in ("sleep_mean_s", "sleep_stdev_ratio", "dispatch_us"):
+        if c.get(f"workload.{key}") is not None:
+            c.at_least(f"workload.{key}", 0)
 
 
 def _check_poisson(c: _Checks) -> None:
@@ -626,7 +629,7 @@ def _check_backend(c: _Checks) -> None:
     path = c.get("workload.request_path")
     c.require("workload.request_path", path in (None, "direct", "worker"),
               "backend=real runs its native worker (direct and worker are that same "
-              "path; knative and bentoml are simulated)", path)
+              "path; knative, bentoml and rdhashd are simulated)", path)
 
 
 def _check_cluster(c: _Checks) -> None:

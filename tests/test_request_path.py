@@ -9,6 +9,7 @@ import pytest
 from sim import simulate
 from sim.api import build
 from sim.engine import s_to_ns
+from sim.workloads.hashd import SYSCALL_NS
 from sim.workloads.request_path import PROXY_IN_US, PROXY_OUT_US
 from sim.workloads.trace import make_trace
 from tests.simcfg import DEFAULT_COSTS, make_cfg
@@ -359,3 +360,88 @@ def test_bentoml_config_keys_are_checked():
             compose(["workload=azure2019", "workload.request_path=bentoml", f"workload.{bad}"])
     with pytest.raises(ConfigError, match="backend=real runs its native worker"):
         compose(["workload=azure2021", "backend=real", "workload.request_path=bentoml"])
+
+
+# ``rdhashd``: resctl-demo's rd-hashd (sim/workloads/hashd.py): a dispatch
+# thread, a LIFO pool of reused workers, three sleeps per request
+
+def _hashd(trace, cores=1, calibration=None, **kw):
+    return _run(trace, cores=cores, calibration=calibration, path="rdhashd", parent="faas", **kw)
+
+
+def test_rdhashd_alone_a_request_takes_dispatch_sleeps_demand_and_completion():
+    """No switch costs, one request at a time: the dispatcher's CPU at the
+    arrival and at the completion, the demand, the two nanosleep re-entries
+    between sleeps (SYSCALL_NS each, and one after the last) and the
+    request's sleep (three equal thirds of a clamped-normal draw)."""
+    res = _hashd(_spaced(), dispatch_us=30.0, sleep_mean_s=0.01)
+    lat = [r["latency_s"] for r in res.requests.to_pylist()]
+    assert len(lat) == 20
+    fixed = 2 * 30e-6 + 0.002 + 3 * SYSCALL_NS * 1e-9
+    sleeps = [x - fixed for x in lat]
+    # ClampedNormal(10 ms, 3.3 ms, 0, 20 ms), in ns thirds
+    assert all(0.0 <= s <= 0.020 + 3e-9 for s in sleeps)
+    assert 0.007 < sum(sleeps) / len(sleeps) < 0.013
+    assert len(set(round(s, 9) for s in sleeps)) > 10      # drawn per request
+    # without the sleeps: exactly the two dispatches and the demand
+    flat = _hashd(_spaced(), dispatch_us=30.0, sleep_mean_s=0.0)
+    assert [r["latency_s"] for r in flat.requests.to_pylist()] == \
+        pytest.approx([2 * 30e-6 + 0.002] * 20, abs=1e-9)
+
+
+def test_rdhashd_switches_per_request_count_every_wake_up():
+    """One CPU, one request at a time, switches counted as in the knative
+    test (to idle too): idle -> dispatcher (arrival) -> worker -> idle
+    (sleep) -> worker -> idle (sleep) -> worker -> idle (sleep) -> worker ->
+    dispatcher (completion) -> idle: 10 per request; without the sleeps
+    idle -> dispatcher -> worker -> dispatcher -> idle: 4."""
+    trace = _spaced()
+    for sleep_mean_s, per_request in ((0.01, 10), (0.0, 4)):
+        s = _hashd(trace, calibration=DEFAULT_COSTS, sleep_mean_s=sleep_mean_s) \
+            .summary.to_pylist()[0]
+        assert s["n_requests"] == 20
+        assert s["ctx_switches"] == per_request * 20, sleep_mean_s
+
+
+def test_rdhashd_workers_are_reused_most_recently_idle_first():
+    """Requests one after another reuse one worker; five at once need five
+    workers, after which the pool serves later requests from them, the last
+    to go idle first."""
+    burst = make_trace(["f"] * 5 + ["f"], [0.1] * 5 + [0.5], [0.001] * 6, [1] * 6)
+    cfg = make_cfg(_trace_workload("rdhashd", parent="faas", sleep_mean_s=0.0),
+                   cores=2, duration_s=1.0, warmup_s=0.0)
+    engine, machine, recorder, wl = build(cfg, burst)
+    wl.start()
+    engine.run(s_to_ns(0.4))
+    fn = next(iter(wl.path.functions.values()))
+    assert fn.spawned == 5 and len(fn.idle) == 5 and not wl.path.plan
+    last_idle = fn.idle[-1]
+    engine.run(s_to_ns(0.6))
+    assert fn.spawned == 5 and fn.idle[-1] is last_idle    # it served the 6th request
+    assert recorder.rows and len(recorder.rows) == 6
+
+
+def test_rdhashd_closed_loop_admits_from_the_dispatcher():
+    """resctl with concurrency pinned at 1 on one CPU and no sleeps: the
+    dispatcher handles the completion and issues the next request in the
+    same burst, as launch_hashers does, so each request costs the worker's
+    hand-off, its return to the dispatcher, and nothing more: 2 switches."""
+    res = simulate(make_cfg(_resctl("rdhashd", concurrency_max=1, parent_cgroup="faas",
+                                    sleep_mean_s=0.0, dispatch_us=20.0),
+                            duration_s=2.0, warmup_s=0.5, calibration=DEFAULT_COSTS))
+    s = res.summary.to_pylist()[0]
+    n = s["n_requests"]
+    assert n > 100
+    assert s["ctx_switches"] / n == pytest.approx(2.0, rel=0.02)
+
+
+def test_rdhashd_config_keys_are_checked():
+    from scenarios.config import compose
+    from scenarios.validate import ConfigError
+    cfg = compose(["workload=resctl", "workload.request_path=rdhashd"])
+    assert cfg.workload.sleep_mean_s is None
+    for key in ("sleep_mean_s", "sleep_stdev_ratio", "dispatch_us"):
+        with pytest.raises(ConfigError, match=f"workload.{key}"):
+            compose(["workload=resctl", "workload.request_path=rdhashd", f"workload.{key}=-1"])
+    with pytest.raises(ConfigError, match="rdhashd are simulated"):
+        compose(["workload=resctl", "backend=real", "workload.request_path=rdhashd"])

@@ -75,6 +75,12 @@ cgroup as in ``direct``.  This is the path to compare a simulation with a
 ``direct``.  Null keys take the calibration profile's
 ``worker_dispatch_us`` and ``worker_thread_us`` (measured by ``colosim
 calibrate``'s dispatch benchmark).
+
+``rdhashd``: resctl-demo's rd-hashd, the program the LAGS benchmark ran per
+function: a dispatch thread and a pool of reused workers, each request
+sleeping three times (sim/workloads/hashd.py has the details and sources).
+``dispatch_us`` is the dispatch thread's CPU per event (a request or a
+completion; null: the worker path's default).
 """
 from __future__ import annotations
 
@@ -83,12 +89,14 @@ from collections import deque
 from sim.engine import NSEC_PER_USEC
 from sim.task import BURST_BLOCK, BURST_EXIT, Request
 from sim.workloads.common import cgroup_bandwidth, fork_threads
+from sim.workloads.hashd import HashdPath
 
 DIRECT = "direct"
 KNATIVE = "knative"
 BENTOML = "bentoml"
 WORKER = "worker"
-REQUEST_PATHS = (DIRECT, KNATIVE, BENTOML, WORKER)
+RDHASHD = "rdhashd"
+REQUEST_PATHS = (DIRECT, KNATIVE, BENTOML, WORKER, RDHASHD)
 # the dispatcher's CPU when neither the workload nor the calibration profile
 # gives it: calibration/bench/dispatch.py on the development VM (Xeon, Linux
 # 6.18; calibration=this-vm holds the fitted values)
@@ -162,6 +170,10 @@ def build(cfg, workload):
         return KnativePath(workload)
     if kind == BENTOML:
         return BentoPath(workload, cfg)
+    if kind == RDHASHD:
+        per_event = cfg.get("dispatch_us")
+        return HashdPath(workload, cfg,
+                         DEFAULT_DISPATCH_US if per_event is None else float(per_event))
     if kind == WORKER:
         per_request, per_thread = cfg.get("dispatch_us"), cfg.get("thread_us")
         return WorkerPath(workload,

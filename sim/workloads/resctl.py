@@ -3,8 +3,11 @@ benchmark's steady "serverful" load, after resctl-demo's rd-hashd.
 
 Each function is a cgroup ``parent_cgroup/func-i`` serving a closed loop:
 it keeps ``concurrency`` requests in flight and admits a new one the moment
-one completes (no think time; the benchmark replaced rd-hashd's hashing and
-sleeps with a CPU-bound computation).  Every ``control_period_s`` the
+one completes (no think time).  With ``request_path: rdhashd`` each request
+goes through rd-hashd's dispatch thread and worker pool and sleeps three
+times (sim/workloads/hashd.py); the default ``direct`` forks a thread per
+request that only computes, the reading that the benchmark replaced
+rd-hashd's hashing and sleeps with its CPU-bound computation.  Every ``control_period_s`` the
 function retunes its concurrency with rd-hashd's control law:
 
 - a latency controller caps concurrency: with the error
@@ -118,9 +121,13 @@ class ResctlWorkload(ForkJoin):
         fn.in_flight -= 1
         fn.done += 1
         fn.latencies.append(req.end - req.arrival)
-        # the dispatcher hears of the completion once the worker has exited,
-        # so the next request is placed with the worker's CPU free again
-        self.engine.call_later(0, self._admit, fn)
+        if getattr(self.path, "admits_inline", False):
+            self._admit(fn)
+        else:
+            # the dispatcher hears of the completion once the worker has
+            # exited, so the next request is placed with the worker's CPU
+            # free again
+            self.engine.call_later(0, self._admit, fn)
 
     def _control(self) -> None:
         period_s = self.period_ns / NSEC_PER_SEC
