@@ -41,6 +41,8 @@ import numpy as np
 import yaml
 from scipy.optimize import least_squares
 
+from sim.costmodel import CostModel
+
 ROOT = Path(__file__).resolve().parents[1]
 POINTS_FILE = ROOT / "calibration" / "points" / "lags_fig3_cfs.yaml"
 PROFILE_FILE = ROOT / "scenarios" / "conf" / "calibration" / "e5-2430l.yaml"
@@ -165,28 +167,22 @@ def predict(design: dict, n_switches: int, capacity_ns: float, params: dict) -> 
             "ctx_switch_cost_mean_us": total / n_switches / 1000.0 if n_switches else 0.0}
 
 
-class _Recorder:
-    """Stands in for the machine's CostModel: delegates every cost and
-    records the features of the switches after warmup."""
+class _Recorder(CostModel):
+    """The machine's cost model, recording the features of every switch
+    after warmup (a subclass, so the compiled machine accepts it and its
+    calls reach this override)."""
 
-    def __init__(self, inner, engine, warmup_ns: int):
-        self.inner, self.engine, self.warmup_ns = inner, engine, warmup_ns
-        self.direct_ns, self.per_level_ns = inner.direct_ns, inner.per_level_ns
+    def start(self, engine, warmup_ns: int) -> None:
+        self.engine, self.warmup_ns = engine, warmup_ns
         self.rows: list[tuple] = []
-        self.rq = None
-        self.has_queue_term = hasattr(inner, "queue_ns_per_log2")
 
-    def __getattr__(self, name):       # anything else the machine reads
-        return getattr(self.inner, name)
-
-    def switch_cost_ns(self, levels, ws_bytes, away_ns, migrated, nr_running=0):
-        if self.engine.env._now >= self.warmup_ns:
-            n = nr_running if nr_running else self.rq.nr_running
+    def switch_cost_ns(self, levels, ws_bytes, away_ns, migrated, nr_running=0,
+                       touched=0, touched_shared=0):
+        if self.engine._now >= self.warmup_ns:
             self.rows.append((levels, ws_bytes, -1 if away_ns is None else away_ns,
-                              migrated, n))
-        if self.has_queue_term:
-            return self.inner.switch_cost_ns(levels, ws_bytes, away_ns, migrated, nr_running)
-        return self.inner.switch_cost_ns(levels, ws_bytes, away_ns, migrated)
+                              migrated, nr_running))
+        return CostModel.switch_cost_ns(self, levels, ws_bytes, away_ns, migrated, nr_running,
+                                        touched, touched_shared)
 
 
 # ----------------------------------------------------------------------
@@ -218,13 +214,15 @@ def profile_dict(params: dict, name: str = "e5-2430l") -> dict:
 
 
 def simulate_point(workload: str, functions: int, params: dict, seed: int,
-                   duration_s: float, warmup_s: float, record: bool = True) -> dict:
+                   duration_s: float, warmup_s: float, record: bool = True,
+                   workload_overrides: dict | None = None) -> dict:
     """One CFS run; returns its summary metrics and (if ``record``) features."""
     import sim.api as api
     from scenarios.runner import generated_trace
 
     cfg = base_config(workload)
     cfg["workload"]["functions"] = int(functions)
+    cfg["workload"].update(workload_overrides or {})
     cfg["seed"] = int(seed)
     cfg["duration_s"] = float(duration_s)
     cfg["warmup_s"] = float(warmup_s)
@@ -236,14 +234,9 @@ def simulate_point(workload: str, functions: int, params: dict, seed: int,
     def build(c, t=None):
         engine, machine, recorder, wl = orig_build(c, t)
         if record:
-            rec = _Recorder(machine.cost, engine, int(round(float(c["warmup_s"]) * 1e9)))
+            rec = _Recorder.from_config(c["calibration"])
+            rec.start(engine, int(round(float(c["warmup_s"]) * 1e9)))
             machine.cost = rec
-            schedule = machine.schedule
-
-            def tracked(rq):
-                rec.rq = rq
-                return schedule(rq)
-            machine.schedule = tracked
             holder["rec"] = rec
         holder["machine"] = machine
         return engine, machine, recorder, wl
