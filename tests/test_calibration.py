@@ -117,3 +117,33 @@ def test_azure2021_108_functions_reproduces_the_fit():
     assert r["sched_overhead_frac"] == pytest.approx(ref["sched_overhead_frac"], rel=0.01)
     # paper: 10-20 µs on the stand-alone host (L165), at most ~20 µs at 19x (L145)
     assert 5.0 < r["ctx_switch_cost_mean_us"] <= 22.0
+
+
+def test_resctl_demand_bisection_finds_the_size_of_a_target_overhead(monkeypatch):
+    """calibration.fit_resctl_demand on a stand-in for the simulator whose
+    overhead falls as 1/size (rate ~ completions): the bisection converges
+    on the size that gives the target, and moves the right way."""
+    from calibration import fit_resctl_demand as D
+
+    def fake(service_s, params, duration, seed=0):
+        return {"sched_overhead_frac": 3.2e-5 / service_s, "ctx_switch_rate_per_s": 1.0,
+                "ctx_switch_cost_mean_us": 10.0}
+    monkeypatch.setattr(D, "overhead_at", fake)
+    size, tried = D.bisect(0.06, {}, {}, 1e-4, 1e-2, steps=12, log=lambda m: None)
+    assert size == pytest.approx(3.2e-5 / 0.06, rel=0.01)
+    assert len(tried) == 12
+    # every probe above the target moved the next one to larger sizes
+    for (s0, o0, _, _), (s1, _, _, _) in zip(tried, tried[1:]):
+        assert (s1 > s0) == (o0 > 0.06)
+
+
+def test_resctl_demand_in_the_workload_matches_its_calibration_point():
+    """resctl.yaml's size is the one docs/calibration.md reports, and the
+    committed profile's record puts resctl_108_overhead inside its band."""
+    from scenarios.config import compose
+
+    assert compose(["workload=resctl"]).workload.mean_service_s == pytest.approx(0.000542)
+    assert compose(["experiment=lags_fig3"]).workload.request_path == "rdhashd"
+    record = json.loads(F.RECORD_FILE.read_text())
+    r = next(x for x in record["residuals"] if x["id"] == "resctl_108_overhead")
+    assert r["residual"] == 0.0 and 0.05 <= r["simulated"] <= 0.07
