@@ -125,6 +125,15 @@ SUMMARY_OPTIONAL = pa.schema(
         ("ipce_priority", pa.float64()),
         ("ipce_batch", pa.float64()),
         ("time_above_target_frac", pa.float64()),
+        # CFS-LAGS's mechanism counters over the window after warmup
+        # (policies/kernel/lags.py LAGS.stats; sim/api.py policy_stats):
+        # entities queued by Load Credit, wakeup and tick preemptions decided
+        # by credit, placements that differ from CFS's, balancer credit pulls
+        ("lags_credit_queued", pa.int64()),
+        ("lags_wakeup_preemptions", pa.int64()),
+        ("lags_tick_preemptions", pa.int64()),
+        ("lags_placements", pa.int64()),
+        ("lags_pulls", pa.int64()),
     ]
 )
 

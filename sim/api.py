@@ -106,10 +106,12 @@ def simulate(cfg, progress=None, trace=None) -> SimResult:
     controller = attach_controller(cfg, engine, machine, recorder, workload)
     sampler = IntervalSampler(machine, interval_ns)
     at_warmup: list[HostCounters] = []
+    stats_at_warmup: dict = {}
 
     def snapshot():
         machine.sync()
         at_warmup.append(HostCounters.read(machine))
+        stats_at_warmup.update(policy_stats(machine))
     engine.call_at(warmup_ns, snapshot)
     if machine.memory is not None:
         machine.memory.warmup_ns = warmup_ns
@@ -130,10 +132,22 @@ def simulate(cfg, progress=None, trace=None) -> SimResult:
         summary = summary.append_column(column, pa.array([value], pa.float64()))
     for column, value in memory_columns(machine).items():
         summary = summary.append_column(column, pa.array([value], pa.float64()))
+    prefix = getattr(machine.policy, "stats_prefix", "policy")
+    for key, value in policy_stats(machine).items():
+        summary = summary.append_column(f"{prefix}_{key}",
+                                        pa.array([value - stats_at_warmup.get(key, 0)], pa.int64()))
     if controller is not None:
         for column, value in controller.summary().items():
             summary = summary.append_column(column, pa.array([value]))
     return SimResult(summary, requests, sampler.table(), cfg)
+
+
+def policy_stats(machine) -> dict:
+    """The scheduling policy's mechanism counters, if it keeps any (CFS-LAGS:
+    entities queued by credit, credit wakeup and tick preemptions, credit
+    placements, balancer pulls); the summary gets their counts over the
+    window after warmup as ``<policy.stats_prefix>_<counter>``."""
+    return dict(getattr(machine.policy, "stats", None) or {})
 
 
 def memory_columns(machine) -> dict:

@@ -320,8 +320,11 @@ def test_all_mechanisms_off_is_cfs_exactly(scenario):
     off = simulate(dict(cfg, scheduler={"name": "lags", **{f: False for f in FLAGS}}))
     assert off.requests.equals(cfs.requests)
     drop = ["run_id", "scheduler", "wall_time_s", "sim_s_per_wall_s", "sim_events"]
+    # LAGS's own counters: all zero with every mechanism off
+    counters = [c for c in off.summary.column_names if c.startswith("lags_")]
+    assert counters and all(off.summary.column(c)[0].as_py() == 0 for c in counters)
     # pandas' equals counts NaN == NaN (columns of models nothing used are NaN)
-    assert off.summary.drop_columns(drop).to_pandas().equals(
+    assert off.summary.drop_columns(drop + counters).to_pandas().equals(
         cfs.summary.drop_columns(drop).to_pandas())
 
 
@@ -440,3 +443,35 @@ def test_lags_keeps_the_scheduler_invariants(cfg, sched):
     assert monitor.worst_ns <= interval + 3 * machine.tick_ns
     machine.sync()
     assert sum(r[5] for r in recorder.rows if not r[6]) <= sum(rq.busy_ns for rq in machine.rqs)
+
+
+def test_mechanism_counters_are_summary_columns_over_the_window():
+    """LAGS.stats reach the summary as lags_<counter>, counted after warmup
+    only; CFS runs have no such columns."""
+    import sim.api as api
+    from results.schema import check_table
+
+    wl = {"name": "poisson", "functions": 6, "rate_rps": 40.0, "service": "exp",
+          "mean_service_s": 0.004, "service_sigma": 1.0, "threads_per_request": 1,
+          "working_set_kb": 0, "cgroup_weight": 100, "nice": 0, "parent_cgroup": "faas"}
+    cfg = make_cfg(wl, cores=1, duration_s=2.0, warmup_s=1.0, scheduler={"name": "lags"})
+    holder = {}
+    orig = api.build
+
+    def build(c, t=None):
+        out = orig(c, t)
+        holder["machine"] = out[1]
+        return out
+    api.build = build
+    try:
+        res = api.simulate(cfg)
+    finally:
+        api.build = orig
+    s = res.summary.to_pylist()[0]
+    total = holder["machine"].policy.stats
+    check_table("summary", res.summary)
+    for key in ("credit_queued", "wakeup_preemptions", "tick_preemptions", "placements", "pulls"):
+        assert 0 <= s[f"lags_{key}"] <= total[key], key
+    assert 0 < s["lags_credit_queued"] < total["credit_queued"]       # warmup excluded
+    cfs = api.simulate(make_cfg(wl, cores=1, duration_s=2.0, warmup_s=1.0))
+    assert not any(c.startswith("lags_") for c in cfs.summary.column_names)

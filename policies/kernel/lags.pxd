@@ -46,6 +46,7 @@ cdef class LAGS(CFS):
     cdef public list _curr_credit
     cdef public list _running
     cdef public dict stats
+    cdef public str stats_prefix
     cdef public list _aware_credits
     cdef public list _order
     cdef public long long _order_at

@@ -234,6 +234,7 @@ class LAGS(CFS):
         self._aware_q: dict = {}              # CfsRq -> {queued aware gse: its credit}
         self._curr_credit = [None] * ncpus    # (task, its function's credit) per CPU
         self._running = [None] * ncpus        # the fair task counted running per CPU
+        self.stats_prefix = "lags"        # the summary's lags_<counter> columns
         # how often each mechanism acted: entities queued by credit, credit
         # preemptions at wakeup and tick, placements that differ from CFS's,
         # and credit pulls by the balancer
