@@ -123,11 +123,11 @@ class ForkJoin:
         where the previous one went; returns the last thread's CPU.
         ``arrival`` (default now) is when the request arrived, if it waited
         before being started."""
-        if self.path is not None:
-            return self.path.fork_request(name, tg, demand, k, hint, arrival)
         req = Request(name, tg.name, self.engine.now if arrival is None else arrival, demand)
         self.recorder.request_arrived(req)
         req.pending = k
+        if self.path is not None:
+            return self.path.start(req, tg, hint)
         return fork_threads(self.machine, req, tg, self.nice, self.ws_bytes, self, hint)
 
     def burst_done(self, task):

@@ -41,7 +41,7 @@ import math
 from collections import deque
 
 from sim.engine import NSEC_PER_SEC, NSEC_PER_USEC
-from sim.task import BURST_BLOCK, Request
+from sim.task import BURST_BLOCK
 
 # rd-hashd-intf/src/params.rs defaults
 SLEEP_MEAN_S = 0.020
@@ -95,11 +95,7 @@ class HashdPath:
 
     # ------------------------------------------------------------------
     # the dispatch thread
-    def fork_request(self, name: str, tg, demand: int, k: int, hint: int,
-                     arrival: int | None = None) -> int:
-        req = Request(name, tg.name, self.engine.now if arrival is None else arrival, demand)
-        self.wl.recorder.request_arrived(req)
-        req.pending = k
+    def start(self, req, tg, hint: int) -> int:
         return self._post(self.functions[tg], ("req", req), hint)
 
     def _post(self, fn: _Function, item, hint: int) -> int:

@@ -87,7 +87,7 @@ from __future__ import annotations
 from collections import deque
 
 from sim.engine import NSEC_PER_USEC
-from sim.task import BURST_BLOCK, BURST_EXIT, Request
+from sim.task import BURST_BLOCK, BURST_EXIT
 from sim.workloads.common import cgroup_bandwidth, fork_threads
 from sim.workloads.hashd import HashdPath
 
@@ -272,14 +272,10 @@ class KnativePath:
         self.by_user[pod.user] = pod
         return pod
 
-    def fork_request(self, name: str, tg, demand: int, k: int, hint: int,
-                     arrival: int | None = None) -> int:
-        """A request for the pod ``tg`` arrives at its queue-proxy (having
-        waited since ``arrival``, default now); returns the CPU the
-        queue-proxy thread was placed on."""
-        req = Request(name, tg.name, self.engine.now if arrival is None else arrival, demand)
-        self.wl.recorder.request_arrived(req)
-        req.pending = k
+    def start(self, req, tg, hint: int) -> int:
+        """``req`` (arrived, its threads in ``req.pending``) reaches the pod
+        ``tg``'s queue-proxy; returns the CPU the queue-proxy thread was
+        placed on."""
         return self.pods[tg].proxy.submit(req, _IN, hint)
 
     def hop_done(self, pod: Pod, req, hop: int, cpu: int) -> None:
@@ -485,15 +481,11 @@ class WorkerPath:
         from the start on a real host, blocked on the pipe: the same)."""
         self.pipe[tg] = deque()
 
-    def fork_request(self, name: str, tg, demand: int, k: int, hint: int,
-                     arrival: int | None = None) -> int:
-        req = Request(name, tg.name, self.engine.now if arrival is None else arrival, demand)
-        self.wl.recorder.request_arrived(req)
-        req.pending = k
+    def start(self, req, tg, hint: int) -> int:
         m = self.machine
         d = self.dispatcher.get(tg)
         if d is None:
-            d = m.new_task(f"{name}/dispatcher", tg, self.wl.nice, self._cost(req), 0, self)
+            d = m.new_task(f"{req.function}/dispatcher", tg, self.wl.nice, self._cost(req), 0, self)
             self.dispatcher[tg] = d
             self.job[d] = req
             m.wake_up_new_task(d, hint)
