@@ -53,9 +53,12 @@ def azure_lags() -> dict:
     cost profile, azure2021 at 168 functions (14x density), 10 simulated
     seconds after 1 s of warm-up.  Requests are short (~0.4 ms) and arrive
     at ~18,000/s, so thousands of threads queue: where the balancer's credit
-    pull once scanned every queued task of its span."""
+    pull once scanned every queued task of its span.  A thread per request
+    (``request_path=direct``), as when the baseline was recorded; the
+    experiment itself now runs rd-hashd's path (BASELINE.md has both)."""
     cfg = compose(["experiment=lags_fig3", "workload=azure2021", "workload.functions=168",
-                   "scheduler=lags", "duration_s=10", "warmup_s=1", "seed=0"])
+                   "scheduler=lags", "duration_s=10", "warmup_s=1", "seed=0",
+                   "workload.request_path=direct"])
     return OmegaConf.to_container(cfg, resolve=True)
 
 

@@ -122,7 +122,7 @@ cdef class LAGS(CFS):
     @cython.locals(moved=cython.long)
     cpdef load_balance(self, Rq dst_rq, span, long idle)
     @cython.locals(dst_idle=bint, now=cython.longlong, order=list, n=cython.long, i=cython.long,
-                   credit=cython.double, run=set)
+                   credit=cython.double, run=set, rqs=list, cpu=cython.long, src=Rq)
     cpdef long _lc_pull(self, Rq dst_rq, span, long idle)
     @cython.locals(lc=LoadCredit)
     cpdef list _credit_order(self, long long now)

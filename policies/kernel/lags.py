@@ -700,6 +700,13 @@ class LAGS(CFS):
             cached = self._cached_credit(dst_rq.cpu)
             if cached is None:
                 return 0
+        rqs = self.machine.rqs
+        for cpu in span:
+            src = rqs[cpu]
+            if src is not dst_rq and src.nr_running >= 2:
+                break
+        else:
+            return 0            # nothing waits anywhere: no need to rank the functions
         now = self.clock._now
         order = self._credit_order(now)
         n = len(order)

@@ -554,7 +554,7 @@ class MemorySystem:
         return Counters(**vars(cg.counters)) if cg is not None else Counters()
 
     def interval_columns(self) -> dict[str, tuple]:
-        """Per profiled cgroup (by name), the ``INTERVAL_COLUMNS`` over the
+        """Per profiled cgroup (by name), sim.metrics.MEMORY_INTERVAL_COLUMNS over the
         interval since the previous call (sim.metrics.IntervalSampler, after
         syncing the machine).  Rates are null when the cgroup did not run;
         the occupancy is CMT's reading at the end, of the domains it ran on;
