@@ -112,7 +112,8 @@ class Host(Protocol):
 
     def set_rt_policy(self, cgroup: str, policy: str, rt_priority: int = 50) -> None:
         """chrt for the cgroup's threads: ``rr`` (SCHED_RR at rt_priority) or
-        ``normal``."""
+        ``normal``; running and queued threads switch class at once, and
+        threads started later inherit the policy."""
 
     # --- topology and placement (seed 004's admission controllers) ----------
     def cores_by_socket(self) -> dict[int, list[tuple[int, ...]]]:

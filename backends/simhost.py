@@ -55,11 +55,14 @@ class SimHost:
         self.machine.set_cfs_bandwidth(self._group(cgroup), quota_us, period_us, burst_us)
 
     def set_rt_policy(self, cgroup: str, policy: str, rt_priority: int = 50) -> None:
-        # Applies to threads created from now on.  FaaS requests fork their
-        # threads per request, so within one request's latency every new
-        # invocation runs under the new policy; long-lived threads keep the
-        # policy they started with (the real backend chrt's them too).
-        self.machine.set_group_task_policy(self._group(cgroup), policy, rt_priority)
+        # sched_setscheduler on every thread of the cgroup, as the real
+        # backend does; threads created later inherit it (on a real host
+        # from the thread that clones them, here from the group)
+        tg = self._group(cgroup)
+        machine = self.machine
+        machine.set_group_task_policy(tg, policy, rt_priority)
+        for p in list(tg.tasks):
+            machine.sched_setscheduler(p, policy, rt_priority)
 
     def cpu_max(self, cgroup: str) -> tuple[int | None, int]:
         b = self._group(cgroup).cfs_bandwidth

@@ -173,7 +173,77 @@ class Machine:
         if policy == SCHED_RR:
             p.sched_policy = SCHED_RR
             p.prio = rt_prio(rt_priority)
+        tg.tasks[p] = None
         return p
+
+    def sched_setscheduler(self, p: Task, policy: str, rt_priority: int = 50) -> None:
+        """__sched_setscheduler() on a live task: take it out of its class
+        (dequeue, and put_prev if it runs), change policy and prio, put it
+        back (enqueue, and set_next if it runs), then check_class_changed():
+        switched_from/switched_to move its fair load, a running task that
+        falls back to fair or an RT task now behind a more important one
+        reschedules, and a queued one preempts as a wakee would."""
+        if policy not in TASK_POLICIES:
+            raise ValueError(f"task policy {policy!r}: choose from {', '.join(TASK_POLICIES)}")
+        prio = rt_prio(rt_priority) if policy == SCHED_RR else 120 + p.nice
+        if p.dead or (prio == p.prio and policy == p.sched_policy):
+            return
+        was_rt = p.prio < MAX_RT_PRIO
+        is_rt = prio < MAX_RT_PRIO
+        fair = self.policy
+        if p.sleeping:
+            # (a task not yet forked has no cfs_rq: its first enqueue attaches it)
+            if was_rt != is_rt and p.se.cfs_rq is not None:
+                if was_rt:
+                    fair.switched_to_fair(p)
+                else:
+                    fair.switched_from_fair(p)
+            self._set_prio(p, policy, prio)
+            return
+        rq = self.rqs[p.cpu]
+        running = rq.curr is p
+        now = self.engine._now
+        if running:
+            self._charge(rq, now)
+            self._update_curr(rq, p)
+        self._dequeue(rq, p, 0)
+        if running:
+            if was_rt:
+                self.rt.put_prev_task(rq, p)
+            else:
+                fair.put_prev_task(rq, p)
+        if not was_rt and is_rt:
+            fair.switched_from_fair(p)
+        self._set_prio(p, policy, prio)
+        if not running:
+            self._enqueue(rq, p, 0)
+            if is_rt:
+                self.rt.task_woken(rq, p)             # switched_to_rt(): push
+        elif is_rt:
+            self.rt.enqueue_task(rq, p, 0)
+            self.rt.rt_rqs[rq.cpu].exec_start = now   # set_next_task_rt()
+            if self.rt.rt_rqs[rq.cpu].highest_prio() < prio:
+                rq.need_resched = True                # prio_changed_rt()
+        else:
+            fair.enqueue_task(rq, p, 0)
+            rq.cfs_tasks[p] = None
+            fair.set_next_task(rq, p)
+            rq.need_resched = True                    # switched_to_fair() on curr
+        if was_rt and not is_rt:
+            fair.switched_to_fair(p)
+            if not self.rt.rt_rqs[rq.cpu].rt_nr_running:
+                self.rt.pull_rt_task(rq)              # switched_from_rt()
+        if running:
+            self._arm_hrtick(rq)
+            self._ensure_tick(rq)
+        if rq.need_resched:
+            self.schedule(rq)
+
+    @staticmethod
+    def _set_prio(p: Task, policy: str, prio: int) -> None:
+        p.sched_policy = policy
+        p.prio = prio
+        p.rt_time_slice = 0          # a fresh RR quantum at its next enqueue
 
     def sched_class(self, p: Task):
         """The class a task is scheduled by (rt_sched_class above fair)."""
@@ -513,6 +583,7 @@ class Machine:
         p.sleeping = True
         if action is BURST_EXIT:
             p.dead = True
+            del p.tg.tasks[p]
             self.tasks_alive -= 1
             if p.prio >= MAX_RT_PRIO:
                 self.policy.task_dead(p)

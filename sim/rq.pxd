@@ -17,6 +17,7 @@ cdef class TaskGroup:
     cdef public object usage_ns
     cdef public list children
     cdef public object cfs_bandwidth
+    cdef public dict tasks
 
 cdef class SchedEntity:
     cdef public long long weight

@@ -67,7 +67,7 @@ class TaskGroup:
     """kernel ``struct task_group``: one per cgroup with the cpu controller."""
 
     __slots__ = ("name", "parent", "shares", "cfs_rq", "se", "load_avg", "depth",
-                 "cpus_allowed", "usage_ns", "children", "cfs_bandwidth")
+                 "cpus_allowed", "usage_ns", "children", "cfs_bandwidth", "tasks")
 
     def __init__(self, name: str, parent: TaskGroup | None, shares: int, ncpus: int,
                  cpus_allowed: frozenset[int] | None):
@@ -87,6 +87,9 @@ class TaskGroup:
             parent.children.append(self)
         # cpu.max and cpu.stat throttling counters (sim/bandwidth.py)
         self.cfs_bandwidth = CfsBandwidth()
+        # the group's live threads (cgroup.threads), in creation order: what
+        # sched_setscheduler on "every thread of the cgroup" reaches
+        self.tasks: dict = {}
 
 
 class SchedEntity:

@@ -126,6 +126,17 @@ class KernelScheduler:
     def task_dead(self, p) -> None:
         """The task exited: drop what the policy tracks for it."""
 
+    def set_next_task(self, rq, p) -> None:
+        """``p``, already queued and running on ``rq``, becomes the class's
+        current task without a pick (sched_setscheduler on a running task)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot take over a running task")
+
+    def switched_from_fair(self, p) -> None:
+        """``p`` left the class for RT (sched_setscheduler): drop its load."""
+
+    def switched_to_fair(self, p) -> None:
+        """``p`` joined the class from RT: bring its load back."""
+
     def balance(self, rq, idle: int) -> int:
         """Pull work to ``rq`` from its sched domains; returns tasks moved."""
         raise NotImplementedError

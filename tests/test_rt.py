@@ -149,3 +149,46 @@ def test_rr_under_a_fair_policy_keeps_machine_invariants():
     check_rq_invariants(m)
     for rq, rt_rq in zip(m.rqs, m.rt.rt_rqs):
         assert rq.nr_running == rq.cfs.h_nr_running + rt_rq.rt_nr_running
+
+
+@pytest.mark.parametrize("scheduler", ["cfs", "eevdf", "lags"])
+def test_sched_setscheduler_moves_running_and_queued_threads_both_ways(scheduler):
+    """Two fair hogs share one CPU.  At 1 s SimHost.set_rt_policy makes one
+    SCHED_RR, as chrt does on a real host: it takes the CPU but for RT
+    throttling's 5% (two RT periods start at its first enqueue).  At 3 s it
+    falls back to normal and the two share the CPU evenly again under CFS
+    and EEVDF: its vruntime (or lag) was kept relative while it was RT, so
+    it neither starves nor is starved."""
+    from backends.simhost import SimHost
+    from sim.api import build
+    from sim.engine import s_to_ns
+    from sim.invariants import check_rq_invariants
+    wl = periodic(groups=[_group("a", run_ms=100_000.0, sleep_ms=0.0),
+                          _group("b", run_ms=100_000.0, sleep_ms=0.0)])
+    engine, m, _, workload = build(make_cfg(wl, scheduler={"name": scheduler}))
+    host = SimHost(m)
+    workload.start()
+    shares = []
+    last = {"a": 0, "b": 0}
+    for until, change in ((1, "rr"), (3, "normal"), (5, None)):
+        engine.run(s_to_ns(until))
+        m.sync()
+        check_rq_invariants(m, workload.threads)
+        now = {g: m.groups["/" + g].usage_ns for g in last}
+        shares.append({g: (now[g] - last[g]) / 1e9 for g in last})
+        last = now
+        if change:
+            host.set_rt_policy("/a", change, 10)
+            check_rq_invariants(m, workload.threads)
+            assert all(p.sched_policy == change for p in m.groups["/a"].tasks)
+    first, rt, back = shares
+    assert first["a"] == pytest.approx(0.5, abs=0.02)
+    assert rt["a"] == pytest.approx(1.9, abs=2 * HZ_TICK_MS / 1000 + 1e-9)
+    assert rt["b"] == pytest.approx(0.1, abs=2 * HZ_TICK_MS / 1000 + 1e-9)
+    assert back["a"] + back["b"] == pytest.approx(2.0, abs=1e-6)
+    if scheduler == "lags":
+        # the Load Credit of /a decayed while its load was RT: as the
+        # lighter function it now runs first (LAS-like), as designed
+        assert back["a"] >= back["b"]
+    else:
+        assert back["a"] == pytest.approx(1.0, abs=0.03)

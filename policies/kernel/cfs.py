@@ -453,6 +453,30 @@ class CFS(KernelScheduler):
         """task_dead_fair()"""
         self.remove_entity_load_avg(p.se)
 
+    def switched_from_fair(self, p):
+        """detach_task_cfs_rq(): the task's load leaves its cfs_rq, and a
+        sleeping task's vruntime becomes relative (a queued one's already
+        is: it was dequeued without DEQUEUE_SLEEP)."""
+        se = p.se
+        self.remove_entity_load_avg(se)
+        if p.sleeping:
+            se.vruntime -= se.cfs_rq.min_vruntime
+
+    def switched_to_fair(self, p):
+        """attach_task_cfs_rq(): the reverse; a queued task's vruntime was
+        made absolute again by its enqueue."""
+        se = p.se
+        self.attach_entity_load_avg(se)
+        if p.sleeping:
+            se.vruntime += se.cfs_rq.min_vruntime
+
+    def set_next_task(self, rq, p):
+        """set_next_task_fair()"""
+        se = p.se
+        while se is not None:
+            self.set_next_entity(se.cfs_rq, se)
+            se = se.parent
+
     def task_fork_fair(self, cfs_rq, se):
         """task_fork_fair(), run at the new task's first enqueue on the CPU
         it was given: it starts a vslice after min_vruntime (relative, as

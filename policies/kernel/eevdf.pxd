@@ -65,6 +65,8 @@ cdef class EEVDF(CFS):
     cpdef dequeue_entity(self, CfsRq cfs_rq, SchedEntity se, long flags)
     cpdef set_next_entity(self, CfsRq cfs_rq, SchedEntity se)
     cpdef migrate_task_rq(self, Task p, long new_cpu)
+    cpdef switched_from_fair(self, Task p)
+    cpdef switched_to_fair(self, Task p)
     @cython.locals(resched=bint)
     cpdef pick_next_task(self, Rq rq, Task prev)
     @cython.locals(resched=bint)

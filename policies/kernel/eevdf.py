@@ -374,6 +374,14 @@ class EEVDF(CFS):
         self.remove_entity_load_avg(p.se)
         self.set_task_rq(p, new_cpu)
 
+    def switched_from_fair(self, p):
+        """Since 6.6 only the load moves: lag, saved at dequeue, places the
+        task when it comes back."""
+        self.remove_entity_load_avg(p.se)
+
+    def switched_to_fair(self, p):
+        self.attach_entity_load_avg(p.se)
+
     def pick_next_task(self, rq, prev):
         # __schedule() clears TIF_NEED_RESCHED after the pick: a slice
         # that ends while picking (update_curr on the way down) is already

@@ -410,13 +410,33 @@ class LAGS(CFS):
         self._resync_chain(chain, old_cpu, now)
 
     def task_dead(self, p):
+        chain = self._load_change_begins(p)
+        CFS.task_dead(self, p)
+        self._load_change_ends(chain, p)
+
+    def switched_from_fair(self, p):
+        chain = self._load_change_begins(p)
+        CFS.switched_from_fair(self, p)
+        self._load_change_ends(chain, p)
+
+    def switched_to_fair(self, p):
+        chain = self._load_change_begins(p)
+        CFS.switched_to_fair(self, p)
+        self._load_change_ends(chain, p)
+
+    def _load_change_begins(self, p):
+        """The task's load is added or removed without an enqueue or
+        dequeue: the credit chain first folds the load it had up to now
+        (returned; None when there is nothing to fold)."""
         chain = self._chain(p.tg)
         if not chain or not self._runnable:
-            return CFS.task_dead(self, p)
-        now = self.clock._now
-        self._fold_chain(chain, now)
-        CFS.task_dead(self, p)
-        self._resync_chain(chain, p.se.cfs_rq.cpu, now)
+            return None
+        self._fold_chain(chain, self.clock._now)
+        return chain
+
+    def _load_change_ends(self, chain, p):
+        if chain is not None:
+            self._resync_chain(chain, p.se.cfs_rq.cpu, self.clock._now)
 
     def task_tick(self, rq, curr):
         chain = self._chain(curr.tg)
@@ -436,6 +456,10 @@ class LAGS(CFS):
         p = CFS.pick_next_task(self, rq, prev)
         self._switched(rq, p)
         return p
+
+    def set_next_task(self, rq, p):
+        CFS.set_next_task(self, rq, p)
+        self._switched(rq, p)
 
     def put_prev_task(self, rq, prev):
         CFS.put_prev_task(self, rq, prev)
