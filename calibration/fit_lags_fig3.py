@@ -213,6 +213,18 @@ def profile_dict(params: dict, name: str = "e5-2430l") -> dict:
     return cal
 
 
+def log_bisect(grow, lo: float, hi: float, steps: int) -> float:
+    """Bisection on log(x) in [lo, hi]; ``grow(mid)`` says whether the answer
+    lies above ``mid``.  Returns the geometric middle of the last bracket."""
+    for _ in range(steps):
+        mid = math.sqrt(lo * hi)
+        if grow(mid):
+            lo = mid
+        else:
+            hi = mid
+    return math.sqrt(lo * hi)
+
+
 def simulate_point(workload: str, functions: int, params: dict, seed: int,
                    duration_s: float, warmup_s: float, record: bool = True,
                    workload_overrides: dict | None = None) -> dict:

@@ -21,13 +21,12 @@ holds (docs/calibration.md, "The rd-hashd path").
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 
 import yaml
 
 from calibration.fit_lags_fig3 import (EXPERIMENT, PROFILE_FILE, QUICK, load_points,
-                                       simulate_point)
+                                       log_bisect, simulate_point)
 
 POINT = "resctl_108_overhead"
 
@@ -42,19 +41,17 @@ def bisect(target: float, params: dict, duration: dict, lo: float, hi: float,
            steps: int, log=print) -> tuple[float, list]:
     """log-space bisection of the service time giving ``target`` overhead."""
     tried = []
-    for _ in range(steps):
-        mid = math.sqrt(lo * hi)
+
+    def too_much_overhead(mid):
         out = overhead_at(mid, params, duration)
         tried.append((mid, out["sched_overhead_frac"], out["ctx_switch_rate_per_s"],
-                       out["ctx_switch_cost_mean_us"]))
+                      out["ctx_switch_cost_mean_us"]))
         log(f"  mean_service_s {mid * 1e3:7.4f} ms: overhead {out['sched_overhead_frac']:.4f}, "
             f"{out['ctx_switch_rate_per_s']:,.0f} switches/s, "
             f"{out['ctx_switch_cost_mean_us']:.2f} us/switch")
-        if out["sched_overhead_frac"] > target:
-            lo = mid          # too much overhead: requests must be longer
-        else:
-            hi = mid
-    return math.sqrt(lo * hi), tried
+        return out["sched_overhead_frac"] > target   # requests must be longer
+
+    return log_bisect(too_much_overhead, lo, hi, steps), tried
 
 
 def main(argv=None) -> int:

@@ -142,8 +142,32 @@ def test_resctl_demand_in_the_workload_matches_its_calibration_point():
     committed profile's record puts resctl_108_overhead inside its band."""
     from scenarios.config import compose
 
-    assert compose(["workload=resctl"]).workload.mean_service_s == pytest.approx(0.000542)
+    assert compose(["workload=resctl"]).workload.mean_service_s == pytest.approx(0.000662)
     assert compose(["experiment=lags_fig3"]).workload.request_path == "rdhashd"
     record = json.loads(F.RECORD_FILE.read_text())
     r = next(x for x in record["residuals"] if x["id"] == "resctl_108_overhead")
     assert r["residual"] == 0.0 and 0.05 <= r["simulated"] <= 0.07
+
+
+def test_azure_demand_fit_brackets_the_sizes_that_peak_at_108(monkeypatch):
+    """calibration.fit_azure_demand on a stand-in for the simulator: each
+    function offers 100 req/s, the host completes 1/size of them, and past
+    saturation goodput falls with the excess (as the paper's does).  The
+    two edges are where 108 ties with 96 and with 120."""
+    from calibration import fit_azure_demand as D
+
+    def goodput(f, size):
+        offered, capacity = 100.0 * f, 1.0 / size
+        return offered if offered <= capacity else capacity - 0.5 * (offered - capacity)
+
+    def fake(size, functions, params, duration, n_jobs=2, seed=0):
+        return {f: goodput(f, size) for f in functions}
+    monkeypatch.setattr(D, "goodputs", fake)
+    smallest, largest, tried = D.fit({}, {}, 2e-5, 4e-4, steps=14, log=lambda m: None)
+    # 108 beats 120 once 120 is saturated: capacity - 0.5 x excess <= 10,800
+    # with excess 12,000 - capacity, i.e. capacity <= 11,200
+    assert smallest == pytest.approx(1 / 11_200, rel=1e-3)
+    # 108 ties with 96 when 9,600 = capacity - 0.5 x (10,800 - capacity)
+    assert largest == pytest.approx(1 / ((9_600 + 5_400) / 1.5), rel=1e-3)
+    assert smallest < largest
+    assert len(tried) == 28 and {n for _, n, _, _ in tried} == {96, 120}

@@ -67,16 +67,21 @@ percentiles, ms).  Those are wall-clock times that include waiting, so they
 overstate CPU demand; durations under the traces' 1 ms resolution count
 as 0.5 ms.
 
-Calibrating ``mean_service_s``.  Fig. 3a: CFS throughput on the e5-2430l
-peaks at density 9x, 108 functions, "the point at which the total demand
-from multiplexed workloads exhausts the available CPU capacity" [L126-129].
-DESIGN allows CFS results as calibration points, so the default makes the
-mean offered load of 108 functions equal the host's work capacity, 6 cores
-x smt_throughput 1.25 = 7.5 CPUs.  The expected peak rate of one draw is
-the mean of the ten band means, 183.47 req/s, so 108 functions offer
-19,815 req/s and ``MEAN_SERVICE_S`` = 7.5 / 19,815 = 0.3785 ms.  Sanity
-check against Fig. 3b/c: 5-7% of 12 CPUs spent at 10-20 us per switch is
-30k-84k switches/s, a few per request at ~20k req/s.
+Calibrating ``mean_service_s``.  Fig. 3a: CFS throughput (requests within
+1 s) on the e5-2430l peaks at density 9x, 108 functions, "the point at
+which the total demand from multiplexed workloads exhausts the available
+CPU capacity" [L126-130].  DESIGN allows CFS results as calibration points.
+What a request costs the host on the lags experiments' rd-hashd path is its
+Fibonacci work plus the dispatcher's work and the switches, so the size is
+found by simulation (calibration/fit_azure_demand.py): CFS under
+calibration=e5-2430l completes more requests within 1 s at 108 functions
+than at 96 and at 120 for sizes 0.281-0.313 ms, and ``MEAN_SERVICE_S`` is
+their geometric middle, 0.297 ms.  The Fibonacci work alone of 108
+functions is then 5.9 of the host's 7.5 CPUs of work capacity (6 cores x
+smt_throughput 1.25; the expected peak rate of one draw is the mean of the
+ten band means, 183.47 req/s, so 108 functions offer 19,815 req/s).  The
+first calibration, on the direct path, equated that offered work with the
+capacity: 7.5 / 19,815 = 0.3785 ms.
 """
 from __future__ import annotations
 
@@ -103,8 +108,6 @@ BANDS = 10
 SEGMENT_S = 300.0
 PEAK_MEDIAN_RPS = 60.0
 PEAK_SIGMA = 1.5
-HOST_WORK_CPUS = 7.5       # e5-2430l: 6 cores x smt_throughput 1.25
-PEAK_FUNCTIONS = 108       # density 9x on 12 threads: Fig. 3a's CFS throughput peak
 
 MIN_DEMAND_S = 1e-9        # make_trace rejects 0 and the simulator counts whole ns
 MIN_TRACE_DEMAND_S = 0.0005  # half the traces' 1 ms duration resolution
@@ -174,9 +177,8 @@ def offered_load_cpus(functions: int, mean_service_s: float) -> float:
     return functions / len(band_means) * sum(band_means) * mean_service_s
 
 
-# The default demand per request (module docstring), to 4 significant digits
-# as azure2021.yaml writes it: 0.0003785 s.
-MEAN_SERVICE_S = float(f"{HOST_WORK_CPUS / offered_load_cpus(PEAK_FUNCTIONS, 1.0):.4g}")
+# The default demand per request (module docstring; azure2021.yaml)
+MEAN_SERVICE_S = 0.000297
 
 
 # --- arrival processes and service demand ---------------------------------------------

@@ -11,8 +11,8 @@ per-request CPU demand: with ``mean_service_s`` null its mean is
 ``sum(azure2021 peak rates drawn for this seed and function count) x
 azure2021.MEAN_SERVICE_S / sum(random rates)``, which makes the aggregate
 offered CPU load equal azure2021's (synthetic population, default demand)
-for the same ``functions`` and seed exactly.  It averages ~28 ms, against
-azure2021's 0.38 ms.  A number in ``mean_service_s`` is used as it is.
+for the same ``functions`` and seed exactly.  It averages ~22 ms, against
+azure2021's 0.30 ms.  A number in ``mean_service_s`` is used as it is.
 Alternatives not taken: scaling the rates up to match at a fixed demand
 (breaks "0-5 invocations per second"), or matching azure2021's expected
 load over seeds instead of the same seed's draw (leaves ~5% seed-to-seed
