@@ -120,7 +120,8 @@ class Host(Protocol):
         """Physical cores of each socket, each as its hardware threads (CPU ids)."""
 
     def set_cpuset(self, cgroup: str, cpus: set[int] | None) -> None:
-        """cpuset.cpus of the cgroup (None: every CPU); threads started from now on."""
+        """cpuset.cpus of the cgroup (None: every CPU): its live threads move
+        off CPUs outside the set at once, and later threads start inside it."""
 
     def hold_jobs(self) -> None:
         """From now on arriving jobs wait for ``admit_job`` instead of starting

@@ -239,6 +239,44 @@ class Machine:
         if rq.need_resched:
             self.schedule(rq)
 
+    def set_cpus_allowed(self, p: Task, cpus: frozenset[int] | None) -> None:
+        """__set_cpus_allowed_ptr() on a live task (sched_setaffinity, or a
+        write to its cpuset's cpuset.cpus).  A sleeping task takes the mask
+        at its next wake-up; a queued one on a CPU outside it is moved at
+        once (move_queued_task); a running one is pushed off its CPU, as
+        migration_cpu_stop does, and queued where its class would wake it."""
+        p.cpus_allowed = cpus
+        if p.sleeping or p.dead or cpus is None or p.cpu in cpus:
+            return
+        self._affine_move(p, cpus)
+
+    def _affine_move(self, p: Task, cpus: frozenset[int]) -> None:
+        if p.cpus_allowed is not cpus or p.sleeping or p.dead or p.cpu in cpus:
+            return                        # superseded, asleep or already inside
+        # (a task still being switched in moves once that is done, when the
+        # stopper would run)
+        src = self.rqs[p.cpu]
+        now = self.engine._now
+        if src.curr is p and now < src.switch_end:
+            self.engine.push(src.switch_end, self._affine_move, (p, cpus))
+            return
+        cpu = self._select_task_rq(p, p.cpu, 0)
+        dst = self.rqs[cpu if cpu in cpus else min(cpus)]
+        if src.curr is not p:
+            self.move_queued_task(p, src, dst)
+        else:
+            self._charge(src, now)
+            self._update_curr(src, p)
+            self._dequeue(src, p, 0)
+            p.sleeping = True             # off every queue while it moves
+            self.schedule(src)
+            p.sleeping = False
+            self._set_task_cpu(p, dst.cpu)
+            p.wait_start = now
+            self._enqueue(dst, p, ENQUEUE_MIGRATED)
+        if dst.need_resched:
+            self.schedule(dst)
+
     @staticmethod
     def _set_prio(p: Task, policy: str, prio: int) -> None:
         p.sched_policy = policy

@@ -432,3 +432,112 @@ def _checked_run(overrides: list, duration_s: float):
     workload.start()
     engine.run(s_to_ns(duration_s))
     return ctl, seen
+
+
+# ---- dynamic_priority: balancing and swap --------------------------------------------------
+
+class _MovingHost(FakeHost):
+    def __init__(self, sockets=2, cores=4):
+        super().__init__(sockets, cores)
+        self.cpusets: list[tuple[str, set]] = []
+
+    def set_cpuset(self, cgroup, cpus):
+        self.cpusets.append((cgroup, set(cpus)))
+
+
+def _balancer(host, jobs, rebalance=True):
+    """A dynamic_priority controller with ``jobs`` running: (cgroup, socket,
+    threads, priority, stall cycles over the last tick)."""
+    ctl = DynamicPriority({"interval_s": 1.0, "warmup_s": 3.0, "cpuset": "cores",
+                           "rebalance": rebalance})
+    ctl.acct = CoreAccountant(host)
+    ctl.sock = {s: SocketRdt(12, 1) for s in ctl.acct.cores}
+    ctl.jobs, ctl.job_load = {}, {}
+    ctl.load = dict.fromkeys(ctl.sock, 0.0)
+    ctl.rebalance_due_ns, ctl.rebalance_moves, ctl.swaps = None, 0, 0
+    for cg, socket, threads, prio, load in jobs:
+        ctl.acct.take(cg, socket, threads)
+        ctl.jobs[cg] = _Job(cg, socket, threads, prio, 0)
+        ctl.job_load[cg] = load
+        ctl.load[socket] += load
+    return ctl
+
+
+def test_rebalance_moves_the_batch_job_that_best_evens_the_stall_load():
+    h = _MovingHost()
+    # socket 0 carries 9 (the priority job's 4 cannot move), socket 1 carries 1:
+    # moving /b (3) leaves 6 vs 4, the best split; /c (1) would leave 8 vs 2
+    ctl = _balancer(h, [("/p", 0, 1, True, 4.0), ("/b", 0, 1, False, 3.0),
+                        ("/c", 0, 1, False, 1.0), ("/d", 1, 1, False, 1.0)])
+    ctl._rebalance(h, now=10**9)
+    assert h.cpusets == [("/b", {5})]                  # the first free core of socket 1
+    assert ctl.jobs["/b"].socket == 1 and ctl.acct.jobs["/b"][0] == 1
+    assert ctl.rebalance_moves == 1 and ctl.rebalance_due_ns == 4 * 10**9
+    # a job as loaded as the gap would only move the imbalance: no move
+    h2 = _MovingHost()
+    ctl2 = _balancer(h2, [("/big", 0, 1, False, 9.0), ("/x", 1, 1, False, 0.0)])
+    ctl2._rebalance(h2, now=0)
+    assert h2.cpusets == [] and ctl2.rebalance_due_ns is None
+
+
+def test_a_batch_admission_schedules_a_rebalance_after_the_warmup():
+    h = _MovingHost()
+    ctl = _balancer(h, [])
+    h.pending = [PendingJob("/j", 0.0, 1)]
+    ctl._admit(h, now=2 * 10**9)
+    assert ctl.rebalance_due_ns == 5 * 10**9
+    ctl_off = _balancer(_MovingHost(), [], rebalance=False)
+    h.pending = [PendingJob("/k", 0.0, 1)]
+    ctl_off._admit(h, now=0)
+    assert ctl_off.rebalance_due_ns is None
+
+
+@pytest.mark.parametrize("rebalance", [True, False])
+def test_swap_moves_a_batch_job_to_make_room_for_the_head(rebalance):
+    """Each 2-core socket has one core free: the 2-thread head fits nowhere
+    until a 1-thread batch job moves over (never the priority job)."""
+    h = _MovingHost(sockets=2, cores=2)
+    ctl = _balancer(h, [("/p", 0, 1, True, 0.0), ("/x", 1, 1, False, 0.0)],
+                    rebalance=rebalance)
+    h.pending = [PendingJob("/head", 0.0, 2)]
+    ctl._admit(h, now=0)
+    if not rebalance:
+        assert h.admitted == [] and h.cpusets == []
+        return
+    # socket 0 holds only the priority job: socket 1 is freed by moving /x
+    assert h.cpusets == [("/x", {1})]
+    assert h.admitted == [("/head", {2, 3})]
+    assert ctl.swaps == 1 and ctl.jobs["/head"].socket == 1
+
+
+def test_a_cgroup_moved_to_the_other_socket_refetches_its_lines_there():
+    """memlookup (root group, low intensity so the refill spans epochs) is
+    re-pinned from socket 0 to socket 1 at 1 s (SimHost.set_cpuset, as the
+    balancing of dynamic_priority does): on socket 1 it starts with none of
+    its lines, misses more until it has fetched its steady occupancy once,
+    then runs as it did on socket 0; no CPU time is lost in the move."""
+    from sim.api import _plain
+    from sim.engine import s_to_ns
+    from sim.metrics import IntervalSampler
+    cfg = _plain(_cfg(["workload=memlookup", "host=silver-4314-2s", "duration_s=2",
+                       "warmup_s=0", "workload.memory.refs_per_kinstr=0.5"]))
+    engine, machine, recorder, workload = build(cfg)
+    host = SimHost(machine)
+    sampler = IntervalSampler(machine, s_to_ns(0.05))
+    socket1 = {c.cpu for c in machine.topology.cpus if c.socket == 1 and c.thread == 0}
+    engine.call_at(s_to_ns(1.0), host.set_cpuset, "/memlookup/c0", {min(socket1)})
+    workload.start()
+    sampler.start()
+    engine.run(s_to_ns(1.6))
+    rows = [x for x in sampler.table().to_pylist() if x["cgroup"] == "/memlookup/c0"]
+    steady, after = rows[18], rows[20:]
+    assert {p.cpu for p in machine.groups["/memlookup/c0"].tasks} == {min(socket1)}
+    excess = [x["llc_miss_rate"] - steady["llc_miss_rate"] for x in after]
+    assert excess[0] > 0.3 and excess[-1] == pytest.approx(0, abs=1e-6)
+    assert all(a > b > 0 for a, b in zip(excess, excess[1:4]))     # exp(-refs / N)
+    assert after[-1]["ipce"] == pytest.approx(steady["ipce"], rel=1e-6)
+    for x in rows[1:]:
+        assert x["cycles"] == pytest.approx(0.05 * 2.4e9, rel=1e-6)   # busy throughout
+    extra = sum(x["mbm_bytes"] - steady["mbm_bytes"] * x["instructions"] / steady["instructions"]
+                for x in after) / (64 * 2)
+    assert extra == pytest.approx(steady["llc_occupancy_mb"] * 2**20 / 64, rel=1e-3)

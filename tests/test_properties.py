@@ -175,26 +175,35 @@ def test_rng_streams_are_independent():
     assert arrivals(1) == arrivals(3)
 
 
-# sched_setscheduler on live threads (SimHost.set_rt_policy) at random
-# instants: (time s, which group, policy, rt_priority)
-policy_changes = st.lists(st.tuples(st.floats(0.0, DURATION_S), st.integers(0, 5),
-                                    st.sampled_from(["rr", "normal"]), st.integers(1, 99)),
-                          min_size=1, max_size=8)
+# live changes at random instants: sched_setscheduler (SimHost.set_rt_policy:
+# policy, rt_priority) or a cpuset write (SimHost.set_cpuset: a CPU set, as
+# a bit mask over the host's CPUs; 0 is no limit), on one group
+live_changes = st.lists(st.tuples(st.floats(0.0, DURATION_S), st.integers(0, 5),
+                                  st.one_of(st.tuples(st.sampled_from(["rr", "normal"]),
+                                                      st.integers(1, 99)),
+                                            st.tuples(st.just("cpuset"), st.integers(0, 255)))),
+                        min_size=1, max_size=8)
 
 
 @SETTINGS
-@given(scenarios, policy_changes, st.sampled_from(["cfs", "eevdf", "lags"]))
-def test_live_policy_changes_keep_invariants_and_accounting(cfg, changes, scheduler):
-    """Threads that change class while running, queued or asleep are never
-    lost or queued twice, idle CPUs do not sit next to waiting work longer
-    than without changes, and CPU time still adds up."""
+@given(scenarios, live_changes, st.sampled_from(["cfs", "eevdf", "lags"]))
+def test_live_policy_and_cpuset_changes_keep_invariants_and_accounting(cfg, changes, scheduler):
+    """Threads that change class or CPU set while running, queued or asleep
+    are never lost or queued twice, idle CPUs do not sit next to waiting
+    work longer than without changes, and CPU time still adds up."""
     from backends.simhost import SimHost
     cfg["scheduler"] = {"name": scheduler}
     engine, machine, recorder, workload = build(cfg)
     host = SimHost(machine)
     leaves = host.functions()
-    for t, i, policy, prio in changes:
-        engine.call_at(s_to_ns(t), host.set_rt_policy, leaves[i % len(leaves)], policy, prio)
+    ncpus = machine.topology.nr_cpus
+    for t, i, (what, arg) in changes:
+        leaf = leaves[i % len(leaves)]
+        if what == "cpuset":
+            cpus = {c for c in range(ncpus) if arg >> c & 1} or {arg % ncpus}
+            engine.call_at(s_to_ns(t), host.set_cpuset, leaf, None if arg == 0 else cpus)
+        else:
+            engine.call_at(s_to_ns(t), host.set_rt_policy, leaf, what, arg)
     monitor = WorkConservationMonitor(machine, 500_000, _tasks(workload))
     workload.start()
     monitor.start()

@@ -192,3 +192,41 @@ def test_sched_setscheduler_moves_running_and_queued_threads_both_ways(scheduler
         assert back["a"] >= back["b"]
     else:
         assert back["a"] == pytest.approx(1.0, abs=0.03)
+
+
+@pytest.mark.parametrize("scheduler", ["cfs", "eevdf", "lags"])
+@pytest.mark.parametrize("policy", ["normal", "rr"])
+def test_a_live_cpuset_change_moves_running_and_queued_threads(scheduler, policy):
+    """Three hogs of one cgroup on a 2-CPU host, then its cpuset shrinks to
+    CPU 1 (SimHost.set_cpuset, as writing cpuset.cpus does): the threads on
+    CPU 0, running and queued, move at once, CPU 0 idles from then on, and
+    all three share CPU 1; widening the set spreads them again."""
+    from backends.simhost import SimHost
+    from sim.api import build
+    from sim.engine import s_to_ns
+    from sim.invariants import check_rq_invariants
+    wl = periodic(groups=[_group("a", threads=3, run_ms=100_000.0, sleep_ms=0.0,
+                                 task_policy=None if policy == "normal" else policy)])
+    sched = {"name": scheduler, "sched_rt_runtime_us": -1}
+    engine, m, _, workload = build(make_cfg(wl, cores=2, scheduler=sched))
+    host = SimHost(m)
+    workload.start()
+    engine.run(s_to_ns(1))
+    assert {p.cpu for p in workload.threads} == {0, 1}
+    host.set_cpuset("/a", {1})
+    check_rq_invariants(m, workload.threads)
+    assert {p.cpu for p in workload.threads} == {1}
+    m.sync()
+    busy0 = m.rqs[0].busy_ns
+    ran = [p.remaining for p in workload.threads]
+    engine.run(s_to_ns(4))
+    m.sync()
+    check_rq_invariants(m, workload.threads)
+    assert m.rqs[0].busy_ns == busy0
+    assert m.rqs[0].curr is None
+    for before, p in zip(ran, workload.threads):
+        assert before - p.remaining == pytest.approx(1e9, rel=0.1)
+    host.set_cpuset("/a", None)
+    engine.run(s_to_ns(5))
+    check_rq_invariants(m, workload.threads)
+    assert m.rqs[0].curr is not None

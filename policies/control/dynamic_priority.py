@@ -45,9 +45,28 @@ accounting (``SocketRdt.allocated``), not by resctrl: on the other socket
 each class shares the reserved way with the root, so the classes are
 resctrl ``shareable`` (docs/memory.md, "Controllers").
 
-Not modelled (docs/memory.md, "Not done"): rebalancing/swapping batch jobs
-(Alg. 3 lines 32-38, L495, L1466), for which the thesis gives no rule and
-the simulated host has no lever to move a running job.
+**Balancing and swap** (``rebalance``, on as in every run the thesis
+presents, L1466).  The thesis names the option (Alg. 3 lines 32-33 and
+37-38: a rebalance timer of T_warmup after each batch admission; L495 "the
+scheduler will continuously rebalance the load"; L1466 "consolidate and
+move batch containers to enable admissions or probings") but gives no
+rule, so this is our reading, built from its own placement heuristic:
+
+- *rebalance*, due ``warmup_s`` after a batch admission: of the batch jobs
+  on the socket with the most memory-stall load (stall cycles over the last
+  tick), move the one that leaves the two sockets' loads closest, if it fits
+  on the least loaded socket and the move narrows the gap; after a move,
+  check again once the moved job has warmed up (``warmup_s`` later);
+- *swap*: when the head of the job queue fits no socket, move one batch job
+  to another socket if that frees enough cores for the head (the smallest
+  such job, then the least loaded one), trying the sockets in the head's
+  order of preference; the head is then admitted there.
+
+Priority jobs never move (their classes and probes are per socket).  A move
+re-pins the running job's threads (``Host.set_cpuset``), and the memory
+model has it fetch its whole occupancy on the new socket
+(``MemorySystem.moved``).  Swaps for probings are not done: a probe needs
+ways, which moving a batch job (it runs in system/default) does not free.
 """
 from __future__ import annotations
 
@@ -116,6 +135,9 @@ class DynamicPriorityConfig(ControlConfig):
     probe_order: str = tunable("ascending", choices=("ascending", "descending"))
     greedy_allocation: bool = tunable(False)
     cpuset: str = tunable("cores", choices=("cores", "socket"))
+    # the thesis's "balancing and swap option" (Alg. 3 lines 32-33, 37-38;
+    # L1466: on in every presented run); our reading of it, module docstring
+    rebalance: bool = tunable(True)
 
 
 @dataclass
@@ -188,6 +210,10 @@ class DynamicPriority(Controller):
         self.closid_waits = 0
         self.max_ways_seen = 0
         self.tick_ns = int(self.interval_s * 1e9)
+        self.job_load: dict[str, float] = {}       # stall cycles of each job over the last tick
+        self.rebalance_due_ns: int | None = None
+        self.rebalance_moves = 0
+        self.swaps = 0
         self._write_roots(host)
         host.hold_jobs()
 
@@ -275,12 +301,16 @@ class DynamicPriority(Controller):
                 self._probe_step(host, job, now)
         self._serve_allocations(host, now)
         self._admit(host, now)
+        if self.rebalance_due_ns is not None and now >= self.rebalance_due_ns:
+            self._rebalance(host, now)
 
     def _update_load(self, host) -> None:
         self.load = dict.fromkeys(self.sock, 0.0)
+        self.job_load = {}
         for job in self.jobs.values():
             stall = host.perf_counts(job.cgroup).stall_cycles
-            self.load[job.socket] += stall - self.stall_seen.get(job.cgroup, 0.0)
+            self.job_load[job.cgroup] = stall - self.stall_seen.get(job.cgroup, 0.0)
+            self.load[job.socket] += self.job_load[job.cgroup]
             self.stall_seen[job.cgroup] = stall
 
     def _closid_free(self) -> bool:
@@ -422,15 +452,10 @@ class DynamicPriority(Controller):
 
     def _admit(self, host, now: int) -> None:
         for p in host.pending_jobs():                  # strict FIFO, no backfilling
-            fits = [s for s in sorted(self.sock) if self.acct.fits(p.threads, s)]
-            if not fits:
+            fits = [s for s in self._placement_order(p) if self.acct.fits(p.threads, s)]
+            socket = fits[0] if fits else self._swap_for(host, p)
+            if socket is None:
                 break
-            if p.priority:
-                socket = max(fits, key=lambda s: (self.sock[s].free_ways(),
-                                                  100 - self.sock[s].mb_used,
-                                                  -self.acct.committed(s), -s))
-            else:
-                socket = min(fits, key=lambda s: (self.load[s], self.acct.committed(s), s))
             cpus = self.acct.take(p.cgroup, socket, p.threads)
             if self.cfg.get("cpuset", "cores") == "socket":
                 cpus = self.acct.socket_cpus(socket)
@@ -439,13 +464,84 @@ class DynamicPriority(Controller):
             if p.priority:
                 job.state = "warmup"
                 job.ready_ns = now + int(float(self.cfg["warmup_s"]) * 1e9)
+            elif self.cfg.get("rebalance", True):
+                self._rebalance_after_warmup(now)
             self.jobs[p.cgroup] = job
+
+    def _placement_order(self, p) -> list[int]:
+        """Sockets best first: a priority job's with the most uncommitted RDT
+        resources (free ways, then free MB), a batch job's with the least
+        memory-stall load; fewer committed cores break ties."""
+        if p.priority:
+            return sorted(self.sock, key=lambda s: (-self.sock[s].free_ways(),
+                                                    self.sock[s].mb_used,
+                                                    self.acct.committed(s), s))
+        return sorted(self.sock, key=lambda s: (self.load[s], self.acct.committed(s), s))
+
+    # ---- balancing and swap (our reading; module docstring) ------------------------------
+    def _rebalance_after_warmup(self, now: int) -> None:
+        self.rebalance_due_ns = now + int(float(self.cfg["warmup_s"]) * 1e9)
+
+    def _batch_on(self, socket: int) -> list[_Job]:
+        return [j for j in self.jobs.values() if j.socket == socket and not j.priority]
+
+    def _move(self, host, job: _Job, socket: int) -> None:
+        """Re-pin a running batch job to free cores of ``socket`` (it runs in
+        system/default, so no RDT class moves with it)."""
+        self.acct.release(job.cgroup)
+        cpus = self.acct.take(job.cgroup, socket, job.threads)
+        if self.cfg.get("cpuset", "cores") == "socket":
+            cpus = self.acct.socket_cpus(socket)
+        host.set_cpuset(job.cgroup, cpus)
+        job.socket = socket
+
+    def _rebalance(self, host, now: int) -> None:
+        """Move the one batch job whose last-tick stall load best evens out
+        the most and the least loaded sockets, if it fits on the latter and
+        the move narrows the gap; after a move, check again once the moved
+        job has warmed up on its new socket."""
+        self.rebalance_due_ns = None
+        hi = max(self.sock, key=lambda s: (self.load[s], s))
+        lo = min(self.sock, key=lambda s: (self.load[s], s))
+        gap = self.load[hi] - self.load[lo]
+        best, best_gap = None, gap
+        for job in self._batch_on(hi):
+            load = self.job_load.get(job.cgroup, 0.0)
+            after = abs(gap - 2 * load)
+            if load > 0 and after < best_gap and self.acct.fits(job.threads, lo):
+                best, best_gap = job, after
+        if best is not None:
+            self._move(host, best, lo)
+            self.rebalance_moves += 1
+            self._rebalance_after_warmup(now)
+
+    def _swap_for(self, host, p) -> int | None:
+        """The head job fits no socket: if moving one batch job to another
+        socket frees enough cores for it, move the smallest such job (then
+        the one with the least stall load) and return the socket it freed,
+        in the head's order of preference; None if no single move does."""
+        if not self.cfg.get("rebalance", True):
+            return None
+        for socket in self._placement_order(p):
+            need = p.threads - len(self.acct.free[socket])
+            moves = [(job.threads, self.job_load.get(job.cgroup, 0.0), job.cgroup, job, other)
+                     for job in self._batch_on(socket) if job.threads >= need
+                     for other in self._placement_order(job)
+                     if other != socket and self.acct.fits(job.threads, other)]
+            if moves:
+                _, _, _, job, other = min(moves, key=lambda m: m[:3])
+                self._move(host, job, other)
+                self.swaps += 1
+                return socket
+        return None
 
     def summary(self) -> dict:
         return {"dynamic_priority_allocations": len(self.allocations),
                 "dynamic_priority_consolidations": self.consolidations,
                 "dynamic_priority_closid_waits": self.closid_waits,
-                "dynamic_priority_max_ways": self.max_ways_seen}
+                "dynamic_priority_max_ways": self.max_ways_seen,
+                "dynamic_priority_rebalance_moves": self.rebalance_moves,
+                "dynamic_priority_swaps": self.swaps}
 
 
 CONTROLLER = DynamicPriority

@@ -310,6 +310,7 @@ class MemorySystem:
         self._sampled: dict = {}                           # tg -> (Counters, exec_seen) at the last sample
         self._cbm_seen: dict[tuple, int] = {}              # (tg, domain) -> CBM at its last solve
         self._refill: dict[tuple, tuple] = {}              # (tg, domain) -> (lines to refetch, rate)
+        self._cold: set[tuple] = set()                      # (tg, domain) it moved to, not yet solved
 
     # ---- profiles -----------------------------------------------------------------------
     def curve(self, profile: MemoryProfile) -> MissCurve:
@@ -358,6 +359,23 @@ class MemorySystem:
 
     def class_of(self, tg) -> str:
         return self.resctrl.group_of(tg.name)
+
+    def domains_of(self, cpus) -> set[int]:
+        """The LLC domains a CPU set (None: every CPU) spans."""
+        if cpus is None:
+            return set(self.domains)
+        return {self.domain_of_cpu[c] for c in cpus}
+
+    def moved(self, tg, old_domains: set[int]) -> None:
+        """The cgroup's cpuset moved it (``old_domains``: where it could run
+        before; the caller accounted its time there first, ``changed()``):
+        on a domain it was not on, its first solve starts cold and it
+        fetches its whole occupancy, as a class that moved refetches the
+        lines it lost.  A cgroup that has not run yet warms up as usual."""
+        if tg not in self.cgroups or not any(k[0] is tg for k in self._cbm_seen):
+            return
+        for d in self.domains_of(tg.cpus_allowed) - old_domains:
+            self._cold.add((tg, d))
 
     def changed(self) -> None:
         """RDT state changed: account the epoch so far and re-solve now."""
@@ -411,12 +429,12 @@ class MemorySystem:
                 continue                  # did not run since the last account
             cg.usage_seen = tg.usage_ns
             ses = tg.se
-            allowed = tg.cpus_allowed
             for d in self.domains:
+                # every CPU of the domain, not only the cpuset's: a cgroup
+                # moved within it keeps the time it ran on its former CPUs
                 ex = 0
                 for cpu in self.cpus_of[d]:
-                    if allowed is None or cpu in allowed:
-                        ex += ses[cpu].sum_exec_runtime
+                    ex += ses[cpu].sum_exec_runtime
                 ran = ex - cg.exec_seen.get(d, 0)
                 if ran <= 0:
                     continue
@@ -497,16 +515,23 @@ class MemorySystem:
         Lines left in the former ways count as lost at once (the thesis,
         L1372, has them valid until the ways' new holder evicts them, which
         this does not track), so the cost is an upper bound.  Ways gained
-        without a loss fill without a transient, like the first warm-up."""
+        without a loss fill without a transient, like the first warm-up.  A
+        cgroup moved to another domain (``moved``) starts there with none of
+        its lines."""
         old = self._cbm_seen.get(key)
         self._cbm_seen[key] = cbm
         line = self.hp.line
         target = out.occupancy_bytes / line
         deficit, per_ref = self._refill.get(key, (0.0, 0.0))
-        if old is not None and old & ~cbm:
-            prev = self.state[key]
-            kept = (prev.occupancy_bytes / line - deficit) * bin(old & cbm).count("1") \
-                / bin(old).count("1")
+        cold = key in self._cold
+        if cold or (old is not None and old & ~cbm):
+            if cold:
+                self._cold.discard(key)
+                kept = 0.0
+            else:
+                prev = self.state[key]
+                kept = (prev.occupancy_bytes / line - deficit) * bin(old & cbm).count("1") \
+                    / bin(old).count("1")
             deficit = max(0.0, target - kept)
             # random: a reference hits a resident line with R / N, so the
             # deficit relaxes as exp(-refs / N); a cyclic sweep refetches the
