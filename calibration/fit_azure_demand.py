@@ -27,14 +27,13 @@ value into scenarios/conf/workload/azure2021.yaml, refit the profile
 """
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 
 import yaml
 
-from calibration.fit_lags_fig3 import (EXPERIMENT, PROFILE_FILE, QUICK, log_bisect,
-                                       simulate_point)
+from calibration.fit_lags_fig3 import (EXPERIMENT, PROFILE_FILE, QUICK, bisection_parser,
+                                       log_bisect, simulate_point)
 
 PEAK = 108                  # L128-130
 BELOW, ABOVE = 96, 120      # its neighbours on the paper's grid
@@ -75,13 +74,7 @@ def fit(params: dict, duration: dict, lo: float, hi: float, steps: int, n_jobs: 
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m calibration.fit_azure_demand",
-                                 description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="10 s runs instead of the paper's 30 s")
-    ap.add_argument("--lo", type=float, default=2e-4, help="smallest size tried, s (0.2 ms)")
-    ap.add_argument("--hi", type=float, default=4e-4, help="largest size tried, s (0.4 ms)")
-    ap.add_argument("--steps", type=int, default=6,
-                    help="bisection steps per edge (6: ~1.1%% of size between --lo and --hi)")
+    ap = bisection_parser("python -m calibration.fit_azure_demand", __doc__, 2e-4, 4e-4, 6)
     ap.add_argument("--n-jobs", type=int, default=2, help="simulations run in parallel")
     args = ap.parse_args(argv)
     if not 0 < args.lo < args.hi:

@@ -213,6 +213,18 @@ def profile_dict(params: dict, name: str = "e5-2430l") -> dict:
     return cal
 
 
+def bisection_parser(prog: str, doc: str, lo: float, hi: float, steps: int):
+    """The command line of the request-size fits (fit_azure_demand,
+    fit_resctl_demand): run length and the log-bisection's bracket."""
+    import argparse
+    ap = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="10 s runs instead of the paper's 30 s")
+    ap.add_argument("--lo", type=float, default=lo, help=f"smallest size tried, s ({lo:g})")
+    ap.add_argument("--hi", type=float, default=hi, help=f"largest size tried, s ({hi:g})")
+    ap.add_argument("--steps", type=int, default=steps, help=f"bisection steps ({steps})")
+    return ap
+
+
 def log_bisect(grow, lo: float, hi: float, steps: int) -> float:
     """Bisection on log(x) in [lo, hi]; ``grow(mid)`` says whether the answer
     lies above ``mid``.  Returns the geometric middle of the last bracket."""

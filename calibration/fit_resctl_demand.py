@@ -20,13 +20,12 @@ holds (docs/calibration.md, "The rd-hashd path").
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
 import yaml
 
-from calibration.fit_lags_fig3 import (EXPERIMENT, PROFILE_FILE, QUICK, load_points,
-                                       log_bisect, simulate_point)
+from calibration.fit_lags_fig3 import (EXPERIMENT, PROFILE_FILE, QUICK, bisection_parser,
+                                       load_points, log_bisect, simulate_point)
 
 POINT = "resctl_108_overhead"
 
@@ -55,12 +54,7 @@ def bisect(target: float, params: dict, duration: dict, lo: float, hi: float,
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m calibration.fit_resctl_demand",
-                                 description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="10 s runs instead of the paper's 30 s")
-    ap.add_argument("--lo", type=float, default=1e-4, help="smallest size tried, s (0.1 ms)")
-    ap.add_argument("--hi", type=float, default=1e-2, help="largest size tried, s (10 ms)")
-    ap.add_argument("--steps", type=int, default=8, help="bisection steps (8: ~1.8%% in size)")
+    ap = bisection_parser("python -m calibration.fit_resctl_demand", __doc__, 1e-4, 1e-2, 8)
     args = ap.parse_args(argv)
     point = next(p for p in load_points()["points"] if p["id"] == POINT)
     low, high = point["band"]
