@@ -92,16 +92,18 @@ class SimHost:
             raise ValueError(f"cpuset {sorted(allowed)} names CPUs the host does not have")
         if allowed is not None and not allowed:
             raise ValueError(f"cgroup {cgroup}: cpuset leaves no CPU to run on")
-        mem = self.machine.memory
-        if mem is not None and tg.tasks:
-            mem.changed()                 # its time so far, where it could run
-        old_domains = None if mem is None else mem.domains_of(tg.cpus_allowed)
+        # a group with live threads may change LLC domain: the memory model
+        # accounts and re-solves at the move, as at an RDT change
+        mem = self.machine.memory if tg.tasks else None
+        if mem is not None:
+            mem.changed()
+            old_domains = mem.domains_of(tg.cpus_allowed)
         tg.cpus_allowed = allowed
         # cpuset.cpus applies to the group's live threads too (the kernel
         # rewrites every member's mask), not only to threads it starts later
         for p in list(tg.tasks):
             self.machine.set_cpus_allowed(p, allowed)
-        if mem is not None and tg.tasks:
+        if mem is not None:
             mem.moved(tg, old_domains)
 
     def _admission(self):

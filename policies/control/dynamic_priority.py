@@ -456,10 +456,8 @@ class DynamicPriority(Controller):
             socket = fits[0] if fits else self._swap_for(host, p)
             if socket is None:
                 break
-            cpus = self.acct.take(p.cgroup, socket, p.threads)
-            if self.cfg.get("cpuset", "cores") == "socket":
-                cpus = self.acct.socket_cpus(socket)
-            host.admit_job(p.cgroup, cpus)
+            host.admit_job(p.cgroup, self.acct.pin(p.cgroup, socket, p.threads,
+                                                   self.cfg.get("cpuset", "cores")))
             job = _Job(p.cgroup, socket, p.threads, p.priority, now)
             if p.priority:
                 job.state = "warmup"
@@ -489,10 +487,8 @@ class DynamicPriority(Controller):
         """Re-pin a running batch job to free cores of ``socket`` (it runs in
         system/default, so no RDT class moves with it)."""
         self.acct.release(job.cgroup)
-        cpus = self.acct.take(job.cgroup, socket, job.threads)
-        if self.cfg.get("cpuset", "cores") == "socket":
-            cpus = self.acct.socket_cpus(socket)
-        host.set_cpuset(job.cgroup, cpus)
+        host.set_cpuset(job.cgroup, self.acct.pin(job.cgroup, socket, job.threads,
+                                                  self.cfg.get("cpuset", "cores")))
         job.socket = socket
 
     def _rebalance(self, host, now: int) -> None:

@@ -57,6 +57,13 @@ class CoreAccountant:
     def socket_cpus(self, socket: int) -> set[int]:
         return {cpu for core in self.cores[socket] for cpu in core}
 
+    def pin(self, cgroup: str, socket: int, threads: int, cpuset: str) -> set[int]:
+        """Commit ``threads`` cores of ``socket`` to ``cgroup`` and return its
+        cpuset: those cores (``cpuset: cores``) or the whole socket
+        (``socket``)."""
+        cpus = self.take(cgroup, socket, threads)
+        return self.socket_cpus(socket) if cpuset == "socket" else cpus
+
 
 def least_committed(acct: CoreAccountant, threads: int) -> int | None:
     """Alg. 4's choice: the socket with the fewest committed cores that fits."""
@@ -81,9 +88,7 @@ class LeastLoaded(Controller):
             socket = least_committed(self.acct, job.threads)
             if socket is None:
                 break
-            cpus = self.acct.take(job.cgroup, socket, job.threads)
-            if self.cfg.get("cpuset", "cores") == "socket":
-                cpus = self.acct.socket_cpus(socket)
+            cpus = self.acct.pin(job.cgroup, socket, job.threads, self.cfg.get("cpuset", "cores"))
             host.admit_job(job.cgroup, cpus)
             self.admitted += 1
             self.admissions.append((host.now_ns(), job.cgroup, socket))
