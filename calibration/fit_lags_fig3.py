@@ -9,8 +9,10 @@ references).  Method (docs/calibration.md):
 1. Simulate every run the points need (azure2021 and resctl at 108 and 228
    functions, CFS, host e5-2430l) with the current parameters, recording
    each context switch's features: hierarchy levels walked, migrated or
-   not, working-set lines and time away (the refill term), and the number
-   of runnable tasks on the CPU (the run-queue term).
+   not, working-set lines and time away (the refill term), the number
+   of runnable tasks on the CPU (the run-queue term) and the sum of
+   log2(cfs_rq size) over the entities put_prev_entity re-inserts (the
+   re-insertion term).
 2. The total switch cost of a run is linear in the fitted parameters given
    those features, so the run's ``sched_overhead_frac`` and
    ``ctx_switch_cost_mean_us`` can be predicted for any parameters without
@@ -56,12 +58,18 @@ RECORD_FILE = ROOT / "calibration" / "fits" / "e5-2430l.json"
 # ~15 ns to DRAM ~100 ns on Sandy Bridge-EN, before memory-level
 # parallelism), the run-queue term up to 5 µs per doubling of the runnable
 # tasks (several red-black-tree operations per switch, each a chain of
-# cold-cache pointer chases of ~0.1 µs).
+# cold-cache pointer chases of ~0.1 µs), the re-insertion term as much per
+# doubling of the cfs_rq an entity goes back into (the paper's "dozens of
+# µs" for the put_prev_entity calls of one switch, L161, over ~2 levels x
+# log2 of a few hundred entities).  The two tree terms overlap (a
+# re-insertion is part of the run-queue work); the fit decides the split,
+# and the structural checks (VARIANTS) refit with either one alone.
 FIT = {
     "direct_ns": (3000.0, 1000.0, 10000.0),
     "per_level_ns": (300.0, 0.0, 10000.0),
     "refill_ns_per_line": (0.5, 0.0, 100.0),
     "queue_ns_per_log2": (1500.0, 0.0, 5000.0),
+    "reinsert_ns_per_log2": (1500.0, 0.0, 5000.0),
 }
 # Weak literature priors (pseudo-observations) on parameters the points
 # cannot separate: direct and per-level cost are almost collinear here
@@ -76,6 +84,10 @@ FIXED = {
     "cache_decay_ns": 20_000_000.0,  # LLC turnover at a tick-limited switch rate (docs)
 }
 PARAMS = list(FIT)
+# structural checks on the final runs: the points refitted with terms held at 0
+VARIANTS = {"without_reinsert_term": ("reinsert_ns_per_log2",),
+            "without_queue_term": ("queue_ns_per_log2",),
+            "without_tree_terms": ("queue_ns_per_log2", "reinsert_ns_per_log2")}
 EXPERIMENT = {"duration_s": 30.0, "warmup_s": 5.0}     # scenarios/conf/experiment/lags_fig3.yaml
 QUICK = {"duration_s": 10.0, "warmup_s": 2.0}
 
@@ -136,6 +148,7 @@ class Features:
     levels: float            # sum of levels walked, all switches
     migrated: float          # switches to a task that last ran on another CPU
     log2_queued: float       # sum of log2(runnable tasks on the CPU) over switches
+    reinsert_log2: float     # sum of the switches' re-insertion log2 sums
     away_ns: np.ndarray      # per non-first-run switch to a task: time away (ns)
     away_lines: np.ndarray   # ... its refillable lines
     away_migrated: np.ndarray
@@ -151,11 +164,13 @@ class Features:
         return {"direct_ns": float(self.n_switches), "per_level_ns": self.levels,
                 "migration_ns": self.migrated,
                 "refill_ns_per_line": self.refill_lines(float(fixed["cache_decay_ns"])),
-                "queue_ns_per_log2": self.log2_queued}
+                "queue_ns_per_log2": self.log2_queued,
+                "reinsert_ns_per_log2": self.reinsert_log2}
 
     def to_json(self) -> dict:
         return {"n_switches": self.n_switches, "levels": self.levels,
                 "migrated": self.migrated, "log2_queued": self.log2_queued,
+                "reinsert_log2": self.reinsert_log2,
                 "n_refill_switches": int(self.away_ns.size),
                 "refill_lines": self.refill_lines(float(FIXED["cache_decay_ns"])),
                 "capacity_ns": self.capacity_ns}
@@ -177,12 +192,12 @@ class _Recorder(CostModel):
         self.rows: list[tuple] = []
 
     def switch_cost_ns(self, levels, ws_bytes, away_ns, migrated, nr_running=0,
-                       touched=0, touched_shared=0):
+                       touched=0, touched_shared=0, reinsert_log2=0.0):
         if self.engine._now >= self.warmup_ns:
             self.rows.append((levels, ws_bytes, -1 if away_ns is None else away_ns,
-                              migrated, nr_running))
+                              migrated, nr_running, reinsert_log2))
         return CostModel.switch_cost_ns(self, levels, ws_bytes, away_ns, migrated, nr_running,
-                                        touched, touched_shared)
+                                        touched, touched_shared, reinsert_log2)
 
 
 # ----------------------------------------------------------------------
@@ -206,7 +221,8 @@ def base_config(workload: str) -> dict:
 def profile_dict(params: dict, name: str = "e5-2430l") -> dict:
     cal = {"name": name}
     for k in ("direct_ns", "per_level_ns", "migration_ns", "refill_ns_per_line",
-              "cache_line_bytes", "max_refill_bytes", "cache_decay_ns", "queue_ns_per_log2"):
+              "cache_line_bytes", "max_refill_bytes", "cache_decay_ns", "queue_ns_per_log2",
+              "reinsert_ns_per_log2"):
         if k in params:
             cal[k] = float(params[k]) if not isinstance(params[k], int) else params[k]
     cal["description"] = "fit in progress"
@@ -293,7 +309,7 @@ def _as_dictconfig(cfg: dict):
 
 
 def _features(rec: _Recorder, s: dict, params: dict, capacity_ns: float) -> Features:
-    rows = np.asarray(rec.rows, dtype=float).reshape(-1, 5)
+    rows = np.asarray(rec.rows, dtype=float).reshape(-1, 6)
     n_all = int(s["ctx_switches"])
     n_rec = rows.shape[0]
     levels = rows[:, 0]
@@ -317,6 +333,7 @@ def _features(rec: _Recorder, s: dict, params: dict, capacity_ns: float) -> Feat
     return Features(n_switches=n_all, levels=float(levels.sum() + idle_levels),
                     migrated=float(mig.sum()),
                     log2_queued=float(np.log2(np.maximum(nr, 1.0)).sum()),
+                    reinsert_log2=float(rows[:, 5].sum()),
                     away_ns=away[has], away_lines=lines, away_migrated=mig[has],
                     capacity_ns=float(capacity_ns))
 
@@ -324,7 +341,7 @@ def _features(rec: _Recorder, s: dict, params: dict, capacity_ns: float) -> Feat
 def _recorded_total(rows: np.ndarray, params: dict) -> float:
     """What the cost model charged for the recorded switches (to split off
     the idle transitions)."""
-    levels, ws, away, mig, nr = rows.T
+    levels, ws, away, mig, nr, reins = rows.T
     p = {**FIXED, **params}
     cost = float(p["direct_ns"]) + float(p["per_level_ns"]) * levels
     cost = cost + np.where(mig > 0, float(p["migration_ns"]), 0.0)
@@ -332,7 +349,8 @@ def _recorded_total(rows: np.ndarray, params: dict) -> float:
     ev = np.where(mig > 0, 1.0, -np.expm1(-np.maximum(away, 0) / float(p["cache_decay_ns"])))
     refill = np.where(away >= 0, lines * ev * float(p["refill_ns_per_line"]), 0.0)
     q = float(p.get("queue_ns_per_log2", 0.0)) * np.log2(np.maximum(nr, 1.0))
-    return float(np.sum(np.floor(cost + refill + q)))
+    r = np.floor(float(p.get("reinsert_ns_per_log2", 0.0)) * reins)
+    return float(np.sum(np.floor(cost + refill + q) + r))
 
 
 # ----------------------------------------------------------------------
@@ -501,25 +519,29 @@ def run_fit(quick: bool = False, seeds=(0,), iterations: int = 4, n_jobs: int = 
     metrics = _metrics(final)
     return fit, {"points": points, "metrics": metrics, "duration": dur, "seeds": vseeds,
                  "residuals": _point_residuals(points, metrics),
-                 "without_queue_term": structural_check(designs, points, params, log),
+                 **{key: structural_check(designs, points, params, log, drop)
+                    for key, drop in VARIANTS.items()},
                  "propagated": propagated(designs, points, params, log)}
 
 
-def structural_check(designs: dict, points: list[dict], params: dict, log=print) -> dict:
-    """The same points fitted without the run-queue term (the cost model
-    before it), on the final runs' features: how well could the old
-    mechanism do?  Surrogate-based (no feedback), so indicative only."""
-    fit = {k: v for k, v in FIT.items() if k != "queue_ns_per_log2"}
-    fixed = {**FIXED, "queue_ns_per_log2": 0.0}
-    got, _, sol = fit_surrogate(designs, points, params, fit=fit, fixed=fixed)
+def structural_check(designs: dict, points: list[dict], params: dict, log=print,
+                     drop: tuple = ("reinsert_ns_per_log2",)) -> dict:
+    """The same points fitted with the terms ``drop`` held at 0, on the
+    final runs' features: how well does the model do without those
+    mechanisms?  Surrogate-based (no feedback), so indicative only."""
+    fit = {k: v for k, v in FIT.items() if k not in drop}
+    fixed = {**FIXED, **{k: 0.0 for k in drop}}
+    got, sd, sol = fit_surrogate(designs, points, params, fit=fit, fixed=fixed)
     full = {**fixed, **got}
     metrics = {key: predict(d, n, cap, full) for key, (d, n, cap) in designs.items()}
     res = _point_residuals(points, metrics)
-    log("without the run-queue term (old model, surrogate on the final runs): "
+    log(f"without {' and '.join(drop)} (surrogate on the final runs): "
         + _fmt_any(got) + f"; sum of squared residuals {2 * sol.cost:.2f}")
     for r in res:
         log(f"  {r['id']:20s} {r['simulated']:9.4g}  residual {r['residual']:+.2f}")
-    return {"params": got, "ssr": float(2 * sol.cost), "residuals": res}
+    return {"params": got, "stderr": {k: (v if math.isfinite(v) else None)
+                                      for k, v in sd.items()},
+            "ssr": float(2 * sol.cost), "residuals": res}
 
 
 def _fmt_any(params: dict) -> str:
@@ -584,7 +606,8 @@ def write_profile(fit: Fit, report: dict, wall_s: float, path: Path = PROFILE_FI
         "name: e5-2430l",
     ]
     for k in ("direct_ns", "per_level_ns", "migration_ns", "refill_ns_per_line",
-              "queue_ns_per_log2", "cache_line_bytes", "max_refill_bytes", "cache_decay_ns"):
+              "queue_ns_per_log2", "reinsert_ns_per_log2", "cache_line_bytes",
+              "max_refill_bytes", "cache_decay_ns"):
         v = p[k]
         if k in FIT:
             sd = fit.stderr.get(k, float("nan"))
@@ -630,7 +653,7 @@ def write_record(fit: Fit, report: dict, wall_s: float, path: Path = RECORD_FILE
         "residuals": report["residuals"],
         "final_metrics": [{"workload": k[0], "functions": k[1], **v}
                           for k, v in report["metrics"].items()],
-        "without_queue_term": report.get("without_queue_term"),
+        **{key: report.get(key) for key in VARIANTS},
         "propagated": report.get("propagated"),
         "iterations": fit.iterations,
         "evaluations": fit.evaluations,
@@ -679,7 +702,8 @@ def designs_from_record(record: dict, phase: str = "final") -> dict:
         f = e["features"]
         d = {"direct_ns": float(f["n_switches"]), "per_level_ns": f["levels"],
              "migration_ns": f["migrated"], "refill_ns_per_line": f["refill_lines"],
-             "queue_ns_per_log2": f["log2_queued"]}
+             "queue_ns_per_log2": f["log2_queued"],
+             "reinsert_ns_per_log2": f.get("reinsert_log2", 0.0)}
         key = (e["workload"], e["functions"])
         if key in pooled:
             d0, n0, c0 = pooled[key]
@@ -722,13 +746,14 @@ def propagated(designs: dict, points: list[dict], params: dict, log=print) -> di
 
 def alternatives(log=print) -> dict:
     """Surrogate-only variants on the final runs' features (indicative, no
-    feedback): the old model without the run-queue term, and the model fitted
-    to the per-switch cost points alone (no overhead points)."""
+    feedback): the structural VARIANTS, and the model fitted to the
+    per-switch cost points alone (no overhead points)."""
     record = json.loads(RECORD_FILE.read_text())
     designs = designs_from_record(record)
     points = load_points()["points"]
     params = {**FIXED, **record["params"]}
-    out = {"without_queue_term": structural_check(designs, points, params, log)}
+    out = {key: structural_check(designs, points, params, log, drop)
+           for key, drop in VARIANTS.items()}
     cost_points = [p for p in points if "cost" in p["metric"]]
     got, sd, sol = fit_surrogate(designs, cost_points, params)
     full = {**FIXED, **got}
@@ -768,8 +793,9 @@ def main(argv=None) -> int:
                     help="no fit: re-simulate the recorded final parameters with these "
                          "seeds and add the seed-to-seed variation to the record")
     ap.add_argument("--alternatives", action="store_true",
-                    help="no simulation: fit the old model (no run-queue term) and the "
-                         "cost points alone on the recorded final runs (surrogate)")
+                    help="no simulation: fit the structural variants (without the "
+                         "re-insertion term, without the run-queue term, without both) "
+                         "and the cost points alone on the recorded final runs (surrogate)")
     args = ap.parse_args(argv)
     if args.alternatives:
         alternatives(log=lambda m: print(m, flush=True))

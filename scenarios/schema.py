@@ -52,6 +52,7 @@ class CalibrationConfig:
     max_refill_bytes: int = MISSING
     cache_decay_ns: float = MISSING
     queue_ns_per_log2: float = 0.0   # per doubling of the CPU's runnable tasks (sim/costmodel.py)
+    reinsert_ns_per_log2: float = 0.0  # per doubling of a cfs_rq put_prev_entity re-inserts into
     # capacity refill model: [{name, bytes, ns_per_line, shared}], smallest level first
     cache_levels: Optional[List[Any]] = None
     idle_exit_ns: float = 0.0        # wake-up of an idle CPU (interrupt, idle exit)

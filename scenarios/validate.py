@@ -307,7 +307,7 @@ def _check_plugin(c: _Checks, group: str, schemas: dict, key: str) -> None:
 
 def _check_calibration(c: _Checks) -> None:
     for key in ("direct_ns", "per_level_ns", "migration_ns", "refill_ns_per_line",
-                "queue_ns_per_log2"):
+                "queue_ns_per_log2", "reinsert_ns_per_log2"):
         c.at_least(f"calibration.{key}", 0)
     line = c.get("calibration.cache_line_bytes")
     c.require(

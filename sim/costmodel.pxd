@@ -14,6 +14,7 @@ cdef class CostModel:
     cdef readonly double queue_ns_per_log2
     cdef readonly tuple cache_levels
     cdef readonly long long idle_exit_ns
+    cdef readonly double reinsert_ns_per_log2
 
     @cython.locals(lines=cython.double, evicted=cython.double, total=cython.double,
                    capacity=cython.longlong, ns_per_line=cython.double, shared=cython.bint,
@@ -23,4 +24,4 @@ cdef class CostModel:
     @cython.locals(cost=cython.longlong)
     cpdef long long switch_cost_ns(self, long levels, long long ws_bytes, away_ns,
                                    bint migrated, long nr_running=*, long long touched=*,
-                                   long long touched_shared=*)
+                                   long long touched_shared=*, double reinsert_log2=*)

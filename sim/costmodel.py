@@ -3,7 +3,9 @@
 cost = direct + per_level x levels walked (put_prev/set_next up to the
 common ancestor cgroup) + cache refill of the incoming task's working set
 + migration cost when the task last ran on another CPU
-+ queue_ns_per_log2 x log2(runnable tasks on the CPU).
++ queue_ns_per_log2 x log2(runnable tasks on the CPU)
++ reinsert_ns_per_log2 x sum of log2(cfs_rq size) over the entities of
+  the previous task that put_prev_entity re-inserts.
 
 The run-queue term is the red-black-tree work of pick_next_task_fair:
 put_prev_entity re-inserts the preempted entity, and set_next_entity takes
@@ -18,6 +20,19 @@ per switch because it queues less, L147-148).  Without it the model cannot
 make a switch costlier for a workload that queues more (docs/calibration.md).
 It is 0 in the `default` and `ideal` profiles, which therefore behave as
 before it existed.
+
+The re-insertion term separates the part of that tree work the paper
+names (L152-161): picking the leftmost entity is cheap, re-inserting the
+preempted task "and its descendants" is not.  pick_next_task_fair walks
+prev's and next's hierarchies up to their common cfs_rq and calls
+put_prev_entity on prev's side at every level; an entity still queued
+there (the task itself if it was preempted, a group entity whose cgroup
+still has runnable tasks on the CPU) is put back into its cfs_rq's tree,
+a descent of log2(entities queued) cold nodes.  The machine sums
+log2(cfs_rq nr_running) over those re-insertions (``reinsert_log2``), so
+a switch after a sleep re-inserts only the group levels that stay busy, a
+switch between siblings only one level, and a preemption across cgroups
+every level up to the common one.
 
 The refill term models how much of the incoming task's working set was
 evicted while it was away, in two forms that add up:
@@ -64,7 +79,8 @@ class CostModel:
                  migration_ns: int = 0, refill_ns_per_line: float = 0.0,
                  cache_line_bytes: int = 64, max_refill_bytes: int = 0,
                  cache_decay_ns: int = 1, queue_ns_per_log2: float = 0.0,
-                 cache_levels: tuple = (), idle_exit_ns: int = 0):
+                 cache_levels: tuple = (), idle_exit_ns: int = 0,
+                 reinsert_ns_per_log2: float = 0.0):
         self.name = name
         self.direct_ns = direct_ns
         self.per_level_ns = per_level_ns
@@ -77,6 +93,7 @@ class CostModel:
         # ((capacity_bytes, ns_per_line, shared), ...), smallest level first
         self.cache_levels = tuple((int(c), float(r), bool(sh)) for c, r, sh in cache_levels)
         self.idle_exit_ns = idle_exit_ns
+        self.reinsert_ns_per_log2 = reinsert_ns_per_log2
 
     def __repr__(self) -> str:
         return (f"CostModel({self.name!r}, direct_ns={self.direct_ns}, "
@@ -86,7 +103,8 @@ class CostModel:
                 f"max_refill_bytes={self.max_refill_bytes}, "
                 f"cache_decay_ns={self.cache_decay_ns}, "
                 f"queue_ns_per_log2={self.queue_ns_per_log2}, "
-                f"cache_levels={self.cache_levels}, idle_exit_ns={self.idle_exit_ns})")
+                f"cache_levels={self.cache_levels}, idle_exit_ns={self.idle_exit_ns}, "
+                f"reinsert_ns_per_log2={self.reinsert_ns_per_log2})")
 
     @classmethod
     def from_config(cls, cal) -> CostModel:
@@ -100,12 +118,14 @@ class CostModel:
                    cache_levels=tuple((int(lv["bytes"]), float(lv["ns_per_line"]),
                                        bool(lv.get("shared", False)))
                                       for lv in cal.get("cache_levels") or ()),
-                   idle_exit_ns=int(cal.get("idle_exit_ns", 0) or 0))
+                   idle_exit_ns=int(cal.get("idle_exit_ns", 0) or 0),
+                   reinsert_ns_per_log2=float(cal.get("reinsert_ns_per_log2", 0.0) or 0.0))
 
     @property
     def is_ideal(self) -> bool:
         return (self.direct_ns == 0 and self.per_level_ns == 0 and self.migration_ns == 0
                 and self.queue_ns_per_log2 == 0 and self.idle_exit_ns == 0
+                and self.reinsert_ns_per_log2 == 0
                 and all(lv[1] == 0 for lv in self.cache_levels)
                 and (self.refill_ns_per_line == 0 or self.max_refill_bytes == 0))
 
@@ -139,8 +159,10 @@ class CostModel:
 
     def switch_cost_ns(self, levels: int, ws_bytes: int, away_ns: int | None,
                        migrated: bool, nr_running: int = 0, touched: int = 0,
-                       touched_shared: int = 0) -> int:
+                       touched_shared: int = 0, reinsert_log2: float = 0.0) -> int:
         cost = self.direct_ns + self.per_level_ns * levels
+        if self.reinsert_ns_per_log2:
+            cost += int(self.reinsert_ns_per_log2 * reinsert_log2)
         if migrated:
             cost += self.migration_ns
         if self.queue_ns_per_log2 and nr_running > 1:

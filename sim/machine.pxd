@@ -13,6 +13,8 @@ cdef long ENQUEUE_INITIAL, ENQUEUE_MIGRATED, ENQUEUE_WAKEUP, WF_FORK, WF_TTWU
 
 @cython.locals(levels=cython.long)
 cpdef long levels_walked(SchedEntity pse, SchedEntity se)
+@cython.locals(total=cython.double)
+cpdef double reinsert_log2(SchedEntity pse, SchedEntity se)
 
 cdef class Machine:
     cdef public Engine engine
@@ -60,7 +62,8 @@ cdef class Machine:
     cpdef move_queued_task(self, Task p, Rq src, Rq dst)
     @cython.locals(now=cython.longlong, c=cython.longlong, start=cython.longlong,
                    next_balance=cython.longlong,
-                   levels=cython.long, cost=CostModel, prev=Task, nxt=Task, migrated=bint, req=Request)
+                   levels=cython.long, reinserted=cython.double, cost=CostModel, prev=Task,
+                   nxt=Task, migrated=bint, req=Request)
     cpdef schedule(self, Rq rq)
     @cython.locals(fair_prev=Task)
     cpdef _pick_next_task(self, Rq rq, Task prev)

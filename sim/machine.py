@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from itertools import count
 
+import cython
+
 from sim.bandwidth import NSEC_PER_USEC, RUNTIME_INF
 from sim.costmodel import CostModel
 from sim.engine import Engine
@@ -22,6 +24,11 @@ from sim.sched_class import (CPU_IDLE, CPU_NEWLY_IDLE, CPU_NOT_IDLE, DEQUEUE_SLE
                              SCHED_RR, TASK_POLICIES, WF_FORK, WF_TTWU)
 from sim.task import BURST_BLOCK, BURST_EXIT, Task
 from sim.topology import Topology
+
+if cython.compiled:            # the C library's log2: no Python call, no boxing
+    from cython.cimports.libc.math import log2
+else:
+    from math import log2
 
 ROOT = "/"
 # hrtick_start(): the kernel never arms the slice timer closer than 10 us
@@ -42,6 +49,35 @@ def levels_walked(pse: SchedEntity, se: SchedEntity) -> int:
         se = se.parent
         levels += 2
     return levels
+
+
+def reinsert_log2(pse: SchedEntity, se: SchedEntity | None) -> float:
+    """Sum of log2(entities queued) over the put_prev_entity calls of
+    pick_next_task_fair that re-insert an entity: prev's side of the walk
+    up to the common cfs_rq with ``se`` (to the root when ``se`` is None,
+    put_prev_task_fair), that level included.  An entity off its run queue
+    (the task that slept, a group left empty) is not re-inserted."""
+    total = 0.0
+    if se is None:
+        while pse is not None:
+            if pse.on_rq:
+                total += log2(pse.cfs_rq.nr_running)
+            pse = pse.parent
+        return total
+    while pse.depth > se.depth:
+        if pse.on_rq:
+            total += log2(pse.cfs_rq.nr_running)
+        pse = pse.parent
+    while se.depth > pse.depth:
+        se = se.parent
+    while pse.cfs_rq is not se.cfs_rq:
+        if pse.on_rq:
+            total += log2(pse.cfs_rq.nr_running)
+        pse = pse.parent
+        se = se.parent
+    if pse.on_rq:
+        total += log2(pse.cfs_rq.nr_running)
+    return total
 
 
 class Machine:
@@ -445,16 +481,20 @@ class Machine:
             if self.smt:
                 self._smt_update(rq, now)
             return
+        reinserted = 0.0
         if prev is None or prev.prio < MAX_RT_PRIO or nxt.prio < MAX_RT_PRIO:
             # across classes the fair side walks its whole hierarchy
             levels = self._fair_depth(prev) + self._fair_depth(nxt)
+            if levels and prev is not None and prev.prio >= MAX_RT_PRIO:
+                reinserted = reinsert_log2(prev.se, None)
         else:
             levels = levels_walked(prev.se, nxt.se)
+            reinserted = reinsert_log2(prev.se, nxt.se)
         migrated = nxt.last_cpu >= 0 and nxt.last_cpu != rq.cpu
         away = None if nxt.last_ran is None else now - nxt.last_ran
         c = cost.switch_cost_ns(levels, nxt.ws_bytes, away, migrated, rq.nr_running,
                                 rq.touched_bytes - nxt.touch_mark,
-                                self.touched_bytes - nxt.touch_mark_shared)
+                                self.touched_bytes - nxt.touch_mark_shared, reinserted)
         if prev is None:
             c += cost.idle_exit_ns
         # it touches its working set once on this run (the cache_levels model)

@@ -32,11 +32,13 @@ def test_profile_composes_and_is_within_physical_bounds():
     assert 2_000 < cost < 100_000
 
 
-def _synthetic_design(rng, n_switches, levels, mig, away_ms, nr, capacity_s=300.0):
+def _synthetic_design(rng, n_switches, levels, mig, away_ms, nr, reinserted,
+                      capacity_s=300.0):
     away = rng.exponential(away_ms * 1e6, size=n_switches)
     feats = F.Features(n_switches=n_switches, levels=levels * n_switches,
                        migrated=mig * n_switches,
                        log2_queued=float(np.log2(nr) * n_switches),
+                       reinsert_log2=reinserted * n_switches,
                        away_ns=away, away_lines=np.full(n_switches, 4096.0),
                        away_migrated=np.zeros(n_switches, bool),
                        capacity_ns=capacity_s * 1e9)
@@ -44,15 +46,17 @@ def _synthetic_design(rng, n_switches, levels, mig, away_ms, nr, capacity_s=300.
 
 
 def test_surrogate_fit_recovers_known_parameters():
-    """Features of four synthetic runs, targets computed from known costs:
+    """Features of five synthetic runs (one per parameter: a run's mean cost
+    and overhead are one equation), targets computed from known costs:
     the least-squares fit on the surrogate must find those costs again."""
     rng = np.random.default_rng(7)
     truth = {"direct_ns": 2500.0, "per_level_ns": 900.0, "refill_ns_per_line": 0.8,
-             "queue_ns_per_log2": 1300.0}
-    runs = {("a", 1): _synthetic_design(rng, 20000, 1.9, 0.0, 30, 900),
-            ("a", 2): _synthetic_design(rng, 25000, 1.6, 0.0, 60, 4000),
-            ("b", 1): _synthetic_design(rng, 4000, 2.0, 0.0, 30, 9),
-            ("b", 2): _synthetic_design(rng, 4000, 0.5, 0.0, 70, 19)}
+             "queue_ns_per_log2": 1300.0, "reinsert_ns_per_log2": 700.0}
+    runs = {("a", 1): _synthetic_design(rng, 20000, 1.9, 0.0, 30, 900, 6.0),
+            ("a", 2): _synthetic_design(rng, 25000, 1.6, 0.0, 60, 4000, 14.0),
+            ("b", 1): _synthetic_design(rng, 4000, 2.0, 0.0, 30, 9, 0.5),
+            ("b", 2): _synthetic_design(rng, 4000, 0.5, 0.0, 70, 19, 3.0),
+            ("c", 1): _synthetic_design(rng, 9000, 1.0, 0.0, 10, 60, 1.0)}
     designs = {k: (f.design(F.FIXED), f.n_switches, f.capacity_ns) for k, f in runs.items()}
     params = {**F.FIXED, **truth}
     points = []
@@ -65,7 +69,7 @@ def test_surrogate_fit_recovers_known_parameters():
                        "metric": "sched_overhead_frac",
                        "value": m["sched_overhead_frac"], "tolerance": 1e-4})
     start = {"direct_ns": 5000.0, "per_level_ns": 3000.0, "refill_ns_per_line": 5.0,
-             "queue_ns_per_log2": 200.0}
+             "queue_ns_per_log2": 200.0, "reinsert_ns_per_log2": 3000.0}
     got, stderr, sol = F.fit_surrogate(designs, points, start, priors={})
     for k, v in truth.items():
         assert got[k] == pytest.approx(v, rel=0.02, abs=1.0), (k, got[k])
@@ -142,7 +146,7 @@ def test_resctl_demand_in_the_workload_matches_its_calibration_point():
     committed profile's record puts resctl_108_overhead inside its band."""
     from scenarios.config import compose
 
-    assert compose(["workload=resctl"]).workload.mean_service_s == pytest.approx(0.000662)
+    assert compose(["workload=resctl"]).workload.mean_service_s == pytest.approx(0.000545)
     assert compose(["experiment=lags_fig3"]).workload.request_path == "rdhashd"
     record = json.loads(F.RECORD_FILE.read_text())
     r = next(x for x in record["residuals"] if x["id"] == "resctl_108_overhead")

@@ -120,6 +120,69 @@ def test_levels_walked_adds_per_level_cost():
     assert s["ctx_switch_cost_mean_us"] == pytest.approx((3800 + 2 * 1500) / 1000, rel=1e-6)
 
 
+def _hierarchy():
+    """root <- p <- {a, b} on one CPU: the cfs_rqs and group entities."""
+    from sim.rq import CfsRq, Rq, SchedEntity
+    rq = Rq(0)
+    root, p, a, b = (CfsRq(rq, None) for _ in range(4))
+    gp = SchedEntity(1024, None, root, p)
+    ga = SchedEntity(1024, gp, p, a)
+    gb = SchedEntity(1024, gp, p, b)
+    return root, p, a, b, gp, ga, gb
+
+
+def test_reinsert_log2_counts_the_entities_put_back_up_to_the_common_cfs_rq():
+    """put_prev_entity re-inserts what is still queued on prev's side of the
+    walk, each into a tree of nr_running entities (hand-worked cases)."""
+    from sim.machine import reinsert_log2
+    from sim.rq import CfsRq, SchedEntity
+    root, p, a, b, gp, ga, gb = _hierarchy()
+    root.nr_running, p.nr_running, a.nr_running, b.nr_running = 4, 2, 3, 1
+    ta1, ta2 = SchedEntity(1024, ga, a), SchedEntity(1024, ga, a)
+    tb = SchedEntity(1024, gb, b)
+    for se in (gp, ga, gb, ta1, ta2, tb):
+        se.on_rq = True
+    # preempted across cgroups: the task into a (3), a's entity into p (2)
+    assert reinsert_log2(ta1, tb) == pytest.approx(math.log2(3) + 1.0)
+    # between siblings only the shared cfs_rq is touched
+    assert reinsert_log2(ta1, ta2) == pytest.approx(math.log2(3))
+    # prev slept (dequeued): only its cgroup's entity, still busy, goes back
+    ta1.on_rq = False
+    assert reinsert_log2(ta1, tb) == pytest.approx(1.0)
+    # ... and nothing once its cgroup has nothing left to run
+    ga.on_rq = False
+    assert reinsert_log2(ta1, tb) == 0.0
+    # to another class (put_prev_task_fair): every queued level up to the root
+    ta1.on_rq = ga.on_rq = True
+    assert reinsert_log2(ta1, None) == pytest.approx(math.log2(3) + 1.0 + 2.0)
+    # unequal depths: a cgroup c nested in b (b now holds tb and c's entity)
+    c = CfsRq(a.rq, None)
+    gc = SchedEntity(1024, gb, b, c)
+    tc = SchedEntity(1024, gc, c)
+    gc.on_rq = tc.on_rq = True
+    b.nr_running, c.nr_running = 2, 1
+    # next deeper: only next's side climbs; prev's task and group go back
+    assert reinsert_log2(ta2, tc) == pytest.approx(math.log2(3) + 1.0)
+    assert reinsert_log2(tb, tc) == pytest.approx(1.0)          # common cfs_rq b
+    # prev deeper: tc into c (1 entity: 0), c's entity into b, b's into p
+    assert reinsert_log2(tc, ta1) == pytest.approx(2.0)
+
+
+def test_reinsertion_cost_is_charged_per_put_back_entity():
+    """Two hogs in sibling cgroups under p, one CPU: every switch preempts a
+    runnable prev, whose task goes back into its own cfs_rq (1 entity:
+    log2 1 = 0) and whose cgroup's entity into p's (2 entities: 1), so each
+    costs direct + 2 levels + one doubling's re-insertion."""
+    costs = dict(DEFAULT_COSTS, refill_ns_per_line=0, migration_ns=0,
+                 reinsert_ns_per_log2=2000)
+    groups = [{"name": "p/a", "threads": 1}, {"name": "p/b", "threads": 1}]
+    cfg = make_cfg(periodic(groups=groups, run_ms=1e6), calibration=costs,
+                   duration_s=4.0, warmup_s=0.5)
+    s = simulate(cfg).summary.to_pylist()[0]
+    assert s["ctx_switch_cost_mean_us"] == pytest.approx((3800 + 2 * 1500 + 2000) / 1000,
+                                                         rel=1e-6)
+
+
 def test_hrtick_makes_progress_when_curr_stays_leftmost():
     """A task whose slice is used up but which is still leftmost is picked
     again; the slice timer must then fire no sooner than the kernel's 10 us

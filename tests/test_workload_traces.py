@@ -92,14 +92,14 @@ def test_interarrivals_are_bursty():
 def test_default_demand_and_the_work_108_functions_offer():
     """The calibrated size (fit_azure_demand) leaves the e5-2430l's work
     capacity to the rd-hashd path's own work and switching: 108 functions'
-    Fibonacci work alone is 5.9 of its 7.5 CPUs."""
+    Fibonacci work alone is 5.8 of its 7.5 CPUs."""
     cfg = _cfg(functions=108)
     host = cfg["host"]
     capacity = host["sockets"] * host["cores"] * host["smt_throughput"]
     assert capacity == 7.5
     mean = cfg["workload"]["mean_service_s"]
     assert mean == azure2021.MEAN_SERVICE_S
-    assert azure2021.offered_load_cpus(108, mean) == pytest.approx(5.885, rel=0.01)
+    assert azure2021.offered_load_cpus(108, mean) == pytest.approx(5.826, rel=0.01)
     # the expectation is over the seeded draw; the draw is unbiased
     loads = [azure2021.selection_rates(108, s).sum() * mean for s in range(300)]
     assert np.mean(loads) == pytest.approx(azure2021.offered_load_cpus(108, mean), rel=0.01)

@@ -75,9 +75,9 @@ What a request costs the host on the lags experiments' rd-hashd path is its
 Fibonacci work plus the dispatcher's work and the switches, so the size is
 found by simulation (calibration/fit_azure_demand.py): CFS under
 calibration=e5-2430l completes more requests within 1 s at 108 functions
-than at 96 and at 120 for sizes 0.281-0.313 ms, and ``MEAN_SERVICE_S`` is
-their geometric middle, 0.297 ms.  The Fibonacci work alone of 108
-functions is then 5.9 of the host's 7.5 CPUs of work capacity (6 cores x
+than at 96 and at 120 for sizes 0.278-0.310 ms, and ``MEAN_SERVICE_S`` is
+their geometric middle, 0.294 ms.  The Fibonacci work alone of 108
+functions is then 5.8 of the host's 7.5 CPUs of work capacity (6 cores x
 smt_throughput 1.25; the expected peak rate of one draw is the mean of the
 ten band means, 183.47 req/s, so 108 functions offer 19,815 req/s).  The
 first calibration, on the direct path, equated that offered work with the
@@ -178,7 +178,7 @@ def offered_load_cpus(functions: int, mean_service_s: float) -> float:
 
 
 # The default demand per request (module docstring; azure2021.yaml)
-MEAN_SERVICE_S = 0.000297
+MEAN_SERVICE_S = 0.000294
 
 
 # --- arrival processes and service demand ---------------------------------------------
