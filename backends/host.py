@@ -82,6 +82,29 @@ def trace_demand(trace, parent_cgroup: str) -> dict[str, float]:
     return totals
 
 
+def cores_of(cpus) -> dict[int, list[tuple[int, ...]]]:
+    """``Host.cores_by_socket`` from (socket, core, cpu) triples."""
+    out: dict[int, dict[int, list[int]]] = {}
+    for socket, core, cpu in cpus:
+        out.setdefault(socket, {}).setdefault(core, []).append(cpu)
+    return {s: [tuple(sorted(v)) for _, v in sorted(cores.items())]
+            for s, cores in sorted(out.items())}
+
+
+def checked_cpuset(cgroup: str, cpus, host_cpus) -> frozenset | None:
+    """``Host.set_cpuset``'s argument as a frozenset (None stays None),
+    refused when it names CPUs outside ``host_cpus`` or none at all."""
+    if cpus is None:
+        return None
+    allowed = frozenset(int(c) for c in cpus)
+    if not allowed <= set(host_cpus):
+        raise ValueError(f"cpuset {sorted(allowed)} names CPUs the host does not have "
+                         f"(it has {sorted(host_cpus)})")
+    if not allowed:
+        raise ValueError(f"cgroup {cgroup}: cpuset leaves no CPU to run on")
+    return allowed
+
+
 class Host(Protocol):
     # --- what a controller may read ---------------------------------------
     def now_ns(self) -> int:

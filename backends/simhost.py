@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from backends.host import (Completed, CpuStat, PendingJob, PerfCounts, RdtError, RdtLimits,
-                           trace_demand)
+                           checked_cpuset, cores_of, trace_demand)
 from sim.engine import NSEC_PER_SEC, s_to_ns
 
 
@@ -79,19 +79,11 @@ class SimHost:
 
     # --- topology, placement and admission ---------------------------------
     def cores_by_socket(self) -> dict[int, list[tuple[int, ...]]]:
-        topo = self.machine.topology
-        out: dict[int, dict[int, list[int]]] = {}
-        for c in topo.cpus:
-            out.setdefault(c.socket, {}).setdefault(c.core, []).append(c.cpu)
-        return {s: [tuple(v) for _, v in sorted(cores.items())] for s, cores in sorted(out.items())}
+        return cores_of((c.socket, c.core, c.cpu) for c in self.machine.topology.cpus)
 
     def set_cpuset(self, cgroup: str, cpus) -> None:
         tg = self._group(cgroup)
-        allowed = None if cpus is None else frozenset(int(c) for c in cpus)
-        if allowed is not None and not allowed <= set(range(self.machine.topology.nr_cpus)):
-            raise ValueError(f"cpuset {sorted(allowed)} names CPUs the host does not have")
-        if allowed is not None and not allowed:
-            raise ValueError(f"cgroup {cgroup}: cpuset leaves no CPU to run on")
+        allowed = checked_cpuset(cgroup, cpus, range(self.machine.topology.nr_cpus))
         # a group with live threads may change LLC domain: the memory model
         # accounts and re-solves at the move, as at an RDT change
         mem = self.machine.memory if tg.tasks else None

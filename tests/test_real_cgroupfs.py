@@ -205,3 +205,41 @@ def test_run_name_checked(tmp_path):
     text, v2c = fake_v1(tmp_path)
     with pytest.raises(ValueError, match="run name"):
         make(tmp_path, text, v2c, run="../x")
+
+
+def _fake_sysfs(tmp_path, topology):
+    """/sys/devices/system/cpu with cpuN/topology/{physical_package_id,core_id}."""
+    root = tmp_path / "sys-cpu"
+    for cpu, (pkg, core) in topology.items():
+        t = root / f"cpu{cpu}" / "topology"
+        t.mkdir(parents=True)
+        (t / "physical_package_id").write_text(f"{pkg}\n")
+        (t / "core_id").write_text(f"{core}\n")
+    return root
+
+
+def test_real_host_cores_by_socket_and_cpuset_on_a_fake_tree(tmp_path):
+    """RealHost's placement levers over the fake v1 tree (cpus 0-3): SMT
+    siblings grouped per core and socket from sysfs; set_cpuset writes the
+    cpulist, None gives back the run's CPUs, and CPUs outside the run or an
+    empty set are refused before anything is written."""
+    from backends.real.host import RealHost
+    text, v2c = fake_v1(tmp_path)
+    cg = make(tmp_path, text, v2c)
+    host = RealHost(cg, ["/faas.slice/func-1"])
+    assert host.run_cpus() == {0, 1, 2, 3}
+    # two sockets, each one core with two hardware threads (0,2 and 1,3)
+    sysfs = _fake_sysfs(tmp_path, {0: (0, 0), 1: (1, 0), 2: (0, 0), 3: (1, 0)})
+    assert host.cores_by_socket(sysfs) == {0: [(0, 2)], 1: [(1, 3)]}
+    cpus = tmp_path / "cpuset/colosim-t1/faas.slice/func-1/cpuset.cpus"
+    host.set_cpuset("/faas.slice/func-1", {3, 2})
+    assert cpus.read_text() == "2-3"
+    host.set_cpuset("/faas.slice/func-1", None)
+    assert cpus.read_text() == "0-3"
+    with pytest.raises(ValueError, match="names CPUs the host does not have"):
+        host.set_cpuset("/faas.slice/func-1", {4})
+    with pytest.raises(ValueError, match="leaves no CPU"):
+        host.set_cpuset("/faas.slice/func-1", set())
+    with pytest.raises(ValueError, match="no cgroup /nope"):
+        host.set_cpuset("/nope", {0})
+    assert cpus.read_text() == "0-3"

@@ -148,6 +148,26 @@ def test_rt_policy_on_cgroup_threads(cg):
         stop(p)
 
 
+def test_cpuset_moves_live_threads_and_cores_cover_the_run(cg):
+    """RealHost.set_cpuset on the kernel: a live process's affinity follows
+    its cgroup's cpuset at once, and None gives every CPU of the run back;
+    cores_by_socket lists each of the run's CPUs exactly once."""
+    f = "/faas.slice/func-1"
+    host = RealHost(cg, [f])
+    cpus = sorted(host.run_cpus())
+    p = subprocess.Popen(["sleep", "5"])
+    try:
+        cg.attach(f, p.pid)
+        host.set_cpuset(f, {cpus[-1]})
+        assert os.sched_getaffinity(p.pid) == {cpus[-1]}
+        host.set_cpuset(f, None)
+        assert os.sched_getaffinity(p.pid) == set(cpus)
+    finally:
+        stop(p)
+    seen = [c for cores in host.cores_by_socket().values() for core in cores for c in core]
+    assert sorted(seen) == cpus
+
+
 def test_remove_kills_tasks_and_removes_every_hierarchy(cg):
     cg.create("/x/y")
     p = hog()

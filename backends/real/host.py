@@ -38,11 +38,15 @@ from typing import Callable
 
 import numpy as np
 
-from backends.host import Completed, CpuStat, RdtError, RdtLimits, trace_demand
-from backends.real.cgroupfs import CgroupError, CgroupFS
+from pathlib import Path
+
+from backends.host import (Completed, CpuStat, RdtError, RdtLimits, checked_cpuset, cores_of,
+                           trace_demand)
+from backends.real.cgroupfs import CgroupError, CgroupFS, format_cpulist, parse_cpulist
 from backends.real.rdt import RdtSidecar
 
 _POLICIES = {"rr": os.SCHED_RR, "normal": os.SCHED_OTHER}
+SYSFS_CPU = Path("/sys/devices/system/cpu")
 
 
 class RealHost:
@@ -160,6 +164,33 @@ class RealHost:
                         if int((c / "cpu.rt_runtime_us").read_text()) == 0:
                             self.cg._write(c / "cpu.rt_runtime_us", str(share))
             parent = d
+
+    # --- topology and placement --------------------------------------------
+    def run_cpus(self) -> frozenset[int]:
+        """The CPUs the run's top cgroup may use (its effective cpuset; the
+        CPUs this process may run on where no cpuset file says)."""
+        d = self.cg.dir("cpuset")
+        for name in ("cpuset.cpus.effective", "cpuset.effective_cpus", "cpuset.cpus"):
+            text = CgroupFS._read_or(d / name, "").strip()
+            if text:
+                return frozenset(parse_cpulist(text))
+        return frozenset(os.sched_getaffinity(0))
+
+    def cores_by_socket(self, sysfs: Path = SYSFS_CPU) -> dict[int, list[tuple[int, ...]]]:
+        """The run's CPUs grouped by sysfs topology (physical_package_id,
+        core_id): each core as its hardware threads."""
+        def topo(cpu: int, name: str) -> int:
+            return int((sysfs / f"cpu{cpu}" / "topology" / name).read_text())
+        return cores_of((topo(c, "physical_package_id"), topo(c, "core_id"), c)
+                        for c in sorted(self.run_cpus()))
+
+    def set_cpuset(self, cgroup: str, cpus) -> None:
+        """cpuset.cpus: the kernel moves the cgroup's live threads off CPUs
+        outside the set at once; None gives back every CPU of the run."""
+        c = self._known(cgroup)
+        have = self.run_cpus()
+        allowed = checked_cpuset(cgroup, cpus, have)
+        self.cg.set_cpuset(c, format_cpulist(have if allowed is None else allowed))
 
     def _known(self, cgroup: str) -> str:
         c = "/" + CgroupFS.norm(cgroup)
