@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import signal
 
 from backends.real import cgroupfs
 from backends.real.cgroupfs import CgroupError
@@ -16,3 +17,11 @@ def cgroups_unavailable() -> str | None:
     except (CgroupError, OSError) as e:
         return str(e)
     return None
+
+
+def default_sigint() -> None:
+    """Popen preexec_fn for a child the test will SIGINT: a shell that
+    starts jobs in the background (``cmd &`` without job control, nohup)
+    hands them SIGINT ignored, and colosim rightly keeps an ignored SIGINT
+    ignored, so the child must start with the default action."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

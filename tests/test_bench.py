@@ -17,7 +17,7 @@ import pytest
 from calibration import bench
 from calibration.bench import common, ctx_switch, density, throttle, wakeup
 from calibration.bench.common import BenchUnavailable
-from tests.hardware import cgroups_unavailable
+from tests.hardware import cgroups_unavailable, default_sigint
 
 REPO = Path(__file__).resolve().parents[1]
 LEFTOVERS = "/sys/fs/cgroup/*/colosim-bench-*"
@@ -258,7 +258,7 @@ def test_signal_removes_cgroups_and_processes(tmp_path, sig):
     before = set(glob.glob(LEFTOVERS))
     p = subprocess.Popen([sys.executable, "-m", "calibration.bench.density", "--out",
                           str(tmp_path), "--quick"], cwd=REPO, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE)
+                         stderr=subprocess.PIPE, preexec_fn=default_sigint)
     deadline = time.monotonic() + 30
     procs = []
     while time.monotonic() < deadline and not procs:

@@ -16,7 +16,7 @@ import pytest
 from backends.real import cgroupfs
 from backends.real.cgroupfs import CgroupError, CgroupFS, PathGuardError
 from backends.real.host import RealHost
-from tests.hardware import cgroups_unavailable
+from tests.hardware import cgroups_unavailable, default_sigint
 
 pytestmark = pytest.mark.hardware
 ROOT = str(Path(__file__).resolve().parents[1])
@@ -207,7 +207,7 @@ CHILD = textwrap.dedent("""
 
 def _child(run: str):
     proc = subprocess.Popen([sys.executable, "-c", CHILD.format(root=ROOT, run=run)],
-                            stdout=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, text=True, preexec_fn=default_sigint)
     worker = int(proc.stdout.readline())
     return proc, worker
 
