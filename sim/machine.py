@@ -57,26 +57,18 @@ def reinsert_log2(pse: SchedEntity, se: SchedEntity | None) -> float:
     up to the common cfs_rq with ``se`` (to the root when ``se`` is None,
     put_prev_task_fair), that level included.  An entity off its run queue
     (the task that slept, a group left empty) is not re-inserted."""
+    while se is not None and se.depth > pse.depth:
+        se = se.parent            # next's side alone: set_next_entity only
     total = 0.0
-    if se is None:
-        while pse is not None:
-            if pse.on_rq:
-                total += log2(pse.cfs_rq.nr_running)
-            pse = pse.parent
-        return total
-    while pse.depth > se.depth:
+    while pse is not None:
         if pse.on_rq:
             total += log2(pse.cfs_rq.nr_running)
+        if se is not None:
+            if pse.cfs_rq is se.cfs_rq:
+                break
+            if se.depth == pse.depth:
+                se = se.parent
         pse = pse.parent
-    while se.depth > pse.depth:
-        se = se.parent
-    while pse.cfs_rq is not se.cfs_rq:
-        if pse.on_rq:
-            total += log2(pse.cfs_rq.nr_running)
-        pse = pse.parent
-        se = se.parent
-    if pse.on_rq:
-        total += log2(pse.cfs_rq.nr_running)
     return total
 
 
