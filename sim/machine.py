@@ -477,7 +477,8 @@ class Machine:
         if prev is None or prev.prio < MAX_RT_PRIO or nxt.prio < MAX_RT_PRIO:
             # across classes the fair side walks its whole hierarchy
             levels = self._fair_depth(prev) + self._fair_depth(nxt)
-            if levels and prev is not None and prev.prio >= MAX_RT_PRIO:
+            if prev is not None and prev.prio >= MAX_RT_PRIO:
+                # put_prev_task_fair: a fair prev goes back at every level
                 reinserted = reinsert_log2(prev.se, None)
         else:
             levels = levels_walked(prev.se, nxt.se)
