@@ -31,6 +31,10 @@ class Completed:
     end_s: np.ndarray        # float64
 
 
+NO_ADMISSION = ("this workload does not support admission control (hold_jobs/admit_job): "
+                "use workload=noisy_jobs")
+
+
 @dataclass(frozen=True)
 class PendingJob:
     """A job waiting for admission (``Host.pending_jobs``)."""

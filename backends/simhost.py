@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from backends.host import (Completed, CpuStat, PendingJob, PerfCounts, RdtError, RdtLimits,
+from backends.host import (NO_ADMISSION, Completed, CpuStat, PendingJob, PerfCounts, RdtError, RdtLimits,
                            checked_cpuset, cores_of, trace_demand)
 from sim.engine import NSEC_PER_SEC, s_to_ns
 
@@ -101,8 +101,7 @@ class SimHost:
     def _admission(self):
         w = self.workload
         if w is None or not hasattr(w, "hold_jobs"):
-            raise ValueError("this workload does not support admission control "
-                             "(hold_jobs/admit_job): use workload=noisy_jobs")
+            raise ValueError(NO_ADMISSION)
         return w
 
     def hold_jobs(self) -> None:

@@ -305,6 +305,10 @@ class RealBackend:
     max_lateness_p99_s: Optional[float] = 0.002  # load-generator lateness bound; null: none
     lateness_action: str = "reject"  # reject | flag, when the bound is exceeded
     grace_s: float = 5.0  # workers are killed duration_s + grace_s after they start
+    # workload=noisy_jobs (backends/real/jobs.py): the PMU event of memory stall cycles
+    # perf_counts reads, and how long each job class runs alone to measure its speed
+    stall_event: str = "cycle_activity.stalls_mem_any"
+    job_alone_s: float = 0.5
 
 
 BACKEND_SCHEMAS = {"sim": SimBackend, "real": RealBackend}

@@ -626,6 +626,9 @@ def _check_backend(c: _Checks) -> None:
         c.positive("backend.max_lateness_p99_s")
     c.one_of("backend.lateness_action", ("reject", "flag"))
     c.at_least("backend.grace_s", 0)
+    c.require("backend.stall_event", bool(str(c.get("backend.stall_event") or "").strip()),
+              "must name a perf event", c.get("backend.stall_event"))
+    c.within("backend.job_alone_s", (0.05, 60))
     path = c.get("workload.request_path")
     c.require("workload.request_path", path in (None, "direct", "worker"),
               "backend=real runs its native worker (direct and worker are that same "

@@ -58,6 +58,28 @@ def test_stride_and_the_access_bound(binary):
     assert r.stopped == "duration" and 0.2 <= r.elapsed_s < 0.3
 
 
+def test_the_job_shape_threads_chains_gap_and_stores(binary):
+    # --accesses is per thread; the job ends when every thread made its own
+    r = run_memworker(8 * MIB, "random", accesses=100_000, duration_s=5, threads=2,
+                      binary=binary)
+    assert (r.threads, r.accesses, r.stopped) == (2, 200_000, "accesses")
+    assert r.start_ns < r.end_ns and r.cpu_s > 0
+    # independent chains overlap their misses: beyond L2 (random over 64 MiB)
+    # four chains take much less wall time per access than one
+    one = run_memworker(64 * MIB, "random", duration_s=0.3, binary=binary)
+    four = run_memworker(64 * MIB, "random", duration_s=0.3, mlp=4, binary=binary)
+    assert four.mlp == 4 and four.ns_per_access < 0.7 * one.ns_per_access, (one, four)
+    # the gap's core work is done, not folded away by the compiler: 50
+    # dependent iterations add at least 10 ns to an L1-resident access
+    tight = run_memworker(16 << 10, "random", duration_s=0.2, binary=binary)
+    gapped = run_memworker(16 << 10, "random", duration_s=0.2, gap_ops=50, binary=binary)
+    assert gapped.ns_per_access > tight.ns_per_access + 10, (tight, gapped)
+    # stores: accepted and reported (their effect, the LLC's write-backs, no
+    # software counter here shows)
+    w = run_memworker(MIB, "sequential", duration_s=0.1, write_fraction=0.5, binary=binary)
+    assert w.write_fraction == 0.5 and w.accesses > 0
+
+
 def _thp_mode() -> str:
     try:
         text = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
@@ -119,6 +141,10 @@ def test_hugetlb_pages_or_a_clear_refusal(binary, pages, kb, size):
     (dict(bytes_=MIB, pattern="stride", stride=2 * MIB), "--stride must leave room"),
     (dict(bytes_=MIB, duration_s=0), "--duration must be > 0"),
     (dict(bytes_=MIB, accesses=0), "--accesses must be a positive integer"),
+    (dict(bytes_=MIB, threads=0), "--threads must be an integer in 1..1024"),
+    (dict(bytes_=MIB, mlp=17), "--mlp must be an integer in 1..16"),
+    (dict(bytes_=MIB, gap_ops=-1), "--gap-ops must be an unsigned integer"),
+    (dict(bytes_=MIB, write_fraction=1.5), "--write-fraction must be in \\[0, 1\\]"),
 ])
 def test_argument_errors(binary, kwargs, message):
     with pytest.raises(MemWorkerError, match=message) as e:

@@ -527,6 +527,13 @@ class CgroupFS:
             d = m.path / self.name / self.norm(cgroup)
             self._write(d / "cgroup.procs", str(int(pid)))
 
+    def procs_files(self, cgroup: str) -> list[str]:
+        """The ``cgroup.procs`` files of ``cgroup`` in every hierarchy, checked
+        to be inside the run's tree: a child writes its own pid to them before
+        exec (backends/real/jobs.py), which ``attach`` refuses to do for us."""
+        return [str(check_owned(m.path / self.name / self.norm(cgroup) / "cgroup.procs",
+                                self.layout.mounts)) for m in self.hierarchies]
+
     def attach_thread(self, cgroup: str, tid: int) -> None:
         """Move one thread: v1 ``tasks``; v2 ``cgroup.threads`` (the cgroup must
         be threaded: cgroup.type = threaded)."""

@@ -124,6 +124,26 @@ def _cpuinfo() -> dict:
             "threads": os.cpu_count()}
 
 
+def _perf_probe(perf: str, events) -> dict[str, float | None] | str:
+    """``perf stat -e events -- true``: the count per event (None: not
+    counted), or what went wrong."""
+    try:
+        r = subprocess.run([perf, "stat", "-x,", "-e", ",".join(events), "--", "true"],
+                           capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"perf stat failed: {e}"
+    from backends.real.perf import parse_perf_csv
+    samples = {s.event.split(":")[0]: s.value for s in parse_perf_csv(r.stderr, interval=False,
+                                                                      has_cgroup=False)}
+    if not samples:
+        # perf's complaint comes before its usage text
+        why = r.stderr.split(" Usage:")[0].strip()
+        return f"perf stat -e {','.join(events)} failed: " + (
+            " ".join(ln.strip() for ln in why.splitlines() if ln.strip()) or
+            "it counted nothing")
+    return samples
+
+
 def perf_events(probe: bool = True) -> dict:
     """Which perf events count here: ``perf stat`` once per event class."""
     perf = shutil.which("perf")
@@ -133,23 +153,44 @@ def perf_events(probe: bool = True) -> dict:
     out = {"perf": perf, "software": False, "hardware": False, "reason": ""}
     if not probe:
         return out
-    try:
-        r = subprocess.run([perf, "stat", "-x,", "-e", "task-clock,cycles,instructions",
-                            "--", "true"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        out["reason"] = f"perf stat failed: {e}"
+    samples = _perf_probe(perf, ("task-clock", "cycles", "instructions"))
+    if isinstance(samples, str):
+        out["reason"] = samples
         return out
-    from backends.real.perf import parse_perf_csv
-    samples = {s.event.split(":")[0]: s.value for s in parse_perf_csv(r.stderr, interval=False,
-                                                                      has_cgroup=False)}
     out["software"] = samples.get("task-clock") is not None
     out["hardware"] = (samples.get("cycles") is not None
                        and samples.get("instructions") is not None)
     if not out["software"]:
-        out["reason"] = (r.stderr.strip().splitlines() or ["perf stat counted nothing"])[-1]
+        out["reason"] = "perf stat counted no task-clock"
     elif not out["hardware"]:
         out["reason"] = "no hardware PMU events (cycles/instructions <not supported>)"
     return out
+
+
+def perf_accepts(events, perf: str | None = None) -> list[str]:
+    """Those of ``events`` this host's perf knows (it may still not be able
+    to count them: ``<not supported>``); an unknown name makes perf reject
+    the whole event list, so each is tried alone."""
+    perf = perf or shutil.which("perf")
+    if perf is None:
+        return []
+    return [e for e in events if not isinstance(_perf_probe(perf, (e,)), str)]
+
+
+def perf_missing(events) -> str | None:
+    """None when ``perf stat`` counts every one of ``events`` here, else what
+    is missing (perf itself, or the events it cannot count)."""
+    perf = shutil.which("perf")
+    if perf is None:
+        return "perf is not installed (Debian: apt-get install linux-perf)"
+    samples = _perf_probe(perf, events)
+    if isinstance(samples, str):
+        return samples
+    missing = [e for e in events if samples.get(e) is None]
+    if missing:
+        return (f"perf cannot count {', '.join(missing)} here (not supported by this host's "
+                f"PMU: a VM without PMU passthrough, or another CPU vendor's event names)")
+    return None
 
 
 def fingerprint(probe_perf: bool = True) -> dict:

@@ -20,6 +20,11 @@ cgroup gets the root's unallocated runtime).  Each function then has an RT
 budget of (its share) per ``cpu.rt_period_us`` per CPU, a stricter cap than
 the simulator's global 95 % RT throttling.
 
+Admission (``hold_jobs``, ``pending_jobs``, ``admit_job``) and
+``perf_counts`` act on the run's jobs (workload=noisy_jobs,
+backends/real/jobs.py, given with :meth:`use_jobs`); for other workloads
+they raise as SimHost's do.
+
 The ``rdt_*`` methods go through one RDT sidecar (backends/real/rdt.py),
 started on first use with the run's prefix (``colosim-<run>-``) and closed
 with its classes removed by :meth:`close`.  Without resctrl every ``rdt_*``
@@ -40,9 +45,11 @@ import numpy as np
 
 from pathlib import Path
 
-from backends.host import (Completed, CpuStat, RdtError, RdtLimits, checked_cpuset, cores_of,
-                           trace_demand)
+from backends.host import (NO_ADMISSION, Completed, CpuStat, PendingJob, PerfCounts, RdtError,
+                           RdtLimits, checked_cpuset, cores_of, trace_demand)
 from backends.real.cgroupfs import CgroupError, CgroupFS, format_cpulist, parse_cpulist
+from backends.real.jobs import JobGate
+from backends.real.perf import PerfUnavailable
 from backends.real.rdt import RdtSidecar
 
 _POLICIES = {"rr": os.SCHED_RR, "normal": os.SCHED_OTHER}
@@ -65,6 +72,7 @@ class RealHost:
         self._make_rdt = rdt_sidecar
         self._rdt: RdtSidecar | None = None
         self._rdt_missing: RdtError | None = None
+        self._jobs: JobGate | None = None
         if create:
             for f in self._functions:
                 cg.create(f)
@@ -169,7 +177,11 @@ class RealHost:
     def run_cpus(self) -> frozenset[int]:
         """The CPUs the run's top cgroup may use (its effective cpuset; the
         CPUs this process may run on where no cpuset file says)."""
-        d = self.cg.dir("cpuset")
+        return self.cpus_of("")
+
+    def cpus_of(self, cgroup: str) -> frozenset[int]:
+        """The CPUs a cgroup of the run may use (as run_cpus)."""
+        d = self.cg.dir("cpuset", cgroup)
         for name in ("cpuset.cpus.effective", "cpuset.effective_cpus", "cpuset.cpus"):
             text = CgroupFS._read_or(d / name, "").strip()
             if text:
@@ -198,6 +210,39 @@ class RealHost:
             raise ValueError(f"no cgroup {cgroup}; the scenario has: "
                              f"{', '.join(self._functions)}")
         return c
+
+    # --- admission (workload=noisy_jobs: backends/real/jobs.py) -------------
+    def use_jobs(self, gate: JobGate) -> None:
+        """The run's jobs: what hold_jobs, pending_jobs, admit_job and
+        perf_counts act on."""
+        self._jobs = gate
+
+    def _gate(self) -> JobGate:
+        if self._jobs is None:
+            raise ValueError(NO_ADMISSION)
+        return self._jobs
+
+    def hold_jobs(self) -> None:
+        self._gate().hold()
+
+    def pending_jobs(self) -> list[PendingJob]:
+        return self._gate().pending()
+
+    def admit_job(self, cgroup: str, cpus=None) -> None:
+        gate = self._gate()
+        c = self._known(cgroup)
+        if cpus is not None:
+            self.set_cpuset(c, cpus)
+        gate.admit(c)
+
+    def perf_counts(self, cgroup: str) -> PerfCounts:
+        """The job's counts from the perf stat its worker runs under
+        (backends/real/jobs.py); PerfUnavailable naming what perf could not
+        count."""
+        if self._jobs is None:
+            raise PerfUnavailable("perf_counts on backend=real counts the jobs of "
+                                  "workload=noisy_jobs (each under its own perf stat)")
+        return self._jobs.perf_counts(self._known(cgroup))
 
     # --- RDT (the sidecar) --------------------------------------------------
     def rdt(self) -> RdtSidecar:

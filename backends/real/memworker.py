@@ -52,24 +52,36 @@ class MemResult:
     mapped_bytes: int       # bytes rounded up to whole pages
     step_bytes: int | None  # between consecutive accesses; None for random
     seed: int
-    accesses: int
+    threads: int
+    mlp: int                # dependency chains per thread
+    gap_ops: int            # core-work iterations after each load
+    write_fraction: float
+    accesses: int           # all threads'
     elapsed_s: float
-    ns_per_access: float
+    ns_per_access: float    # one thread's wall time per access of its own
     touch_s: float          # fault-in, not measured
-    stopped: str            # "accesses" or "duration"
+    cpu_s: float            # the process's CPU time (fault-in included)
+    start_ns: int           # CLOCK_MONOTONIC when the accesses began
+    end_ns: int             # ... and when the last thread finished
+    stopped: str            # "accesses" (every thread made its own) or "duration"
 
 
 def run_memworker(bytes_: int, pattern: str = "random", pages: str = "4k",
                   stride: int | None = None, duration_s: float = 1.0,
                   accesses: int | None = None, seed: int = 0, cpus: set[int] | None = None,
-                  grace_s: float = 30.0, binary: Path | None = None) -> MemResult:
+                  grace_s: float = 30.0, binary: Path | None = None, threads: int = 1,
+                  gap_ops: int = 0, mlp: int = 1, write_fraction: float = 0.0) -> MemResult:
     """One run of the memory worker, bounded by ``duration_s`` (and
-    ``accesses``); the process is killed after ``duration_s + grace_s``
-    whatever happens (fault-in included), and with its parent."""
+    ``accesses`` per thread); the process is killed after ``duration_s +
+    grace_s`` whatever happens (fault-in included), and with its parent.
+    ``threads``, ``gap_ops``, ``mlp``, ``write_fraction``: the job shape
+    (memworker.c's header)."""
     max_s = duration_s + grace_s
     args = [str(binary or build_memworker()), "--bytes", str(int(bytes_)),
             "--pattern", pattern, "--pages", pages, "--duration", repr(float(duration_s)),
-            "--seed", str(int(seed)), "--max-seconds", str(max_s)]
+            "--seed", str(int(seed)), "--max-seconds", str(max_s),
+            "--threads", str(int(threads)), "--gap-ops", str(int(gap_ops)),
+            "--mlp", str(int(mlp)), "--write-fraction", repr(float(write_fraction))]
     if stride is not None:
         args += ["--stride", str(int(stride))]
     if accesses is not None:

@@ -44,6 +44,8 @@ from backends.real.loadgen import Timer, lateness_stats, lateness_verdict, repla
 from backends.real.workers import WorkerError, WorkerProc, worker_binary
 
 NS = 1_000_000_000
+# the job-stream workload (backends/real/jobs.py)
+JOBS = "noisy_jobs"
 
 
 class _Terminated(BaseException):
@@ -75,10 +77,12 @@ def _plain(cfg) -> dict:
 
 
 def backend_keys(cfg: dict) -> dict:
+    from backends.real.jobs import STALL_EVENT
     defaults = {"cpus": None, "loadgen_cpu": None, "perf": True, "perf_interval_ms": 100,
                 "worker": None, "spin_us": 100, "max_lateness_p99_s": 0.002,
                 "lateness_action": "reject", "grace_s": 5.0,
-                "loadgen_rt_priority": None}
+                "loadgen_rt_priority": None, "stall_event": STALL_EVENT,
+                "job_alone_s": 0.5}
     b = dict(defaults)
     b.update({k: v for k, v in (cfg.get("backend") or {}).items() if k != "name"})
     return b
@@ -97,17 +101,29 @@ def check_host_scheduler(name: str) -> str:
                            f"scheduler={found}") from None
 
 
-def check_rdt(cfg: dict) -> None:
+def check_controller(cfg: dict, b: dict) -> None:
     """RealRunError naming what is missing when the controller acts through
-    RDT (its ``uses_rdt``) and this host cannot provide it."""
+    RDT (its ``uses_rdt``) or reads perf counts (``uses_perf_counts``) and
+    this host cannot provide them."""
     from policies.control import NONE, module
     name = (cfg.get("controller") or {}).get("controller") or NONE
-    if name == NONE or not module(name).CONTROLLER.uses_rdt:
+    if name == NONE:
         return
-    missing = detect.rdt_missing()
+    ctl = module(name).CONTROLLER
+    missing = detect.rdt_missing() if ctl.uses_rdt else None
     if missing:
         raise RealRunError(f"controller={name} needs RDT (resctrl), which backend=real cannot "
                            f"provide on this host: {missing}")
+    if ctl.uses_perf_counts:
+        from backends.real.jobs import HW_EVENTS, STALL_EVENT
+        events = [b["stall_event"] if e == STALL_EVENT else e for e in HW_EVENTS[:3]]
+        missing = ("backend.perf is false" if not b["perf"]
+                   else detect.perf_missing(events))
+        if missing:
+            raise RealRunError(f"controller={name} reads each job's {', '.join(events)} "
+                               f"(IPC, IPCE, memory-stall load): {missing}; set "
+                               f"backend.stall_event to this CPU's memory-stall event if "
+                               f"only that one is missing")
 
 
 def _run_name(name: str) -> str:
@@ -120,19 +136,29 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
     cfg = _plain(cfg)
     b = backend_keys(cfg)
     host_sched = check_host_scheduler(str(cfg["scheduler"]["name"]))
-    check_rdt(cfg)
+    check_controller(cfg, b)
     from backends.real.trace import SUPPORTED
     wname = cfg["workload"]["name"]
+    jobs = None
+    if wname == JOBS:
+        from backends.real.trace import jobs_for_real
+        from sim.workloads.noisy_jobs import to_invocations
+        try:
+            jobs = trace if trace is not None else jobs_for_real(cfg)
+        except ValueError as e:
+            raise RealRunError(str(e)) from None
+        trace = to_invocations(jobs)
     periodic = wname in PERIODIC
     pooled = wname in POOLED
     # a pool driven by closed-loop clients: no trace, loadgen.closed_loop
     closed = pooled and cfg["workload"].get("clients") is not None
-    if not periodic and wname not in SUPPORTED and not (cfg["workload"].get("trace_file")
-                                                        and "functions" in cfg["workload"]):
+    if not periodic and jobs is None and wname not in SUPPORTED and not (
+            cfg["workload"].get("trace_file") and "functions" in cfg["workload"]):
         raise RealRunError(f"workload={wname} is not supported by backend=real yet; it runs "
                            f"invocation traces (workload={', workload='.join(SUPPORTED)}, or "
-                           f"a function workload with a trace_file) and periodic threads "
-                           f"(workload={', workload='.join(PERIODIC)})")
+                           f"a function workload with a trace_file), periodic threads "
+                           f"(workload={', workload='.join(PERIODIC)}) and job streams "
+                           f"(workload={JOBS})")
     duration_ns = int(round(float(cfg["duration_s"]) * NS))
     warmup_ns = int(round(float(cfg.get("warmup_s", 0.0)) * NS))
     interval_ns = int(round(float(cfg.get("interval_s", 1.0)) * NS))
@@ -189,6 +215,7 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
     except CgroupError as e:
         raise RealRunError(str(e)) from None
     workers: list[WorkerProc] = []
+    job_alone: dict[str, float] = {}
     host = None
     perf = None
     sampler = None
@@ -225,6 +252,13 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
                     binary, g["name"], max_s, attach=lambda pid, c=c: cg.attach(c, pid),
                     cpus=gcpus, periodic=(g["threads"], g["run_us"], g["sleep_us"]),
                     nices=g["nices"]))
+        elif jobs is not None:
+            for c in cgroups:
+                _apply_cgroup(cg, host, c, w, w)
+            gate = _job_gate(cfg, b, jobs, fn_names, cgroups, host, cg, cpus, max_s)
+            host.use_jobs(gate)
+            workers = gate.procs
+            job_alone = gate.alone
         else:
             for c in cgroups:
                 _apply_cgroup(cg, host, c, w, w)
@@ -257,7 +291,10 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
 
         perf_status = "off"
         perf_t0 = time.monotonic_ns()
-        if b["perf"]:
+        if jobs is not None:
+            # each job counts under its own perf stat (backends/real/jobs.py)
+            perf_status = "per job" if gate.perf else "off"
+        elif b["perf"]:
             from backends.real.perf import DEFAULT_EVENTS, PerfStat, PerfUnavailable
             try:
                 perf = PerfStat({cg.perf_name(c): c for c in cgroups}, DEFAULT_EVENTS,
@@ -391,8 +428,12 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
     if controller is not None:
         for column, value in controller.summary().items():
             summary = summary.append_column(column, pa.array([value]))
-    # a closed loop's arrivals came from the responses: there is no trace to replay
-    return RealResult(summary, requests, intervals, cfg, None if closed else trace)
+    for cls, ns in sorted(job_alone.items()):
+        summary = summary.append_column(f"job_alone_ns_per_access_{cls}", pa.array([ns]))
+    # a closed loop's arrivals came from the responses: there is no trace to
+    # replay; a job stream's trace is its job table, as the simulator writes it
+    return RealResult(summary, requests, intervals, cfg,
+                      None if closed else jobs if jobs is not None else trace)
 
 
 def _closed_loop(cfg, workers, t0, duration_ns, timers, host, cgroup, controller, spin_ns):
@@ -411,6 +452,40 @@ def _closed_loop(cfg, workers, t0, duration_ns, timers, host, cgroup, controller
             host.push_completed(cgroup, end_s - due_ns / NS, end_s)
     return closed_loop(workers, [0] * clients, demand, think, t0, duration_ns,
                        timers=timers, on_done=on_done, spin_ns=spin_ns)
+
+
+def _job_gate(cfg, b, jobs: pa.Table, fn_names, cgroups, host, cg, cpus, max_s):
+    """The run's jobs (backends/real/jobs.py), each class's speed alone
+    measured first on one of the run's CPUs."""
+    from backends.real import jobs as J
+    from backends.real.memworker import build_memworker
+    from sim.memory.progress import MemoryProfile
+    memory = cfg["workload"].get("memory") or {}
+    try:
+        profiles = {c: MemoryProfile.from_spec(dict(spec)) for c, spec in memory.items()}
+        rows = {name: r for r, name in enumerate(jobs.column("job").to_pylist())}
+        cols = {n: jobs.column(n).to_pylist() for n in
+                ("arrival_s", "length_s", "cores", "sensitivity", "priority")}
+        classes = sorted(set(cols["sensitivity"])) if profiles else ["cpu"]
+        missing = [c for c in classes if profiles and c not in profiles]
+        if missing:
+            raise ValueError(f"workload.memory needs a profile for {missing}")
+        shapes = {c: J.job_args(profiles.get(c)) for c in classes}
+        binary = build_memworker()
+        alone = J.calibrate(shapes, min(cpus), float(b["job_alone_s"]), binary)
+    except (ValueError, J.JobError) as e:
+        raise RealRunError(str(e)) from None
+    seed = int(cfg.get("seed", 0))
+    specs = []
+    for f, c in zip(fn_names, cgroups):
+        r = rows[f]
+        cls = cols["sensitivity"][r] if profiles else "cpu"
+        specs.append(J.JobSpec(c, cols["arrival_s"][r], cols["length_s"][r], cols["cores"][r],
+                               bool(cols["priority"][r]), tuple(shapes[cls]), alone[cls],
+                               J.job_seed(seed, f)))
+    perf = J.job_perf() if b["perf"] else None
+    return J.JobGate(specs, binary, max_s, time.monotonic_ns, cg.procs_files, host.cpus_of,
+                     perf, int(b["perf_interval_ms"]), str(b["stall_event"]), alone)
 
 
 def _controller(cfg):

@@ -72,3 +72,14 @@ def trace_for_real(cfg: dict) -> pa.Table:
     raise ValueError(f"workload={name} is not supported by backend=real yet; it replays "
                      f"invocation traces: workload={', workload='.join(SUPPORTED)}, or any "
                      f"function workload with a trace_file")
+
+
+def jobs_for_real(cfg: dict) -> pa.Table:
+    """The job table a real ``noisy_jobs`` run replays: its trace_file, or
+    the one generated from the seed (as the simulator's run of the config)."""
+    w = cfg["workload"]
+    if w.get("trace_file"):
+        from sim.workloads.noisy_jobs import read_jobs
+        return read_jobs(w["trace_file"])
+    from scenarios.workloads import trace_for
+    return trace_for(cfg)

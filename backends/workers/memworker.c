@@ -1,12 +1,15 @@
 /* memworker: colosim's native memory worker (backends/workers/).
  *
  * The real-host counterpart of the simulator's memory model (docs/memory.md,
- * sim/workloads/memlookup.py): one thread accessing a buffer with a given
- * access pattern and page size, reporting the time per access.
+ * sim/workloads/memlookup.py): threads accessing one buffer with a given
+ * access pattern and page size, reporting the time per access.  It is also
+ * how the real backend runs a noisy_jobs job (backends/real/jobs.py): a job
+ * is one memworker with the job's threads and its MemoryProfile's shape.
  *
  *   memworker --bytes N[k|m|g] [--pattern random|stride|sequential]
  *             [--stride BYTES] [--pages 4k|thp|2m|1g] [--duration S]
- *             [--accesses N] [--seed N] [--max-seconds S]
+ *             [--accesses N] [--seed N] [--max-seconds S] [--threads K]
+ *             [--gap-ops G] [--mlp M] [--write-fraction F]
  *
  * Pages: 4k = plain anonymous mmap with MADV_NOHUGEPAGE; thp = a mapping
  * aligned to 2 MiB with MADV_HUGEPAGE (how much became huge is read back
@@ -22,6 +25,19 @@
  * ns_per_access is a latency; for sequential and stride the prefetcher can
  * still run ahead, which is the difference this worker exists to measure.
  *
+ * The job shape (defaults: the plain latency probe above):
+ * - --threads K: K threads on the one buffer, thread j with its own random
+ *   stream (seed + j) or sweep start (j/K of the buffer); --accesses is per
+ *   thread.
+ * - --mlp M: M independent dependency chains per thread, so M loads can be
+ *   in flight at once (the profile's memory-level parallelism, rounded).
+ * - --gap-ops G: after each load, G iterations of a dependent integer
+ *   recurrence fed by the loaded value, and the next address depends on its
+ *   result: core work that neither overlaps the miss nor is optimised away
+ *   (the model's cycles = core cycles + stall cycles, additive).
+ * - --write-fraction F: that share of accesses also store to the line (a
+ *   dirty line the LLC writes back when it evicts it).
+ *
  * The buffer is written once per 4 KiB before the clock starts, so page
  * faults are not measured.  The run stops after --accesses N or --duration S
  * (default 1 s), whichever comes first; --max-seconds (default duration +
@@ -32,6 +48,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -40,6 +57,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -217,39 +235,99 @@ static inline uint64_t splitmix64(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
-/* n random line loads; returns the last value loaded (0) to chain on */
-static uint64_t run_random(const uint8_t *buf, uint64_t lines, uint64_t n, uint64_t *rng,
-                           uint64_t dep) {
-    for (uint64_t k = 0; k < n; k++) {
-        uint64_t line = (uint64_t)(((unsigned __int128)splitmix64(rng) * lines) >> 64);
-        dep = *(const volatile uint64_t *)(buf + line * LINE + dep);
-    }
-    return dep;
+/* What one thread does: the buffer, the pattern and the job shape. */
+struct job {
+    uint8_t *buf;
+    uint64_t bytes, lines, step, limit, accesses, gap, mlp, seed;
+    uint64_t write_per_2_32;   /* store on accesses whose 32-bit draw is below it */
+    uint64_t zero;             /* 0, read at run time so the compiler cannot fold it */
+    int random, threads;
+    int64_t deadline;
+};
+
+struct thread_state {
+    const struct job *job;
+    int index;
+    uint64_t done;
+    int stopped_by_accesses;
+    pthread_t tid;
+};
+
+#define MAX_MLP 16
+
+/* Core work between loads: a dependent recurrence the compiler cannot fold. */
+static inline uint64_t gap_work(uint64_t x, uint64_t g) {
+    for (uint64_t i = 0; i < g; i++) x = (x ^ (x >> 7)) + i;
+    return x;
 }
 
-/* n loads at *off, *off + step, ..., wrapping before limit */
-static uint64_t run_sweep(const uint8_t *buf, uint64_t step, uint64_t limit, uint64_t *off,
-                          uint64_t n, uint64_t dep) {
-    uint64_t o = *off;
+/* n rounds of one access on each of the m chains.  For random the line
+ * comes from the thread's stream; for sweeps chain c sweeps from its own
+ * offset.  The next address of a chain adds the loaded value (0) and the gap
+ * work masked with zero (0): the CPU cannot know either before it has them,
+ * so a chain's accesses are serialised, and the chains overlap. */
+static void run_rounds(const struct job *j, uint64_t n, uint64_t *rng, uint64_t *off,
+                       uint64_t *dep, uint64_t *wdraw, uint64_t zero) {
+    uint64_t m = j->mlp;
     for (uint64_t k = 0; k < n; k++) {
-        dep = *(const volatile uint64_t *)(buf + o + dep);
-        o += step;
-        if (o >= limit) o = 0;
+        for (uint64_t c = 0; c < m; c++) {
+            uint64_t o;
+            if (j->random) {
+                uint64_t r = splitmix64(rng);
+                o = (uint64_t)(((unsigned __int128)r * j->lines) >> 64) * LINE;
+            } else {
+                o = off[c];
+                off[c] += j->step;
+                if (off[c] >= j->limit) off[c] = 0;
+            }
+            volatile uint64_t *p = (volatile uint64_t *)(j->buf + o + dep[c]);
+            uint64_t v = *p;
+            if (j->write_per_2_32 && (uint32_t)splitmix64(wdraw) < j->write_per_2_32) *p = v;
+            dep[c] = j->gap ? (gap_work(v, j->gap) & zero) + v : v;
+        }
     }
-    *off = o;
-    return dep;
+}
+
+static void *thread_main(void *arg) {
+    struct thread_state *t = arg;
+    const struct job *j = t->job;
+    uint64_t rng = j->seed + (uint64_t)t->index * 0x9E3779B97F4A7C15ULL;
+    uint64_t wdraw = ~rng, off[MAX_MLP], dep[MAX_MLP];
+    for (uint64_t c = 0; c < j->mlp; c++) {
+        /* chains and threads start evenly spread over the sweep */
+        uint64_t slot = (uint64_t)t->index * j->mlp + c, slots = (uint64_t)j->threads * j->mlp;
+        uint64_t start = (uint64_t)(((unsigned __int128)j->limit * slot) / slots);
+        off[c] = j->random ? 0 : start / j->step * j->step;
+        dep[c] = 0;
+    }
+    uint64_t zero = *(const volatile uint64_t *)&j->zero;
+    uint64_t done = 0, per_round = j->mlp;
+    for (;;) {
+        uint64_t n = CHUNK / per_round ? CHUNK / per_round : 1;
+        if (j->accesses && (j->accesses - done) / per_round < n)
+            n = (j->accesses - done + per_round - 1) / per_round;
+        run_rounds(j, n, &rng, off, dep, &wdraw, zero);
+        done += n * per_round;
+        if (j->accesses && done >= j->accesses) {
+            t->stopped_by_accesses = 1;
+            break;
+        }
+        if (now_ns() >= j->deadline) break;
+    }
+    t->done = done;
+    return NULL;
 }
 
 static void usage(const char *why) {
     die(EXIT_USAGE, "%s\nusage: memworker --bytes N[k|m|g] [--pattern random|stride|sequential] "
         "[--stride BYTES] [--pages 4k|thp|2m|1g] [--duration S] [--accesses N] [--seed N] "
-        "[--max-seconds S]", why);
+        "[--max-seconds S] [--threads K] [--gap-ops G] [--mlp M] [--write-fraction F]", why);
 }
 
 int main(int argc, char **argv) {
-    uint64_t bytes = 0, stride = 4096, accesses = 0, seed = 0;
+    uint64_t bytes = 0, stride = 4096, accesses = 0, seed = 0, threads = 1, gap = 0, mlp = 1;
     const char *pattern = "random", *pages = "4k";
-    double duration = 1.0, max_s = 0;
+    double duration = 1.0, max_s = 0, write_fraction = 0;
     int stride_given = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -276,6 +354,20 @@ int main(int argc, char **argv) {
             char *end;
             seed = strtoull(v, &end, 10);
             if (end == v || *end || *v == '-') usage("--seed must be an unsigned integer");
+        } else if (!strcmp(a, "--threads")) {
+            if (!(threads = parse_size(v)) || threads > 1024)
+                usage("--threads must be an integer in 1..1024");
+        } else if (!strcmp(a, "--gap-ops")) {
+            char *end;
+            gap = strtoull(v, &end, 10);
+            if (end == v || *end || *v == '-') usage("--gap-ops must be an unsigned integer");
+        } else if (!strcmp(a, "--mlp")) {
+            if (!(mlp = parse_size(v)) || mlp > MAX_MLP) usage("--mlp must be an integer in 1..16");
+        } else if (!strcmp(a, "--write-fraction")) {
+            char *end;
+            write_fraction = strtod(v, &end);
+            if (end == v || *end || !(write_fraction >= 0 && write_fraction <= 1))
+                usage("--write-fraction must be in [0, 1]");
         } else if (!strcmp(a, "--max-seconds")) {
             if ((max_s = parse_seconds(v)) < 0) usage("--max-seconds must be > 0");
         } else {
@@ -312,35 +404,52 @@ int main(int argc, char **argv) {
     const char *got = kernel_page_bytes >= GIB ? "1g" : kernel_page_bytes >= 2 * MIB ? "2m"
                       : huge_bytes == 0 ? "4k" : huge_bytes >= mapped ? "2m" : "mixed";
 
-    int random = !strcmp(pattern, "random");
-    uint64_t step = !strcmp(pattern, "stride") ? stride : LINE;
-    uint64_t limit = bytes - 7;   /* the last 8-byte load must fit */
-    uint64_t lines = bytes / LINE, rng = seed, off = 0, dep = 0, done = 0;
-    int64_t t0 = now_ns(), deadline = t0 + (int64_t)(duration * 1e9), t = t0;
-    const char *stopped = "duration";
-    for (;;) {
-        uint64_t n = CHUNK;
-        if (accesses && accesses - done < n) n = accesses - done;
-        dep = random ? run_random(buf, lines, n, &rng, dep)
-                     : run_sweep(buf, step, limit, &off, n, dep);
-        done += n;
-        t = now_ns();
-        if (accesses && done >= accesses) {
-            stopped = "accesses";
-            break;
-        }
-        if (t >= deadline) break;
+    struct job job = {
+        .buf = buf, .bytes = bytes, .lines = bytes / LINE, .accesses = accesses, .gap = gap,
+        .mlp = mlp, .seed = seed, .random = !strcmp(pattern, "random"),
+        .threads = (int)threads,
+        .step = !strcmp(pattern, "stride") ? stride : LINE,
+        .limit = bytes - 7,   /* the last 8-byte load must fit */
+        /* 2^32 * F, so F = 1 stores on every access */
+        .write_per_2_32 = write_fraction >= 1 ? UINT32_MAX
+                          : (uint64_t)(write_fraction * 4294967296.0),
+    };
+    struct thread_state *ts = calloc(threads, sizeof *ts);
+    if (!ts) die(EXIT_FAILED, "out of memory");
+    int64_t t0 = now_ns();
+    job.deadline = t0 + (int64_t)(duration * 1e9);
+    for (uint64_t i = 0; i < threads; i++) {
+        ts[i] = (struct thread_state){.job = &job, .index = (int)i};
+        int e = pthread_create(&ts[i].tid, NULL, thread_main, &ts[i]);
+        if (e) die(EXIT_FAILED, "pthread_create: %s", strerror(e));
     }
+    uint64_t done = 0;
+    int all_by_accesses = 1;
+    for (uint64_t i = 0; i < threads; i++) {
+        pthread_join(ts[i].tid, NULL);
+        done += ts[i].done;
+        all_by_accesses &= ts[i].stopped_by_accesses;
+    }
+    int64_t t = now_ns();
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double cpu_s = ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
+                   (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
     double elapsed = (t - t0) / 1e9;
     char step_json[24] = "null";   /* random has no step */
-    if (!random) snprintf(step_json, sizeof step_json, "%" PRIu64, step);
+    if (!job.random) snprintf(step_json, sizeof step_json, "%" PRIu64, job.step);
     printf("{\"pattern\": \"%s\", \"pages\": \"%s\", \"page_size\": \"%s\", "
            "\"kernel_page_bytes\": %" PRIu64 ", \"huge_bytes\": %" PRIu64 ", "
            "\"bytes\": %" PRIu64 ", \"mapped_bytes\": %" PRIu64 ", \"step_bytes\": %s, "
-           "\"seed\": %" PRIu64 ", "
+           "\"seed\": %" PRIu64 ", \"threads\": %" PRIu64 ", \"mlp\": %" PRIu64 ", "
+           "\"gap_ops\": %" PRIu64 ", \"write_fraction\": %.6f, "
            "\"accesses\": %" PRIu64 ", \"elapsed_s\": %.9f, \"ns_per_access\": %.6f, "
-           "\"touch_s\": %.6f, \"stopped\": \"%s\"}\n",
+           "\"touch_s\": %.6f, \"cpu_s\": %.6f, \"start_ns\": %" PRId64 ", "
+           "\"end_ns\": %" PRId64 ", \"stopped\": \"%s\"}\n",
            pattern, pages, got, kernel_page_bytes, huge_bytes, bytes, mapped, step_json, seed,
-           done, elapsed, elapsed * 1e9 / (double)done, touch_s, stopped);
+           threads, mlp, gap, write_fraction, done, elapsed,
+           /* one thread's wall time per access of its own */
+           elapsed * 1e9 * (double)threads / (double)done, touch_s, cpu_s, t0, t,
+           accesses && all_by_accesses ? "accesses" : "duration");
     return 0;
 }

@@ -33,6 +33,9 @@ class Controller:
     # acts through host.rdt_*: the real backend refuses the run up front on
     # a host without RDT (backends/real/run.py)
     uses_rdt = False
+    # reads host.perf_counts (hardware events): refused up front likewise
+    # where perf cannot count them
+    uses_perf_counts = False
 
     def __init__(self, cfg):
         self.cfg = cfg

@@ -192,6 +192,7 @@ class SocketRdt:
 
 class DynamicPriority(Controller):
     uses_rdt = True
+    uses_perf_counts = True
 
     def start(self, host) -> None:
         info = host.rdt_info()

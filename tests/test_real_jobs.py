@@ -1,0 +1,257 @@
+"""workload=noisy_jobs on the real backend (backends/real/jobs.py): the job
+shape a MemoryProfile becomes, admission through the gate, per-job perf
+counts, and (hardware: root, cgroups, gcc) a least_loaded run on this
+machine checked against the simulator's run of the same jobs."""
+import os
+import shutil
+import tempfile
+import time
+
+import pytest
+
+from backends.host import NO_ADMISSION, PendingJob
+from backends.real import detect
+from backends.real import jobs as J
+from backends.real.perf import PerfUnavailable
+from sim.memory.progress import MemoryProfile
+
+MIB = 1 << 20
+
+
+def _spec(cgroup, arrival=0.0, length=0.2, threads=1, priority=False):
+    return J.JobSpec(cgroup, arrival, length, threads, priority, tuple(J.CPU_BOUND), 50.0, 1)
+
+
+def _gate(specs, perf=None, **kw):
+    return J.JobGate(specs, "/bin/false", 10.0, time.monotonic_ns, lambda c: [],
+                     lambda c: {0}, perf, **kw)
+
+
+# --- the job shape ------------------------------------------------------------
+def _opt(args, name):
+    return args[args.index(name) + 1]
+
+
+def test_a_profile_becomes_the_worker_shape():
+    p = MemoryProfile.from_spec({"archetype": "tsearch_2e17"})
+    a = J.job_args(p)
+    assert int(_opt(a, "--bytes")) == round(6.4 * MIB)
+    assert _opt(a, "--pattern") == "random" and _opt(a, "--pages") == "4k"
+    assert _opt(a, "--mlp") == "1" and float(_opt(a, "--write-fraction")) == 0.0
+    # 1000 / 19.98 = 50 instructions per reference: 20 for the access, the
+    # rest in 7-instruction gap iterations
+    assert int(_opt(a, "--gap-ops")) == round((1000 / 19.98 - 20) / 7) == 4
+    m = J.job_args(MemoryProfile.from_spec({"archetype": "matrix3d_96", "pages": "2m"}))
+    assert _opt(m, "--pattern") == "sequential" and _opt(m, "--mlp") == "2"
+    assert _opt(m, "--pages") == "thp"          # a 2 MiB profile page needs no hugetlb pool
+    assert float(_opt(m, "--write-fraction")) == pytest.approx(0.3333)
+    s = J.job_args(MemoryProfile(buffer_mb=8, pattern="stride", stride_bytes=256,
+                                 pages="hugetlb-1g", refs_per_kinstr=1000))
+    assert _opt(s, "--stride") == "256" and _opt(s, "--pages") == "1g"
+    assert _opt(s, "--gap-ops") == "0"          # a reference every instruction: no gap
+    assert J.job_args(None) == J.CPU_BOUND
+
+
+def test_job_seeds_differ_by_job_and_run_seed():
+    assert J.job_seed(0, "job-1") != J.job_seed(0, "job-2")
+    assert J.job_seed(0, "job-1") != J.job_seed(1, "job-1")
+    assert J.job_seed(3, "job-1") == J.job_seed(3, "job-1")
+
+
+# --- admission ----------------------------------------------------------------
+def test_held_jobs_wait_in_fifo_order_and_admission_is_checked():
+    gate = _gate([_spec("/j/a", 0.5, priority=True), _spec("/j/b", 0.1, threads=2)])
+    a, b = gate.procs
+    gate.hold()
+    b.send(b"R 0 400000000 2\n")
+    a.send(b"R 1 200000000 1\n")
+    # arrival order at the gate, not the spec order
+    assert gate.pending() == [PendingJob("/j/b", 0.1, 2, False), PendingJob("/j/a", 0.5, 1, True)]
+    assert b.proc is None and b.read_lines() == []      # held: nothing runs
+    with pytest.raises(J.JobError, match="dispatched twice"):
+        b.send(b"R 0 400000000 2\n")
+    with pytest.raises(ValueError, match="not waiting for admission"):
+        gate.admit("/j/c")
+
+
+# --- perf ---------------------------------------------------------------------
+def _with_perf_lines(proc, text):
+    fd, path = tempfile.mkstemp()
+    os.unlink(path)
+    os.write(fd, text.encode())
+    proc._perf_fd = fd
+
+
+HW_LINES = (
+    "     0.100,1000,,instructions,100,100.00,,\n"
+    "     0.100,2000,,cycles,100,100.00,,\n"
+    "     0.100,500,,cycle_activity.stalls_mem_any,100,100.00,,\n"
+    "     0.100,40,,cache-references,100,100.00,,\n"
+    "     0.100,10,,cache-misses,100,100.00,,\n"
+    "     0.200,3000,,instructions,100,100.00,,\n"
+    "     0.200,4000,,cycles,100,100.00,,\n"
+    "     0.200,1500,,cycle_activity.stalls_mem_any,100,100.00,,\n"
+    "     0.200,60,,cache-references,100,100.00,,\n"
+    "     0.200,30,,cache-misses,100,100.00,,\n"
+    "     0.300,7,,instr")     # perf is still writing this line
+
+
+def test_perf_counts_sum_the_intervals_and_give_ipce():
+    gate = _gate([_spec("/j/a")], perf="perf")
+    gate.events = J.JOB_EVENTS
+    gate.unknown = ()
+    p = gate.procs[0]
+    _with_perf_lines(p, HW_LINES)
+    c = gate.perf_counts("/j/a")
+    p.kill()
+    assert (c.instructions, c.cycles, c.stall_cycles) == (4000, 6000, 2000)
+    assert (c.llc_references, c.llc_misses) == (100, 40)
+    # the thesis's IPCE: 1 - stalls / cycles, as cycles without stalls
+    assert c.alone_cycles / c.cycles == pytest.approx(1 - 2000 / 6000)
+    assert p._perf_tail == b"     0.300,7,,instr"     # the partial line waits
+
+
+def test_perf_counts_name_what_perf_cannot_count():
+    gate = _gate([_spec("/j/a")], perf="perf")
+    gate.events = ("instructions", "cycles", "task-clock")
+    gate.unknown = (J.STALL_EVENT,)
+    p = gate.procs[0]
+    _with_perf_lines(p, "0.1,<not supported>,,instructions,0,100.00,,\n"
+                        "0.1,<not supported>,,cycles,0,100.00,,\n"
+                        "0.1,50.1,msec,task-clock,50100000,100.00,0.5,CPUs utilized\n")
+    with pytest.raises(PerfUnavailable, match=f"instructions, cycles, {J.STALL_EVENT}"):
+        gate.perf_counts("/j/a")
+    assert p.perf_totals()["task-clock"] == pytest.approx(50.1)
+    p.kill()
+    with pytest.raises(PerfUnavailable, match="backend.perf=true"):
+        _gate([_spec("/j/a")]).perf_counts("/j/a")
+    with pytest.raises(ValueError, match="not a job"):
+        gate.perf_counts("/j/zz")
+
+
+def test_a_realhost_without_jobs_refuses_admission_and_perf_counts():
+    from backends.real.host import RealHost
+    host = RealHost.__new__(RealHost)
+    host._jobs = None
+    with pytest.raises(ValueError) as e:
+        host.hold_jobs()
+    assert str(e.value) == NO_ADMISSION
+    with pytest.raises(PerfUnavailable, match="noisy_jobs"):
+        host.perf_counts("/x")
+
+
+def test_a_controller_reading_perf_counts_is_refused_where_perf_cannot(monkeypatch):
+    from backends.real import run
+    cfg = {"controller": {"controller": "dynamic_priority"}}
+    b = run.backend_keys({})
+    monkeypatch.setattr(detect, "rdt_missing", lambda: None)
+    monkeypatch.setattr(detect, "perf_missing", lambda events: f"cannot count {events[0]}")
+    with pytest.raises(run.RealRunError, match="reads each job's instructions, cycles, "
+                                               "cycle_activity.stalls_mem_any .*cannot count"):
+        run.check_controller(cfg, b)
+    with pytest.raises(run.RealRunError, match="backend.perf is false"):
+        run.check_controller(cfg, {**b, "perf": False})
+    monkeypatch.setattr(detect, "perf_missing", lambda events: None)
+    run.check_controller(cfg, b)                         # everything there: accepted
+    monkeypatch.setattr(detect, "rdt_missing", lambda: "no resctrl mount")
+    with pytest.raises(run.RealRunError, match="needs RDT .*no resctrl mount"):
+        run.check_controller(cfg, b)
+    run.check_controller({"controller": {"controller": "least_loaded"}}, b)
+
+
+@pytest.mark.hardware
+@pytest.mark.skipif(shutil.which("perf") is None, reason="needs perf")
+def test_perf_accepts_drops_unknown_event_names():
+    got = detect.perf_accepts(["task-clock", "no-such-event-xyz", "context-switches"])
+    assert got == ["task-clock", "context-switches"]
+
+
+# --- on this machine ----------------------------------------------------------
+JOBS_CSV = """job,arrival_s,length_s,cores,sensitivity,priority
+job-1,0.0,0.6,1,high,true
+job-2,0.1,0.5,1,moderate,false
+job-3,0.2,0.4,2,moderate,false
+job-4,0.3,0.3,1,high,false
+"""
+
+
+def _hardware_reason():
+    from tests.hardware import cgroups_unavailable
+    return cgroups_unavailable() or (None if shutil.which("gcc") else "needs gcc")
+
+
+@pytest.fixture(scope="module")
+def least_loaded_runs(tmp_path_factory):
+    reason = _hardware_reason()
+    if reason:
+        pytest.skip(reason)
+    from results.rundir import read_run_dir
+    from scenarios.cli import main
+    d = tmp_path_factory.mktemp("jobs")
+    (d / "jobs.csv").write_text(JOBS_CSV)
+    args = ["host=this-vm", f"scheduler={detect.fair_scheduler()}", "workload=noisy_jobs",
+            f"workload.trace_file={d / 'jobs.csv'}", "controller=least_loaded",
+            "duration_s=4", "warmup_s=0"]
+    assert main(["run", "backend=real", "backend.lateness_action=flag", *args,
+                 f"output_dir={d / 'real'}"]) == 0
+    assert main(["run", *args, f"output_dir={d / 'sim'}"]) == 0
+    return {k: read_run_dir(d / k) for k in ("real", "sim")} | {"dir": d}
+
+
+@pytest.mark.hardware
+def test_least_loaded_admits_real_jobs_fifo_as_the_simulator_does(least_loaded_runs):
+    real = least_loaded_runs["real"].requests.to_pandas().set_index("function")
+    sim = least_loaded_runs["sim"].requests.to_pandas().set_index("function")
+    s = least_loaded_runs["real"].summary.to_pylist()[0]
+    assert s["least_loaded_admitted"] == 4 and len(real) == 4
+    assert s["job_alone_ns_per_access_cpu"] > 0
+    # no backfilling: the 2-core job waits for both 1-core jobs, job-4 for it
+    assert real.start_s["job-3"] >= max(real.end_s["job-1"], real.end_s["job-2"])
+    assert real.start_s["job-4"] >= real.start_s["job-3"]
+    # the same admissions (controller ticks) and run times as the simulator,
+    # up to a job's start-up (fork, perf, fault-in) and a busy host's noise
+    for job in real.index:
+        assert real.start_s[job] == pytest.approx(sim.start_s[job], abs=0.1), job
+        assert real.end_s[job] == pytest.approx(sim.end_s[job], abs=0.2), job
+    # a job's CPU: its threads' work at the speed measured alone
+    length = {"job-1": 0.6, "job-2": 0.5, "job-3": 0.8, "job-4": 0.3}
+    for job, cpu in real.cpu_measured_s.items():
+        assert cpu == pytest.approx(length[job], rel=0.25), job
+
+
+@pytest.mark.hardware
+def test_the_real_run_writes_the_job_trace_and_per_job_perf_status(least_loaded_runs):
+    import pyarrow.parquet as pq
+    trace = pq.read_table(least_loaded_runs["dir"] / "real" / "trace.parquet")
+    assert trace.column_names == ["job", "arrival_s", "length_s", "cores", "sensitivity",
+                                  "priority"]
+    s = least_loaded_runs["real"].summary.to_pylist()[0]
+    assert s["perf_status"] == ("per job" if shutil.which("perf") else "off")
+
+
+@pytest.mark.hardware
+def test_jobs_with_memory_profiles_run_their_shapes(tmp_path):
+    reason = _hardware_reason()
+    if reason:
+        pytest.skip(reason)
+    from results.rundir import read_run_dir
+    from scenarios.cli import main
+    (tmp_path / "jobs.csv").write_text(
+        "job,arrival_s,length_s,cores,sensitivity,priority\n"
+        "job-1,0.0,0.3,1,high,false\njob-2,0.0,0.3,1,moderate,false\n")
+    out = tmp_path / "run"
+    assert main(["run", "backend=real", "backend.lateness_action=flag", "host=this-vm",
+                 f"scheduler={detect.fair_scheduler()}", "workload=noisy_jobs",
+                 f"workload.trace_file={tmp_path / 'jobs.csv'}",
+                 "+workload.memory.high.archetype=tsearch_2e17",
+                 "+workload.memory.moderate.archetype=7zip_l5", "backend.job_alone_s=0.2",
+                 "duration_s=2", "warmup_s=0", f"output_dir={out}"]) == 0
+    run = read_run_dir(out)
+    s = run.summary.to_pylist()[0]
+    assert s["job_alone_ns_per_access_high"] > 0 and s["job_alone_ns_per_access_moderate"] > 0
+    req = run.requests.to_pandas()
+    assert len(req) == 2
+    # no controller: both start at arrival; each thread's fixed work takes
+    # about its length (two jobs on two CPUs; a shared host only slows it)
+    assert (req.start_s < 0.1).all()
+    assert (req.latency_s > 0.25).all() and (req.latency_s < 1.5).all()
