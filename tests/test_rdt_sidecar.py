@@ -118,6 +118,17 @@ def sidecar_bin():
     return rdt.build_sidecar()
 
 
+def test_go_unit_tests():
+    """The sidecar's own Go tests (translation, validation, protocol, the
+    root group's save and restore, the emulated kernel)."""
+    go = rdt.go_command()
+    if go is None:
+        pytest.skip("go is needed to run the sidecar's unit tests")
+    r = subprocess.run([go, "test", "./..."], cwd=rdt.SIDECAR_DIR, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+
 def _host_has_resctrl() -> bool:
     with open("/proc/mounts") as f:
         return any(line.split()[2:3] == ["resctrl"] for line in f)

@@ -6,6 +6,7 @@ import os
 import shutil
 import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,7 @@ from backends.real import detect
 from backends.real import jobs as J
 from backends.real.perf import PerfUnavailable
 from sim.memory.progress import MemoryProfile
+from tests.test_rdt_sidecar import emu_bins, emulated  # noqa: F401
 
 MIB = 1 << 20
 
@@ -255,3 +257,77 @@ def test_jobs_with_memory_profiles_run_their_shapes(tmp_path):
     # about its length (two jobs on two CPUs; a shared host only slows it)
     assert (req.start_s < 0.1).all()
     assert (req.latency_s > 0.25).all() and (req.latency_s < 1.5).all()
+
+
+@pytest.mark.hardware
+def test_dynamic_priority_runs_on_real_jobs_against_emulated_rdt_and_perf(
+        tmp_path, monkeypatch, emulated):
+    """dynamic_priority through every real lever it uses: jobs held and
+    admitted with cpusets (real cgroups), a priority job probed on per-job
+    perf counts (tests/fake_perf.py: 5% stalls, so the first point, 1 way
+    and 10% MB, reaches the 0.9 target), then given an exclusive class after
+    the root group gave up its ways (the RDT sidecar on an emulated resctrl,
+    tests/test_rdt_sidecar.py), everything restored at the end."""
+    import sys
+
+    from backends.real import host as real_host
+    from results.rundir import read_run_dir
+    from scenarios.cli import main
+    reason = _hardware_reason()
+    if reason:
+        pytest.skip(reason)
+    calls = []
+
+    def sidecar(prefix, pids_of):
+        e = emulated(pids_of=pids_of)
+        request = e.sc.request
+
+        def logged(op, timeout_s=None, **fields):
+            resp = request(op, timeout_s, **fields)
+            calls.append((op, fields, resp))
+            return resp
+        e.sc.request = logged
+        return e.sc
+    fake = tmp_path / "perf"
+    fake.write_text(f"#!/bin/sh\nexec {sys.executable} {Path(__file__).parent / 'fake_perf.py'} "
+                    '"$@"\n')
+    fake.chmod(0o755)
+    monkeypatch.setattr(real_host, "RdtSidecar", sidecar)
+    monkeypatch.setattr(detect, "rdt_missing", lambda: None)
+    monkeypatch.setattr(detect, "perf_missing", lambda events: None)
+    monkeypatch.setattr(J, "job_perf", lambda: str(fake))
+    monkeypatch.setattr(J, "perf_accepts", lambda events, perf=None: list(events))
+    monkeypatch.setenv("COLOSIM_RDT_STATE", str(tmp_path / "state"))
+    (tmp_path / "jobs.csv").write_text(
+        "job,arrival_s,length_s,cores,sensitivity,priority\n"
+        "job-1,0.0,6.0,1,high,true\njob-2,0.0,6.0,1,moderate,false\n")
+    out = tmp_path / "run"
+    assert main(["run", "backend=real", "backend.lateness_action=flag", "host=this-vm",
+                 f"scheduler={detect.fair_scheduler()}", "workload=noisy_jobs",
+                 f"workload.trace_file={tmp_path / 'jobs.csv'}", "controller=dynamic_priority",
+                 "duration_s=7.5", "warmup_s=0", f"output_dir={out}"]) == 0
+    s = read_run_dir(out).summary.to_pylist()[0]
+    req = read_run_dir(out).requests.to_pandas().set_index("function")
+    assert s["dynamic_priority_allocations"] == 1 and s["perf_status"] == "per job"
+    assert set(req.index) == {"job-1", "job-2"}
+    ops = [op for op, _, _ in calls]
+    # the root group shrinks before the class that takes its ways exists
+    first_root, first_conf = ops.index("root"), ops.index("configure")
+    assert first_root < first_conf
+    # the probe's class, then (after the cool-down in system/default) the
+    # allocation's: one class at the end
+    last = max(i for i, (op, f, _) in enumerate(calls) if op == "configure" and f["classes"])
+    final = calls[last][1]["classes"]
+    assert len(final) == 1
+    cls = next(iter(final.values()))
+    mask0 = int(cls["l3"]["0"])
+    # the root group as the class was made: disjoint from it, keeping its
+    # reserved top ways (min_cbm_bits = 2 of them here)
+    root0 = [int(f["l3"]["0"]) for op, f, _ in calls[:last] if op == "root"][-1]
+    assert mask0 & root0 == 0 and root0 & 0x600 == 0x600
+    assert bin(mask0).count("1") == 2                # the 1-way point, at min_cbm_bits 2
+    assert int(cls["mb"]["0"]) == 10
+    assigned = [(f["class"], r["tids"]) for op, f, r in calls if op == "assign"]
+    assert assigned and all(tids for _, tids in assigned)
+    assert assigned[-1][0] == next(iter(final))      # the job's threads are in its class
+    assert ops[-1] == "cleanup" and calls[-1][2]["root_restored"] is True

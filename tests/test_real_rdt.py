@@ -93,10 +93,12 @@ def test_cleanup_without_resctrl_has_nothing_to_remove(capsys, monkeypatch, no_r
 
 # --- on the emulated resctrl (root, FUSE) -------------------------------------------------
 @pytest.mark.hardware
-def test_emulated_round_trip_through_real_host(emulated, threaded_child, monkeypatch):
+def test_emulated_round_trip_through_real_host(emulated, threaded_child, monkeypatch, tmp_path):
     reason = cgroups_unavailable()
     if reason:
         pytest.skip(reason)
+    state = tmp_path / "rdt-state"
+    monkeypatch.setenv("COLOSIM_RDT_STATE", str(state))
     emu = {}
 
     def sidecar(prefix, pids_of):
@@ -132,22 +134,31 @@ def test_emulated_round_trip_through_real_host(emulated, threaded_child, monkeyp
                                          "mbm_local_bytes": 10**5}
         host.rdt_update_class("lo", l3_cbm={1: 0x3})
         assert sc.classes()["lo"]["schemata"].startswith("    L3:0=f;1=3\n")
-        with pytest.raises(RdtError) as err:      # the root group is outside the prefix
-            host.rdt_update_class("", l3_cbm=0x7ff)
-        assert err.value.errno == errno.EPERM
+        # the root group (system/default): written on request, validated as a
+        # class, its schemata as found saved and restored at close
+        with pytest.raises(RdtError, match="non-consecutive"):
+            host.rdt_update_class("", l3_cbm=0x5f0)
+        host.rdt_update_class("", l3_cbm={0: 0x0f0})
+        host.rdt_update_class("", mb_percent={1: 50})         # keeps the L3 written before
+        assert e.kernel("cat $R/schemata").stdout == "    L3:0=f0;1=7ff\n    MB:0=100;1=50\n"
+        assert (state / f"{sc.prefix}root.schemata").read_text() == \
+            "L3:0=7ff;1=7ff\nMB:0=100;1=100\n"
 
         host.rdt_remove_class("hi")
         assert host.rdt_class_of("/faas/func-0") == "" and set(sc.classes()) == {"lo"}
 
-        removed = []
+        removed, root_after = [], []
         cleanup = sc.cleanup
 
         def seen_cleanup():
             removed.extend(cleanup())
+            root_after.append(e.kernel("cat $R/schemata").stdout)
             return removed
         monkeypatch.setattr(sc, "cleanup", seen_cleanup)
-        host.close()                              # classes, then cgroups
+        host.close()                              # classes, the root group, then cgroups
         assert removed == ["lo"] and sc.pid is None and not cg.dir("cpu").exists()
+        assert root_after == ["    L3:0=7ff;1=7ff\n    MB:0=100;1=100\n"]
+        assert not list(state.iterdir())          # nothing left for colosim cleanup
     finally:
         cg.remove()
 

@@ -9,13 +9,16 @@
 //	{"id": 5, "op": "classes"}
 //	{"id": 6, "op": "monitor", "class": "hi"}
 //	{"id": 7, "op": "cleanup"}
+//	{"id": 8, "op": "root", "l3": {"0": 15, "1": 2047}}
 //
 // answered {"id": N, "ok": true, ...} or {"id": N, "ok": false, "error":
 // "...", "errno": 22, "errno_name": "EINVAL", "detail": "..."}.  See
 // README.md for every field.  Everything it creates is named
 // --prefix+class (the prefix must start with "colosim-"); it never writes
 // to any other resctrl group, except the root group's tasks file to move
-// back tasks that are in one of its own classes.  It never mounts resctrl.
+// back tasks that are in one of its own classes, and the root group's
+// schemata when asked (op root), restored at cleanup (root.go).  It never
+// mounts resctrl.
 // Logs go to stderr; it exits 0 at the end of stdin.
 package main
 
@@ -43,6 +46,8 @@ type request struct {
 	Force   bool                 `json:"force"`
 	Class   *string              `json:"class"`
 	Pids    []int                `json:"pids"`
+	L3      *DomainValues        `json:"l3"` // op root
+	MB      *DomainValues        `json:"mb"` // op root
 }
 
 type response map[string]any

@@ -17,10 +17,11 @@ import (
 // is initialised, and the classes of the last successful configure (the
 // state a failed configure is rolled back to).
 type sidecar struct {
-	prefix  string
-	lim     *Limits
-	diag    Diagnosis
-	classes map[string]ClassSpec
+	prefix    string
+	lim       *Limits
+	diag      Diagnosis
+	classes   map[string]ClassSpec
+	rootSaved Schemata // the root group's schemata before our first "root" (root.go)
 }
 
 func newSidecar(prefix string) *sidecar {
@@ -57,10 +58,10 @@ func (s *sidecar) handle(req *request) response {
 		err *opError
 	)
 	known := map[string]bool{"capabilities": true, "configure": true, "assign": true, "pids": true,
-		"classes": true, "monitor": true, "cleanup": true}
+		"classes": true, "monitor": true, "cleanup": true, "root": true}
 	if !known[req.Op] {
 		err = &opError{Errno: syscall.EINVAL, Msg: fmt.Sprintf("unknown op %q", req.Op),
-			Detail: "ops: capabilities, configure, assign, pids, classes, monitor, cleanup"}
+			Detail: "ops: capabilities, configure, assign, pids, classes, monitor, cleanup, root"}
 	} else if req.Op == "capabilities" {
 		r = s.capabilities()
 	} else if err = s.ensure(); err == nil {
@@ -77,6 +78,8 @@ func (s *sidecar) handle(req *request) response {
 			r, err = s.monitor(req.Class)
 		case "cleanup":
 			r, err = s.cleanup()
+		case "root":
+			r, err = s.root(ClassSpec{L3: req.L3, MB: req.MB})
 		}
 	}
 	if err != nil {
@@ -517,7 +520,8 @@ func (s *sidecar) monitor(class *string) (response, *opError) {
 }
 
 // cleanup removes every group under our prefix (their tasks go to the root
-// group): an empty goresctrl configuration, forced.
+// group): an empty goresctrl configuration, forced; then the root group gets
+// back the schemata it had before our first "root" (root.go).
 func (s *sidecar) cleanup() (response, *opError) {
 	before, err := s.ownClasses()
 	if err != nil {
@@ -534,5 +538,9 @@ func (s *sidecar) cleanup() (response, *opError) {
 	if len(after) > 0 {
 		return nil, &opError{Errno: syscall.EBUSY, Msg: "classes left after cleanup: " + strings.Join(after, ", ")}
 	}
-	return response{"removed": before}, nil
+	restored, rerr := s.restoreRoot()
+	if rerr != nil {
+		return nil, rerr
+	}
+	return response{"removed": before, "root_restored": restored}, nil
 }

@@ -28,10 +28,10 @@ they raise as SimHost's do.
 The ``rdt_*`` methods go through one RDT sidecar (backends/real/rdt.py),
 started on first use with the run's prefix (``colosim-<run>-``) and closed
 with its classes removed by :meth:`close`.  Without resctrl every ``rdt_*``
-raises RdtError(ENODEV) with what the sidecar says is missing.  The root
-group's schemata (system/default, which SimHost lets ``rdt_update_class("")``
-rewrite) are outside the prefix, which the sidecar never writes: that
-update is refused with EPERM.
+raises RdtError(ENODEV) with what the sidecar says is missing.
+``rdt_update_class("")`` writes the root group's schemata (system/default,
+as on SimHost); the sidecar saves what it found and restores it when the
+run closes (or at ``colosim cleanup`` after a crash).
 """
 from __future__ import annotations
 
@@ -59,8 +59,9 @@ SYSFS_CPU = Path("/sys/devices/system/cpu")
 class RealHost:
     def __init__(self, cg: CgroupFS, functions: list[str], trace=None,
                  parent_cgroup: str = "", create: bool = True,
-                 rdt_sidecar: Callable[..., RdtSidecar] = RdtSidecar):
-        """``rdt_sidecar(prefix=, pids_of=)`` makes the RDT sidecar (tests
+                 rdt_sidecar: Callable[..., RdtSidecar] | None = None):
+        """``rdt_sidecar(prefix=, pids_of=)`` makes the RDT sidecar (default
+        :class:`RdtSidecar`, looked up when the host is made, so tests can
         substitute one running against an emulated resctrl)."""
         self.cg = cg
         self._functions = ["/" + CgroupFS.norm(f) for f in functions]
@@ -69,7 +70,7 @@ class RealHost:
         self._parent = "/" + p if p else ""
         self._done: list[tuple[str, float, float]] = []
         self._lock = threading.Lock()
-        self._make_rdt = rdt_sidecar
+        self._make_rdt = rdt_sidecar or RdtSidecar
         self._rdt: RdtSidecar | None = None
         self._rdt_missing: RdtError | None = None
         self._jobs: JobGate | None = None
@@ -272,11 +273,8 @@ class RealHost:
 
     def rdt_update_class(self, name: str, l3_cbm: int | dict[int, int] | None = None,
                          mb_percent: int | dict[int, int] | None = None) -> None:
-        sc = self.rdt()
-        if name == "":
-            raise RdtError(errno.EPERM, "the root group's schemata (system/default) are outside "
-                                        "colosim's prefix, which the RDT sidecar never writes")
-        sc.rdt_update_class(name, l3_cbm, mb_percent)
+        # "" is the root group (system/default): the sidecar restores it at close
+        self.rdt().rdt_update_class(name, l3_cbm, mb_percent)
 
     def rdt_remove_class(self, name: str) -> None:
         self.rdt().rdt_remove_class(name)

@@ -10,6 +10,7 @@ request, in order (backends/rdt-sidecar/README.md has every field)::
     {"id": 3, "op": "assign", "class": "hi", "pids": [1234]}
     {"id": 4, "op": "pids", "class": "hi"}        {"id": 5, "op": "classes"}
     {"id": 6, "op": "monitor", "class": "hi"}     {"id": 7, "op": "cleanup"}
+    {"id": 8, "op": "root", "l3": {"0": 15}}      (the root group's schemata)
     -> {"id": N, "ok": true, ...} | {"id": N, "ok": false, "error": "...", "errno": 22, ...}
 
 ``configure`` is declarative (goresctrl's model): it gives the whole set of
@@ -37,6 +38,13 @@ of the task that creates them, so a worker started after ``rdt_assign`` by
 anything else than an assigned task needs another ``rdt_assign``.  A
 per-run prefix keeps concurrent runs apart: the sidecar only sees and
 removes groups under its own prefix ("colosim-" sees every run's).
+
+The root group (system/default, every other process of the host) is
+written only through ``rdt_update_class("")`` (op ``root``): a policy that
+gives classes exclusive ways must take them from the root group first.  The
+sidecar saves the root's schemata before its first write (also in
+/run/colosim-rdt/<prefix>root.schemata) and restores them at cleanup, or at
+``colosim cleanup`` if the run's sidecar died first.
 
 Semantics follow SimHost (backends/simhost.py): MB percentages are rounded
 up to info/MB/bandwidth_gran here, as the kernel does (the sidecar itself
@@ -171,6 +179,7 @@ class RdtSidecar:
         self._buf = b""
         self._next_id = 0
         self._classes: dict[str, dict] = {}     # what the sidecar was last configured with
+        self._root: dict = {}                   # the root group's spec written so far
         self._limits: RdtLimits | None = None
 
     # ---- the process -----------------------------------------------------------------
@@ -341,9 +350,11 @@ class RdtSidecar:
         return self.request("monitor", **{"class": name})
 
     def cleanup(self) -> list[str]:
-        """Remove every class under the prefix; the names removed."""
+        """Remove every class under the prefix and give the root group back
+        the schemata it had before the first ``root``; the names removed."""
         removed = self.request("cleanup")["removed"]
         self._classes = {}
+        self._root = {}
         return removed
 
     # ---- the Host protocol's RDT actuators ----------------------------------------------
@@ -400,16 +411,26 @@ class RdtSidecar:
 
     def rdt_update_class(self, name: str, l3_cbm: int | dict[int, int] | None = None,
                          mb_percent: int | dict[int, int] | None = None) -> None:
+        if name == "":
+            spec = self._updated(self._root, l3_cbm, mb_percent)
+            self.request("root", **spec)
+            self._root = spec
+            return
         if name not in self._classes:
             raise RdtError(errno.ENOENT, f"no resctrl group {name!r}")
-        spec = dict(self._classes[name])
+        spec = self._updated(self._classes[name], l3_cbm, mb_percent)
+        self._apply({**self._classes, name: spec}, force=False)
+
+    def _updated(self, spec: dict, l3_cbm, mb_percent) -> dict:
+        """``spec`` with the given resources rewritten (None keeps one)."""
+        spec = dict(spec)
         if l3_cbm is not None:
             spec["l3"] = self._merge(spec.get("l3"), _domains(l3_cbm))
         if mb_percent is not None:
             mb = self._mb(mb_percent)
             if mb is not None:
                 spec["mb"] = self._merge(spec.get("mb", 100), mb)
-        self._apply({**self._classes, name: spec}, force=False)
+        return spec
 
     def rdt_remove_class(self, name: str) -> None:
         if name not in self._classes:

@@ -40,6 +40,8 @@ MB booked additively per socket (at most 100%), and kept for the job's life
 
 Ways: the root group (system/default, where batch jobs run) keeps
 ``reserved_ways`` top ways always, plus every free way contiguous with them.
+No mask is shorter than resctrl's ``min_cbm_bits``: the reserved ways and
+``probe_min_ways`` are raised to it.
 Priority classes are disjoint on their socket by this controller's
 accounting (``SocketRdt.allocated``), not by resctrl: on the other socket
 each class shares the reserved way with the root, so the classes are
@@ -198,7 +200,11 @@ class DynamicPriority(Controller):
         info = host.rdt_info()
         self.info = info
         self.acct = CoreAccountant(host)
-        self.sock = {s: SocketRdt(info.ways, int(self.cfg["reserved_ways"]))
+        # no mask may be shorter than resctrl's min_cbm_bits (1 on the
+        # thesis's Xeons; 2 on some parts): not the root's, not a probe's
+        least = max(1, int(info.min_cbm_bits))
+        self.probe_min_ways = max(int(self.cfg["probe_min_ways"]), least)
+        self.sock = {s: SocketRdt(info.ways, max(int(self.cfg["reserved_ways"]), least))
                      for s in self.acct.cores}
         self.domain = {s: d for s, d in zip(sorted(self.acct.cores), info.domains)}
         self.jobs: dict[str, _Job] = {}
@@ -329,11 +335,10 @@ class DynamicPriority(Controller):
                 if st.probing is not None:
                     break                              # buffered: one sweep per socket
                 _, run = longest_free_run(st.allocated, st.ways)
-                if run < int(self.cfg["probe_min_ways"]) and st.free_ways() >= \
-                        int(self.cfg["probe_min_ways"]):
+                if run < self.probe_min_ways and st.free_ways() >= self.probe_min_ways:
                     self._consolidate(host, job.socket)
                     _, run = longest_free_run(st.allocated, st.ways)
-                if run < int(self.cfg["probe_min_ways"]) or 100 - st.mb_used < int(
+                if run < self.probe_min_ways or 100 - st.mb_used < int(
                         self.cfg["probe_min_mb"]):
                     break
                 self.q_alloc.pop(0)
@@ -369,7 +374,7 @@ class DynamicPriority(Controller):
 
     def _start_probe(self, host, job: _Job, run: int, now: int) -> None:
         st = self.sock[job.socket]
-        lo = int(self.cfg["probe_min_ways"])
+        lo = self.probe_min_ways
         mb_lo, mb_step = int(self.cfg["probe_min_mb"]), int(self.cfg["probe_mb_step"])
         mb_hi = 100 - st.mb_used
         mbs = list(range(mb_lo, mb_hi + 1, mb_step)) or [mb_hi]
