@@ -247,8 +247,10 @@ def _add_cleanup_command(commands) -> None:
         "a crashed real-host run",
         description="Kill the processes in every colosim-* cgroup, in every cgroup hierarchy, "
         "remove those cgroups and every colosim-* resctrl group (through the RDT sidecar; "
-        "their tasks go back to the root group), and list what was removed. Needs root. "
-        "Touches nothing outside the colosim- prefix.",
+        "their tasks go back to the root group), give the root resctrl group back the "
+        "schemata a crashed run had shrunk (controller=dynamic_priority takes ways from it; "
+        "the run saved the original in /run/colosim-rdt), and list what was done. Needs "
+        "root. Touches nothing else outside the colosim- prefix.",
     )
     cleanup.add_argument("--run", default=None,
                          help="only the run named RUN (cgroups colosim-RUN, resctrl groups "
@@ -315,6 +317,8 @@ def _cleanup_resctrl(prefix: str, dry_run: bool) -> int:
             found = sc.cleanup()
             for cls in found:
                 print(f"removed resctrl group {sc.prefix}{cls}")
+            if sc.root_restored:
+                print("restored the root resctrl group's schemata saved by a crashed run")
         if not found:
             print(f"no {sc.prefix}* resctrl groups")
     except RdtError as e:

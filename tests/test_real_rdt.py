@@ -164,10 +164,16 @@ def test_emulated_round_trip_through_real_host(emulated, threaded_child, monkeyp
 
 
 @pytest.mark.hardware
-def test_emulated_cleanup_removes_and_lists_leftover_groups(emulated, monkeypatch, capsys):
-    e = emulated()
+def test_emulated_cleanup_removes_and_lists_leftover_groups(emulated, monkeypatch, capsys,
+                                                            tmp_path):
     run = f"rdt-crashed-{os.getpid()}"
-    k = e.kernel(f"mkdir $R/colosim-{run}-prio-1 $R/colosim-{run}-prio-2 $R/other && echo ok")
+    # the crashed run had shrunk the root group and saved what it found
+    monkeypatch.setenv("COLOSIM_RDT_STATE", str(tmp_path))
+    saved = tmp_path / f"colosim-{run}-root.schemata"
+    saved.write_text("L3:0=7ff;1=7ff\nMB:0=100;1=100\n")
+    e = emulated()
+    k = e.kernel(f"mkdir $R/colosim-{run}-prio-1 $R/colosim-{run}-prio-2 $R/other && "
+                 "echo 'L3:0=f0' > $R/schemata && echo ok")
     assert k.stdout.strip() == "ok", k
     prefixes, seen = [], {}
 
@@ -178,12 +184,15 @@ def test_emulated_cleanup_removes_and_lists_leftover_groups(emulated, monkeypatc
 
     def close_after_looking(cleanup=False):
         seen["ls"] = e.kernel("ls $R").stdout.split()
+        seen["root"] = e.kernel("cat $R/schemata").stdout
         return close(cleanup=cleanup)
     monkeypatch.setattr(rdt, "RdtSidecar", sidecar)
     monkeypatch.setattr(e.sc, "close", close_after_looking)
     assert main(["cleanup", "--run", run]) == 0
     assert capsys.readouterr().out.splitlines()[1:] == [
         f"removed resctrl group colosim-{run}-prio-1",
-        f"removed resctrl group colosim-{run}-prio-2"]
+        f"removed resctrl group colosim-{run}-prio-2",
+        "restored the root resctrl group's schemata saved by a crashed run"]
+    assert seen["root"] == "    L3:0=7ff;1=7ff\n    MB:0=100;1=100\n" and not saved.exists()
     assert prefixes == [f"colosim-{run}-"]
     assert "other" in seen["ls"] and not any(n.startswith("colosim-") for n in seen["ls"])

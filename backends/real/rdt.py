@@ -180,6 +180,7 @@ class RdtSidecar:
         self._next_id = 0
         self._classes: dict[str, dict] = {}     # what the sidecar was last configured with
         self._root: dict = {}                   # the root group's spec written so far
+        self.root_restored = False              # by the last cleanup
         self._limits: RdtLimits | None = None
 
     # ---- the process -----------------------------------------------------------------
@@ -352,10 +353,12 @@ class RdtSidecar:
     def cleanup(self) -> list[str]:
         """Remove every class under the prefix and give the root group back
         the schemata it had before the first ``root``; the names removed."""
-        removed = self.request("cleanup")["removed"]
+        resp = self.request("cleanup")
         self._classes = {}
         self._root = {}
-        return removed
+        # whether the root group got back schemata this or a crashed run saved
+        self.root_restored = bool(resp.get("root_restored"))
+        return resp["removed"]
 
     # ---- the Host protocol's RDT actuators ----------------------------------------------
     def rdt_info(self) -> RdtLimits:
