@@ -2,6 +2,7 @@
 shape a MemoryProfile becomes, admission through the gate, per-job perf
 counts, and (hardware: root, cgroups, gcc) a least_loaded run on this
 machine checked against the simulator's run of the same jobs."""
+import math
 import os
 import shutil
 import tempfile
@@ -131,6 +132,47 @@ def test_perf_counts_name_what_perf_cannot_count():
         gate.perf_counts("/j/zz")
 
 
+def _interval_lines(t, cycles, stall, refs, misses, cpu_ms):
+    return "".join(f"{t},{v},,{e},100,100.00,,\n" for e, v in (
+        ("instructions", cycles), ("cycles", cycles), (J.STALL_EVENT, stall),
+        ("cache-references", refs), ("cache-misses", misses), ("task-clock", cpu_ms)))
+
+
+def test_the_summary_columns_come_from_the_jobs_intervals_after_warmup():
+    gate = _gate([_spec("/j/p", priority=True), _spec("/j/b")], perf="perf")
+    gate.events, gate.unknown = J.JOB_EVENTS, ()
+    p, b = gate.procs
+    p.started_ns = b.started_ns = 10 * 10**9
+    gate.warmup_end_ns = p.started_ns + 150_000_000       # the 0.1 s intervals are warm-up
+    _with_perf_lines(p, _interval_lines(0.1, 5000, 4000, 10, 10, 100)
+                     + _interval_lines(0.2, 1000, 50, 100, 10, 100)     # IPCE 0.95: above
+                     + _interval_lines(0.3, 1000, 200, 100, 30, 100))   # IPCE 0.80: below
+    _with_perf_lines(b, _interval_lines(0.1, 9999, 9999, 1, 1, 100)
+                     + _interval_lines(0.2, 2000, 1000, 200, 100, 200))
+    s = gate.summary()
+    for x in (p, b):
+        x.kill()
+    assert s["ipce_priority"] == pytest.approx(1 - 250 / 2000)
+    assert s["ipce_batch"] == pytest.approx(0.5)
+    assert s["ipce_global"] == pytest.approx(1 - 1250 / 4000)
+    assert s["time_above_target_frac"] == pytest.approx(0.5)
+    assert s["llc_miss_rate"] == pytest.approx(140 / 400)
+    assert (s["llc_miss_rate_min"], s["llc_miss_rate_max"]) == pytest.approx((0.2, 0.5))
+    # perf_counts still see every interval, warm-up included
+    assert gate.perf_counts("/j/p").cycles == 7000
+    # where perf could not count, the columns are missing, not zero
+    gate2 = _gate([_spec("/j/a", priority=True)], perf="perf")
+    a = gate2.procs[0]
+    a.started_ns = 1
+    _with_perf_lines(a, "0.1,<not supported>,,cycles,0,100.00,,\n"
+                        f"0.1,<not supported>,,{J.STALL_EVENT},0,100.00,,\n"
+                        "0.1,50.0,msec,task-clock,50000000,100.00,0.5,CPUs utilized\n")
+    s2 = gate2.summary()
+    a.kill()
+    assert all(math.isnan(s2[k]) for k in ("ipce_global", "ipce_priority", "llc_miss_rate",
+                                            "time_above_target_frac"))
+
+
 def test_a_realhost_without_jobs_refuses_admission_and_perf_counts():
     from backends.real.host import RealHost
     host = RealHost.__new__(RealHost)
@@ -207,6 +249,8 @@ def test_least_loaded_admits_real_jobs_fifo_as_the_simulator_does(least_loaded_r
     s = least_loaded_runs["real"].summary.to_pylist()[0]
     assert s["least_loaded_admitted"] == 4 and len(real) == 4
     assert s["job_alone_ns_per_access_cpu"] > 0
+    if not detect.perf_events()["hardware"]:           # this VM: no IPCE to report
+        assert math.isnan(s["ipce_global"]) and math.isnan(s["time_above_target_frac"])
     # no backfilling: the 2-core job waits for both 1-core jobs, job-4 for it
     assert real.start_s["job-3"] >= max(real.end_s["job-1"], real.end_s["job-2"])
     assert real.start_s["job-4"] >= real.start_s["job-3"]
@@ -309,6 +353,10 @@ def test_dynamic_priority_runs_on_real_jobs_against_emulated_rdt_and_perf(
     s = read_run_dir(out).summary.to_pylist()[0]
     req = read_run_dir(out).requests.to_pandas().set_index("function")
     assert s["dynamic_priority_allocations"] == 1 and s["perf_status"] == "per job"
+    # the summary's IPCE from the jobs' (stand-in) counts: 5% stalls everywhere
+    for k in ("ipce_global", "ipce_priority", "ipce_batch"):
+        assert s[k] == pytest.approx(0.95, abs=1e-3), k
+    assert s["time_above_target_frac"] == 1.0
     assert set(req.index) == {"job-1", "job-2"}
     ops = [op for op, _, _ in calls]
     # the root group shrinks before the class that takes its ways exists

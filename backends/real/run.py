@@ -216,6 +216,7 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
         raise RealRunError(str(e)) from None
     workers: list[WorkerProc] = []
     job_alone: dict[str, float] = {}
+    job_summary: dict[str, float] = {}
     host = None
     perf = None
     sampler = None
@@ -348,6 +349,8 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
         time.sleep(0.05)   # let perf attach its counters
         t0 = time.monotonic_ns() + 10_000_000
         host._t0 = t0      # the Host clock starts with the replay
+        if jobs is not None:
+            gate.warmup_end_ns = t0 + warmup_ns
         if periodic:
             for wp in workers:
                 wp.go(t0)
@@ -361,6 +364,8 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
             res = replay(arrival_ns, worker_of_row, demand_ns, threads, workers, t0,
                          duration_ns, timers, on_done, spin_ns=int(b["spin_us"]) * 1000)
         sampler.sample(time.monotonic_ns() - t0, final=True)
+        if jobs is not None:
+            job_summary = gate.summary()     # before the jobs still running are stopped
         os.sched_setaffinity(0, old_affinity)
         perf_samples = None
         if perf is not None:
@@ -428,6 +433,8 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
     if controller is not None:
         for column, value in controller.summary().items():
             summary = summary.append_column(column, pa.array([value]))
+    for column, value in job_summary.items():
+        summary = summary.append_column(column, pa.array([value], pa.float64()))
     for cls, ns in sorted(job_alone.items()):
         summary = summary.append_column(f"job_alone_ns_per_access_{cls}", pa.array([ns]))
     # a closed loop's arrivals came from the responses: there is no trace to
