@@ -129,6 +129,26 @@ class JobSpec:
     seed: int
 
 
+def spawn_in_cgroup(cmd: list[str], procs_files: list[str], cpus, pass_fds=(),
+                    stdin=subprocess.DEVNULL) -> subprocess.Popen:
+    """Start ``cmd`` inside a cgroup (its ``cgroup.procs`` files, every
+    hierarchy) on ``cpus``, as a normal task in its own session (so its
+    process group can be killed whole), dying with its parent."""
+    def pre():
+        die_with_parent(signal.SIGKILL)
+        # the load generator may run SCHED_FIFO: the workload is a normal task
+        # (and an RT task could not join a cgroup without RT runtime)
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        # into the cgroup before exec, so no work happens outside it
+        pid = str(os.getpid())
+        for f in procs_files:
+            with open(f, "w") as fh:
+                fh.write(pid)
+        os.sched_setaffinity(0, cpus)
+    return subprocess.Popen(cmd, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            pass_fds=pass_fds, preexec_fn=pre, start_new_session=True)
+
+
 class JobProc:
     """One job.  Looks like a function worker to the load generator
     (backends/real/loadgen.replay): ``send`` gets the job's request at its
@@ -217,26 +237,12 @@ class JobProc:
             fd, path = tempfile.mkstemp(prefix="colosim-jobperf-", suffix=".csv")
             os.unlink(path)
             self._perf_fd, perf_out, pass_fds = fd, f"/dev/fd/{fd}", (fd,)
-        procs_files = self.gate.procs_files(self.spec.cgroup)
         cpus = self.gate.cpus_of(self.spec.cgroup)
-
-        def pre():
-            die_with_parent(signal.SIGKILL)
-            # the load generator may run SCHED_FIFO: a job is a normal task
-            # (and an RT task could not join a cgroup without RT runtime)
-            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-            # into the job's cgroup before exec, so no work happens outside it
-            pid = str(os.getpid())
-            for f in procs_files:
-                with open(f, "w") as fh:
-                    fh.write(pid)
-            os.sched_setaffinity(0, cpus)
         self.started_ns = self.gate.clock()
         try:
-            self.proc = subprocess.Popen(self.command(self.gate.perf, perf_out),
-                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                         stderr=subprocess.PIPE, pass_fds=pass_fds,
-                                         preexec_fn=pre, start_new_session=True)
+            self.proc = spawn_in_cgroup(self.command(self.gate.perf, perf_out),
+                                        self.gate.procs_files(self.spec.cgroup), cpus,
+                                        pass_fds=pass_fds)
         except (OSError, subprocess.SubprocessError) as e:
             self._close_perf()
             raise JobError(f"starting job {self.name} in its cgroup on CPUs "

@@ -46,6 +46,7 @@ from backends.real.workers import WorkerError, WorkerProc, worker_binary
 NS = 1_000_000_000
 # the job-stream workload (backends/real/jobs.py)
 JOBS = "noisy_jobs"
+MEMLOOKUP = "memlookup"
 
 
 class _Terminated(BaseException):
@@ -149,16 +150,30 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
             raise RealRunError(str(e)) from None
         trace = to_invocations(jobs)
     periodic = wname in PERIODIC
+    # containers of memory workers running bursts back to back (backends/real/memlookup.py)
+    memlook = wname == MEMLOOKUP
+    if memlook:
+        from backends.real import memlookup
+        try:
+            container_names = memlookup.container_names(cfg["workload"])
+        except memlookup.MemLookupError as e:
+            raise RealRunError(str(e)) from None
+        missing = detect.rdt_missing() if memlookup.needs_rdt(cfg["workload"]) else None
+        if missing:
+            raise RealRunError(f"workload.partitions needs RDT (resctrl), which backend=real "
+                               f"cannot provide on this host: {missing}; run without "
+                               f"partitions (workload.partitions=null) to share the LLC")
     pooled = wname in POOLED
     # a pool driven by closed-loop clients: no trace, loadgen.closed_loop
     closed = pooled and cfg["workload"].get("clients") is not None
-    if not periodic and jobs is None and wname not in SUPPORTED and not (
+    if not periodic and not memlook and jobs is None and wname not in SUPPORTED and not (
             cfg["workload"].get("trace_file") and "functions" in cfg["workload"]):
         raise RealRunError(f"workload={wname} is not supported by backend=real yet; it runs "
                            f"invocation traces (workload={', workload='.join(SUPPORTED)}, or "
                            f"a function workload with a trace_file), periodic threads "
-                           f"(workload={', workload='.join(PERIODIC)}) and job streams "
-                           f"(workload={JOBS})")
+                           f"(workload={', workload='.join(PERIODIC)}), job streams "
+                           f"(workload={JOBS}) and memory-lookup containers "
+                           f"(workload={MEMLOOKUP})")
     duration_ns = int(round(float(cfg["duration_s"]) * NS))
     warmup_ns = int(round(float(cfg.get("warmup_s", 0.0)) * NS))
     interval_ns = int(round(float(cfg.get("interval_s", 1.0)) * NS))
@@ -171,6 +186,10 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
         trace = _empty_trace()
         parent = ""
         fn_names = [g["name"] for g in groups]
+    elif memlook:
+        trace = _empty_trace()
+        parent = str(w.get("parent_cgroup") or "memlookup").strip("/")
+        fn_names = container_names
     elif closed:
         trace = _empty_trace()
         parent = ""
@@ -230,7 +249,7 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
                 if threading.current_thread() is threading.main_thread() else None)
     try:
         from backends.real.host import RealHost
-        host = RealHost(cg, cgroups, None if periodic else trace, parent)
+        host = RealHost(cg, cgroups, None if periodic or memlook else trace, parent)
         if b["cpus"]:
             cg.set_cpuset("", cgroupfs.format_cpulist(cpus))
         max_s = (duration_ns / NS) + float(b["grace_s"])
@@ -253,6 +272,18 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
                     binary, g["name"], max_s, attach=lambda pid, c=c: cg.attach(c, pid),
                     cpus=gcpus, periodic=(g["threads"], g["run_us"], g["sleep_us"]),
                     nices=g["nices"]))
+        elif memlook:
+            for c in cgroups:
+                _apply_cgroup(cg, host, c, w, w)
+            from backends.real.memworker import build_memworker
+            try:
+                groups = memlookup.plan(w, host.cores_by_socket())
+                workers, ns, ml_classes = memlookup.start_containers(
+                    w, groups, cgroups, host, cg, build_memworker(), max_s,
+                    float(b["job_alone_s"]), int(cfg.get("seed", 0)))
+            except memlookup.MemLookupError as e:
+                raise RealRunError(str(e)) from None
+            job_alone = {"memlookup": ns}
         elif jobs is not None:
             for c in cgroups:
                 _apply_cgroup(cg, host, c, w, w)
@@ -351,7 +382,7 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
         host._t0 = t0      # the Host clock starts with the replay
         if jobs is not None:
             gate.warmup_end_ns = t0 + warmup_ns
-        if periodic:
+        if periodic or memlook:
             for wp in workers:
                 wp.go(t0)
         if closed:
@@ -366,6 +397,8 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
         sampler.sample(time.monotonic_ns() - t0, final=True)
         if jobs is not None:
             job_summary = gate.summary()     # before the jobs still running are stopped
+        if memlook:                          # before the run's classes are removed
+            job_summary = {"llc_occupancy_mb": memlookup.occupancy_mb(host, ml_classes)}
         os.sched_setaffinity(0, old_affinity)
         perf_samples = None
         if perf is not None:
@@ -420,7 +453,7 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
 
     perf_by_interval = _perf_rows(perf_samples, (t0 - perf_t0) / NS,
                                   int(b["perf_interval_ms"]) / 1000) if perf_samples else None
-    if periodic:
+    if periodic or memlook:
         requests = _burst_requests(res.bursts, cgroups, groups, t0, warmup_ns, duration_ns)
         arrived = requests.num_rows + sum(g["threads"] for g in groups)
     else:

@@ -9,7 +9,8 @@
  *   memworker --bytes N[k|m|g] [--pattern random|stride|sequential]
  *             [--stride BYTES] [--pages 4k|thp|2m|1g] [--duration S]
  *             [--accesses N] [--seed N] [--max-seconds S] [--threads K]
- *             [--gap-ops G] [--mlp M] [--write-fraction F]
+ *             [--gap-ops G] [--mlp M] [--write-fraction F] [--report-every N]
+ *             [--start-at-stdin yes]
  *
  * Pages: 4k = plain anonymous mmap with MADV_NOHUGEPAGE; thp = a mapping
  * aligned to 2 MiB with MADV_HUGEPAGE (how much became huge is read back
@@ -37,6 +38,12 @@
  *   (the model's cycles = core cycles + stall cycles, additive).
  * - --write-fraction F: that share of accesses also store to the line (a
  *   dirty line the LLC writes back when it evicts it).
+ * - --report-every N: each thread prints "B <thread> <release_ns> <start_ns>
+ *   <end_ns> <cpu_ns>" after every N of its accesses (rounded up to whole
+ *   rounds of the chains): a burst of work done back to back, as the
+ *   function worker's periodic bursts (workload=memlookup on the real host).
+ * - --start-at-stdin yes: after the fault-in, read a CLOCK_MONOTONIC time in
+ *   ns from stdin and start the threads then (every container together).
  *
  * The buffer is written once per 4 KiB before the clock starts, so page
  * faults are not measured.  The run stops after --accesses N or --duration S
@@ -241,9 +248,18 @@ struct job {
     uint64_t bytes, lines, step, limit, accesses, gap, mlp, seed;
     uint64_t write_per_2_32;   /* store on accesses whose 32-bit draw is below it */
     uint64_t zero;             /* 0, read at run time so the compiler cannot fold it */
+    uint64_t report_every;     /* a thread's accesses per "B" line; 0: no lines */
     int random, threads;
-    int64_t deadline;
+    int64_t start, deadline;
 };
+
+static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int64_t thread_cpu_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
 
 struct thread_state {
     const struct job *job;
@@ -302,12 +318,30 @@ static void *thread_main(void *arg) {
     }
     uint64_t zero = *(const volatile uint64_t *)&j->zero;
     uint64_t done = 0, per_round = j->mlp;
+    /* reports fall on whole rounds: every report_every rounded up to chains */
+    uint64_t every = (j->report_every + per_round - 1) / per_round * per_round;
+    uint64_t next_report = every;
+    int64_t last_end = j->start, last_cpu = thread_cpu_ns();
     for (;;) {
         uint64_t n = CHUNK / per_round ? CHUNK / per_round : 1;
         if (j->accesses && (j->accesses - done) / per_round < n)
             n = (j->accesses - done + per_round - 1) / per_round;
+        if (every && (next_report - done) / per_round < n) n = (next_report - done) / per_round;
         run_rounds(j, n, &rng, off, dep, &wdraw, zero);
         done += n * per_round;
+        if (every && done >= next_report) {
+            /* one burst of work done: "B <thread> <release> <start> <end> <cpu>",
+             * back to back, so released and started when the previous ended */
+            int64_t end = now_ns(), cpu = thread_cpu_ns();
+            pthread_mutex_lock(&out_lock);
+            printf("B %d %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 "\n", t->index, last_end,
+                   last_end, end, cpu - last_cpu);
+            fflush(stdout);
+            pthread_mutex_unlock(&out_lock);
+            last_end = end;
+            last_cpu = cpu;
+            next_report += every;
+        }
         if (j->accesses && done >= j->accesses) {
             t->stopped_by_accesses = 1;
             break;
@@ -321,14 +355,16 @@ static void *thread_main(void *arg) {
 static void usage(const char *why) {
     die(EXIT_USAGE, "%s\nusage: memworker --bytes N[k|m|g] [--pattern random|stride|sequential] "
         "[--stride BYTES] [--pages 4k|thp|2m|1g] [--duration S] [--accesses N] [--seed N] "
-        "[--max-seconds S] [--threads K] [--gap-ops G] [--mlp M] [--write-fraction F]", why);
+        "[--max-seconds S] [--threads K] [--gap-ops G] [--mlp M] [--write-fraction F] "
+        "[--report-every N] [--start-at-stdin yes]", why);
 }
 
 int main(int argc, char **argv) {
     uint64_t bytes = 0, stride = 4096, accesses = 0, seed = 0, threads = 1, gap = 0, mlp = 1;
     const char *pattern = "random", *pages = "4k";
     double duration = 1.0, max_s = 0, write_fraction = 0;
-    int stride_given = 0;
+    int stride_given = 0, start_at_stdin = 0;
+    uint64_t report_every = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) usage("every option takes a value");
@@ -368,6 +404,11 @@ int main(int argc, char **argv) {
             write_fraction = strtod(v, &end);
             if (end == v || *end || !(write_fraction >= 0 && write_fraction <= 1))
                 usage("--write-fraction must be in [0, 1]");
+        } else if (!strcmp(a, "--report-every")) {
+            if (!(report_every = parse_size(v))) usage("--report-every must be a positive integer");
+        } else if (!strcmp(a, "--start-at-stdin")) {
+            if (strcmp(v, "yes")) usage("--start-at-stdin takes yes");
+            start_at_stdin = 1;
         } else if (!strcmp(a, "--max-seconds")) {
             if ((max_s = parse_seconds(v)) < 0) usage("--max-seconds must be > 0");
         } else {
@@ -414,9 +455,21 @@ int main(int argc, char **argv) {
         .write_per_2_32 = write_fraction >= 1 ? UINT32_MAX
                           : (uint64_t)(write_fraction * 4294967296.0),
     };
+    job.report_every = report_every;
     struct thread_state *ts = calloc(threads, sizeof *ts);
     if (!ts) die(EXIT_FAILED, "out of memory");
     int64_t t0 = now_ns();
+    if (start_at_stdin) {
+        /* ready (buffer faulted in): wait for the CLOCK_MONOTONIC start */
+        long long at;
+        if (scanf("%lld", &at) != 1) die(EXIT_USAGE, "--start-at-stdin: expected a start time in ns");
+        struct timespec ts_at = {.tv_sec = at / 1000000000LL, .tv_nsec = at % 1000000000LL};
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts_at, NULL) == EINTR) {
+        }
+        t0 = now_ns();
+        if (t0 < at) t0 = at;
+    }
+    job.start = t0;
     job.deadline = t0 + (int64_t)(duration * 1e9);
     for (uint64_t i = 0; i < threads; i++) {
         ts[i] = (struct thread_state){.job = &job, .index = (int)i};

@@ -42,6 +42,28 @@ def parse_ways(spec: str, ways: int) -> int:
     return ((1 << (hi_i + 1)) - 1) & ~((1 << lo_i) - 1)
 
 
+def partition_plan(parts, ways: int, exclusive: bool):
+    """What ``partitions`` asks of resctrl: None when no container is
+    partitioned, else (the root group's CBM: the ways no container has, 0
+    for none left; per container (its CBM or None, whether it is made
+    exclusive: it overlaps no other container)).  The real backend
+    (backends/real/memlookup.py) applies the same plan."""
+    masks = [None if p is None else parse_ways(p, ways) for p in parts]
+    if all(m is None for m in masks):
+        return None
+    used = 0
+    for m in masks:
+        used |= m or 0
+    out = []
+    for i, m in enumerate(masks):
+        others = 0
+        for j, o in enumerate(masks):
+            if j != i and o is not None:
+                others |= o
+        out.append((m, m is not None and exclusive and not m & others))
+    return ((1 << ways) - 1) & ~used, out
+
+
 class MemLookupWorkload:
     def __init__(self, cfg, machine, recorder, trace=None):
         self.machine = machine
@@ -88,19 +110,15 @@ class MemLookupWorkload:
 
     def _partition(self, mem, parts, mbs, exclusive) -> None:
         rc = mem.resctrl
-        ways = mem.geometry.ways
-        masks = [None if p is None else parse_ways(p, ways) for p in parts]
-        if all(m is None for m in masks):
+        plan = partition_plan(parts, mem.geometry.ways, exclusive)
+        if plan is None:
             return
+        rest, classes = plan
         doms = mem.domains
-        used = 0
-        for m in masks:
-            used |= m or 0
-        rest = ((1 << ways) - 1) & ~used
         try:
             if rest:
                 rc.write_schemata("", "L3:" + ";".join(f"{d}={rest:x}" for d in doms))
-            for i, (m, mb) in enumerate(zip(masks, mbs)):
+            for i, ((m, excl), mb) in enumerate(zip(classes, mbs)):
                 if m is None:
                     continue
                 name = f"c{i}"
@@ -109,11 +127,7 @@ class MemLookupWorkload:
                 if rc.info.has_mba:
                     text += "\nMB:" + ";".join(f"{d}={int(mb)}" for d in doms)
                 rc.write_schemata(name, text)
-                others = 0
-                for j, o in enumerate(masks):
-                    if j != i and o is not None:
-                        others |= o
-                if exclusive and not m & others:
+                if excl:
                     rc.write_mode(name, "exclusive")
                 mem.assign(self.groups[i], name)
         except ResctrlError as err:

@@ -1,0 +1,201 @@
+"""``workload=memlookup`` on the real host: the noisy-neighbor thesis's
+neighbor microbenchmark (sim/workloads/memlookup.py) as memory workers.
+
+Container i is the cgroup ``/<parent_cgroup>/c<i>`` with ``threads``
+threads, one per physical core of ``socket`` (container i takes cores
+i*threads .. (i+1)*threads-1 of it, the cgroup's cpuset), running the
+``memory`` profile's shape (backends/real/jobs.py ``job_args``) back to back
+from t0 to the end of the run.  A thread reports a burst each time it has
+made ``burst_ms`` worth of accesses at the speed one thread of the shape
+reaches alone (measured before the run, like a job's), so a burst's latency
+over ``burst_ms`` is its slowdown and the burst count its progress, as the
+simulator's requests.  ``partitions`` / ``mb`` / ``exclusive`` go through
+the RDT levers exactly as the simulator plans them
+(``sim.workloads.memlookup.partition_plan``): the root group gets the ways no
+container has, container i a class ``c<i>`` with its ways and MB on every
+domain, exclusive when it overlaps no other container; a run with partitions
+needs resctrl (refused up front without).  At the end ``llc_occupancy_mb``
+is the classes' CMT ``llc_occupancy`` summed over domains (NaN without
+partitions: the containers then share the root group with the whole host).
+"""
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+
+from backends.real.jobs import calibrate, job_args, spawn_in_cgroup
+from sim.memory.progress import MemoryProfile
+from sim.workloads.memlookup import partition_plan
+
+
+class MemLookupError(RuntimeError):
+    pass
+
+
+def container_names(w: dict) -> list[str]:
+    n = int(w.get("containers", 1))
+    if n < 1 or int(w.get("threads", 1)) < 1 or not float(w.get("burst_ms", 10.0)) > 0:
+        raise MemLookupError("memlookup: containers, threads and burst_ms must be >= 1")
+    return [f"c{i}" for i in range(n)]
+
+
+def needs_rdt(w: dict) -> bool:
+    return any(p is not None for p in (w.get("partitions") or []))
+
+
+def plan(w: dict, cores_by_socket: dict[int, list[tuple[int, ...]]]) -> list[dict]:
+    """Per container: its CPUs (the first hardware thread of each of its
+    cores), the worker shape, and ``run_us`` (the burst, as the periodic
+    groups' run time, for the request rows)."""
+    names = container_names(w)
+    threads = int(w.get("threads", 1))
+    socket = int(w.get("socket", 0))
+    if socket not in cores_by_socket:
+        raise MemLookupError(f"memlookup.socket = {socket}: the run's CPUs are on sockets "
+                             f"{sorted(cores_by_socket)}")
+    cores = cores_by_socket[socket]
+    if len(names) * threads > len(cores):
+        raise MemLookupError(f"memlookup: {len(names)} x {threads} threads do not fit the "
+                             f"{len(cores)} cores of socket {socket} in the run's CPUs")
+    spec = dict(w.get("memory") or {})
+    if not spec:
+        raise MemLookupError("memlookup needs workload.memory (buffer_mb, pages, pattern, ...)")
+    parts = list(w.get("partitions") or [None] * len(names))
+    mbs = list(w.get("mb") or [100] * len(names))
+    if len(parts) != len(names) or len(mbs) != len(names):
+        raise MemLookupError(f"memlookup: partitions and mb need one entry per container "
+                             f"({len(names)})")
+    try:
+        args = job_args(MemoryProfile.from_spec(spec))
+    except ValueError as e:
+        raise MemLookupError(str(e)) from None
+    burst_us = int(round(float(w.get("burst_ms", 10.0)) * 1000))
+    return [{"name": name, "threads": threads, "run_us": burst_us, "args": args,
+             "cpus": {core[0] for core in cores[i * threads:(i + 1) * threads]},
+             "partition": parts[i], "mb": int(mbs[i])} for i, name in enumerate(names)]
+
+
+def apply_partitions(host, w: dict, containers: list[dict], cgroups: list[str]) -> list[str]:
+    """The simulator's partition plan through the Host's RDT levers; the
+    classes made (one per partitioned container, "" for the others)."""
+    if not needs_rdt(w):
+        return [""] * len(containers)
+    info = host.rdt_info()
+    try:
+        rest, classes = partition_plan([c["partition"] for c in containers], info.ways,
+                                       bool(w.get("exclusive", True)))
+    except ValueError as e:
+        raise MemLookupError(str(e)) from None
+    if rest:
+        host.rdt_update_class("", l3_cbm=rest)
+    made = []
+    for (mask, exclusive), c, cg in zip(classes, containers, cgroups):
+        if mask is None:
+            made.append("")
+            continue
+        host.rdt_create_class(c["name"], mask, c["mb"], exclusive=exclusive)
+        host.rdt_assign(cg, c["name"])
+        made.append(c["name"])
+    return made
+
+
+class ContainerProc:
+    """One container's memory worker.  Looks like a periodic function worker
+    to the load generator: started (faulted in) at once, its threads run
+    from ``go(t0)``, ``read_lines`` gives its "B" burst lines."""
+
+    def __init__(self, name: str, cmd: list[str], procs_files: list[str], cpus: set[int]):
+        self.name = name
+        try:
+            self.proc = spawn_in_cgroup(cmd, procs_files, cpus, stdin=subprocess.PIPE)
+        except (OSError, subprocess.SubprocessError) as e:
+            raise MemLookupError(f"starting container {name} on CPUs {sorted(cpus)}: {e}") \
+                from None
+        self.pid = self.proc.pid
+        os.set_blocking(self.proc.stdout.fileno(), False)
+        self._buf = b""
+        self._reported_exit = False
+
+    def go(self, t0_ns: int) -> None:
+        self.proc.stdin.write(b"%d\n" % t0_ns)
+        self.proc.stdin.flush()
+
+    def read_lines(self) -> list[bytes]:
+        chunks = []
+        while True:
+            try:
+                b = os.read(self.proc.stdout.fileno(), 65536)
+            except BlockingIOError:
+                break
+            if not b:
+                break
+            chunks.append(b)
+        data = self._buf + b"".join(chunks)
+        *lines, self._buf = data.split(b"\n")
+        out = [ln for ln in lines if ln.startswith(b"B ")]
+        code = self.proc.poll()
+        if code not in (None, 0) and not self._reported_exit:
+            self._reported_exit = True
+            err = self.proc.stderr.read().decode(errors="replace").strip()
+            out.append(b"E container %s: memory worker exited with %d: %s" % (
+                self.name.encode(), code, err[-300:].encode()))
+        return out
+
+    def quit(self) -> None:
+        self.kill()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(5)
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            try:
+                f.close()
+            except OSError:
+                pass
+
+
+def start_containers(w: dict, containers: list[dict], cgroups: list[str], host, cg, binary,
+                     max_s: float, alone_s: float, seed: int
+                     ) -> tuple[list[ContainerProc], float, list[str]]:
+    """Measure one thread of the shape alone, set each container's cpuset,
+    start its worker (faulted in, waiting for t0) and put it in its class.
+    Returns the workers, the alone ns per access and the classes made."""
+    shape = containers[0]["args"]
+    alone = calibrate({"memlookup": shape}, min(containers[0]["cpus"]), alone_s, binary)
+    ns = alone["memlookup"]
+    procs: list[ContainerProc] = []
+    try:
+        for i, (c, cgroup) in enumerate(zip(containers, cgroups)):
+            host.set_cpuset(cgroup, c["cpus"])
+            per_burst = max(1, int(math.ceil(c["run_us"] * 1000 / ns)))
+            cmd = [str(binary), *shape, "--threads", str(c["threads"]),
+                   "--report-every", str(per_burst), "--start-at-stdin", "yes",
+                   # layout_seed + i as the simulator's containers draw theirs
+                   "--seed", str(seed + i), "--duration", repr(max_s),
+                   "--max-seconds", repr(max_s + 30)]
+            procs.append(ContainerProc(cgroup, cmd, cg.procs_files(cgroup), c["cpus"]))
+        classes = apply_partitions(host, w, containers, cgroups)
+    except BaseException:
+        for p in procs:
+            p.kill()
+        raise
+    return procs, ns, classes
+
+
+def occupancy_mb(host, classes: list[str]) -> float:
+    """CMT llc_occupancy of the containers' classes now, summed, MiB (NaN
+    without classes: the root group is shared with the whole host)."""
+    named = [c for c in classes if c]
+    if not named:
+        return math.nan
+    total = 0
+    for c in named:
+        total += sum(int(d.get("llc_occupancy", 0)) for d in host.rdt_mon(c).values())
+    return total / (1 << 20)
+
