@@ -4,6 +4,7 @@ where partitions need resctrl, and (hardware: root, cgroups, gcc) runs on
 this machine, unpartitioned against the simulator and partitioned against
 the emulated resctrl."""
 import json
+import math
 import shutil
 
 import pytest
@@ -126,7 +127,7 @@ def test_two_containers_run_bursts_back_to_back_as_the_simulator(tmp_path):
     ss = sim.summary.to_pylist()[0]
     assert s["throughput_rps"] == pytest.approx(ss["throughput_rps"], rel=0.2)
     assert s["job_alone_ns_per_access_memlookup"] > 0
-    assert s["llc_occupancy_mb"] != s["llc_occupancy_mb"]     # NaN: no classes to monitor
+    assert math.isnan(s["llc_occupancy_mb"])                  # no classes to monitor
 
 
 @pytest.mark.hardware
@@ -168,3 +169,26 @@ def test_partitioned_containers_get_their_classes_on_emulated_rdt(tmp_path, monk
         ["c0", "c1"]
     assert s["llc_occupancy_mb"] == 6.0                      # 3 MiB per class, summed
     assert ops[-1] == "cleanup" and calls[-1][2]["root_restored"] is True
+
+
+def test_the_memory_columns_come_from_the_containers_perf_intervals_after_warmup():
+    from backends.real.jobs import STALL_EVENT
+    from backends.real.perf import PerfSample
+
+    def interval(t, cgroup, cycles, stall, refs, misses, cpu_ms):
+        return [PerfSample(t, cgroup, e, v, "", 0, 100.0) for e, v in (
+            ("cycles", cycles), (STALL_EVENT, stall), ("cache-references", refs),
+            ("cache-misses", misses), ("task-clock", cpu_ms))]
+    # perf started 0.05 s before t0; warm-up 0.2 s: the interval ending at
+    # 0.2 s of perf time (0.15 s of run time) is warm-up
+    samples = (interval(0.2, "/m/c0", 9000, 9000, 9, 9, 100)
+               + interval(0.3, "/m/c0", 1000, 50, 100, 20, 100)
+               + interval(0.3, "/m/c1", 1000, 500, 100, 60, 100))
+    s = ML.perf_summary(samples, 0.05, 0.2, STALL_EVENT, priority=True)
+    assert s["ipce_global"] == pytest.approx(1 - 550 / 2000) == s["ipce_priority"]
+    assert math.isnan(s["ipce_batch"])                           # no batch container
+    assert s["llc_miss_rate"] == pytest.approx(0.4)
+    assert (s["llc_miss_rate_min"], s["llc_miss_rate_max"]) == pytest.approx((0.2, 0.6))
+    assert s["time_above_target_frac"] == pytest.approx(0.5)    # c0 at 0.95, c1 at 0.5
+    missing = [PerfSample(0.3, "/m/c0", "cache-misses", None, "", None, None, "not supported")]
+    assert math.isnan(ML.perf_summary(missing, 0.05, 0.2, STALL_EVENT, True)["llc_miss_rate"])

@@ -44,9 +44,9 @@ from dataclasses import dataclass
 
 from backends.host import PendingJob, PerfCounts
 from backends.real.detect import perf_accepts
+from backends.real.ipce import add_interval, summary
 from backends.real.memworker import MemWorkerError, build_memworker, run_memworker
 from backends.real.perf import PerfUnavailable, die_with_parent, parse_perf_csv, perf_binary
-from sim.memory.progress import MemorySystem
 
 NS = 1_000_000_000
 MIB = 1 << 20
@@ -54,8 +54,6 @@ MIB = 1 << 20
 # ("stalled cycles caused by the memory subsystem", seed 004 L495; Intel's
 # cycle_activity.stalls_mem_any); backend.stall_event names another
 STALL_EVENT = "cycle_activity.stalls_mem_any"
-# the simulator's time-above-target threshold, here on IPCE (1 - stalls / cycles)
-IPCE_TARGET = MemorySystem.TARGET
 HW_EVENTS = ("instructions", "cycles", STALL_EVENT, "cache-references", "cache-misses")
 JOB_EVENTS = HW_EVENTS + ("task-clock",)
 # gcc -O2 on x86-64 compiles memworker's gap_work to a 7-instruction loop
@@ -281,16 +279,7 @@ class JobProc:
         if not values or t is None or self.started_ns is None or \
                 self.started_ns + t * NS <= self.gate.warmup_end_ns:
             return
-        w = self.window
-        for event, v in values.items():
-            w[event] = None if v is None or w.get(event, 0.0) is None else w.get(event, 0.0) + v
-        cycles, stall = values.get("cycles"), values.get(self.gate.stall_event)
-        cpu_ms = values.get("task-clock")
-        if cycles and stall is not None and cpu_ms:
-            # the policy's real-host measure: IPCE, 1 - stalls / cycles
-            w["cpu_ms"] = w.get("cpu_ms", 0.0) + cpu_ms
-            if 1.0 - stall / cycles >= IPCE_TARGET:
-                w["above_ms"] = w.get("above_ms", 0.0) + cpu_ms
+        add_interval(self.window, values, self.gate.stall_event)
 
     def perf_totals(self) -> dict[str, float | None]:
         """Cumulative counts per event so far (None: perf could not count it)."""
@@ -377,41 +366,11 @@ class JobGate:
             p.kill()
 
     def summary(self) -> dict[str, float]:
-        """The simulator's memory summary columns (sim/memory/progress.py)
-        from the jobs' perf counts after the warm-up: IPCE = 1 - stall cycles
-        / cycles over all, priority and batch jobs; LLC miss rate (cache-misses
-        / cache-references) over all and its spread over jobs; the priority
-        jobs' CPU share in perf intervals at IPCE >= the target.  NaN where
-        perf could not count (this VM) or nothing ran; occupancy (CMT) is not
-        read per job, so llc_occupancy_mb is NaN."""
-        nan = float("nan")
-        rows = [(p.spec.priority, p.close_window()) for p in self.procs if p.started_ns]
-
-        def total(ws, event):
-            vals = [w.get(event) for w in ws if event in w]
-            return nan if not vals or any(v is None for v in vals) else sum(vals)
-
-        def ipce(ws):
-            cyc = total(ws, "cycles")
-            return 1.0 - total(ws, self.stall_event) / cyc if cyc > 0 else nan
-
-        every = [w for _, w in rows]
-        prio = [w for pr, w in rows if pr]
-        rates = [w["cache-misses"] / w["cache-references"] for w in every
-                 if w.get("cache-references") and w.get("cache-misses") is not None]
-        refs = total(every, "cache-references")
-        cpu_p = sum(w.get("cpu_ms", 0.0) for w in prio)
-        return {
-            "llc_miss_rate": total(every, "cache-misses") / refs if refs > 0 else nan,
-            "llc_miss_rate_min": min(rates) if rates else nan,
-            "llc_miss_rate_max": max(rates) if rates else nan,
-            "llc_occupancy_mb": nan,
-            "ipce_global": ipce(every),
-            "ipce_priority": ipce(prio),
-            "ipce_batch": ipce([w for pr, w in rows if not pr]),
-            "time_above_target_frac": (sum(w.get("above_ms", 0.0) for w in prio) / cpu_p
-                                       if cpu_p > 0 else nan),
-        }
+        """The simulator's memory summary columns from the jobs' perf
+        intervals after the warm-up (backends/real/ipce.py); occupancy (CMT)
+        is not read per job, so llc_occupancy_mb is NaN."""
+        return summary([(p.spec.priority, p.close_window())
+                        for p in self.procs if p.started_ns], self.stall_event)
 
 
 def job_seed(seed: int, job: str) -> int:

@@ -16,7 +16,10 @@ container has, container i a class ``c<i>`` with its ways and MB on every
 domain, exclusive when it overlaps no other container; a run with partitions
 needs resctrl (refused up front without).  At the end ``llc_occupancy_mb``
 is the classes' CMT ``llc_occupancy`` summed over domains (NaN without
-partitions: the containers then share the root group with the whole host).
+partitions: the containers then share the root group with the whole host);
+the miss rate and IPCE columns come from the run's per-cgroup perf
+intervals after the warm-up (backends/real/ipce.py), where the PMU has the
+events.
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ import os
 import signal
 import subprocess
 
+from backends.real import ipce
 from backends.real.jobs import calibrate, job_args, spawn_in_cgroup
 from sim.memory.progress import MemoryProfile
 from sim.workloads.memlookup import partition_plan
@@ -199,3 +203,19 @@ def occupancy_mb(host, classes: list[str]) -> float:
         total += sum(int(d.get("llc_occupancy", 0)) for d in host.rdt_mon(c).values())
     return total / (1 << 20)
 
+
+
+def perf_summary(samples, offset_s: float, warmup_s: float, stall_event: str,
+                 priority: bool) -> dict[str, float]:
+    """The memory summary columns from the run's ``perf stat -G`` samples
+    (interval times since perf started, ``offset_s`` before t0): each
+    container's intervals that end after the warm-up."""
+    intervals: dict[tuple[str, float], dict] = {}
+    for s in samples:
+        if s.cgroup is None or s.time_s is None or s.time_s - offset_s <= warmup_s:
+            continue
+        intervals.setdefault((s.cgroup, s.time_s), {})[s.event.split(":")[0]] = s.value
+    windows: dict[str, dict] = {}
+    for (cgroup, _), values in sorted(intervals.items()):
+        ipce.add_interval(windows.setdefault(cgroup, {}), values, stall_event)
+    return ipce.summary([(priority, w) for w in windows.values()], stall_event)

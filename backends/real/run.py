@@ -329,7 +329,11 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
         elif b["perf"]:
             from backends.real.perf import DEFAULT_EVENTS, PerfStat, PerfUnavailable
             try:
-                perf = PerfStat({cg.perf_name(c): c for c in cgroups}, DEFAULT_EVENTS,
+                events = DEFAULT_EVENTS
+                if memlook:   # the memory columns: miss rate, IPCE
+                    events += tuple(detect.perf_accepts(
+                        ("cache-references", "cache-misses", str(b["stall_event"]))))
+                perf = PerfStat({cg.perf_name(c): c for c in cgroups}, events,
                                 int(b["perf_interval_ms"]))
                 perf.start()
                 perf_status = "ok"
@@ -453,6 +457,12 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
 
     perf_by_interval = _perf_rows(perf_samples, (t0 - perf_t0) / NS,
                                   int(b["perf_interval_ms"]) / 1000) if perf_samples else None
+    if memlook:
+        occupancy = job_summary["llc_occupancy_mb"]
+        job_summary = memlookup.perf_summary(perf_samples or [], (t0 - perf_t0) / NS,
+                                             warmup_ns / NS, str(b["stall_event"]),
+                                             str(w.get("tag") or "priority") == "priority")
+        job_summary["llc_occupancy_mb"] = occupancy
     if periodic or memlook:
         requests = _burst_requests(res.bursts, cgroups, groups, t0, warmup_ns, duration_ns)
         arrived = requests.num_rows + sum(g["threads"] for g in groups)
