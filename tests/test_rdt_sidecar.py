@@ -226,6 +226,25 @@ def emulated(tmp_path, emu_bins):
         holder["e"].sc.close()
 
 
+def logging_sidecars(emulated, calls: list, setup=None):
+    """A RealHost ``rdt_sidecar`` factory: the real sidecar on the emulated
+    resctrl, every request appended to ``calls`` as (op, fields, response);
+    ``setup(emulated)`` runs first (e.g. to write CMT counters)."""
+    def make(prefix, pids_of):
+        e = emulated(pids_of=pids_of)
+        if setup is not None:
+            setup(e)
+        request = e.sc.request
+
+        def logged(op, timeout_s=None, **fields):
+            resp = request(op, timeout_s, **fields)
+            calls.append((op, fields, resp))
+            return resp
+        e.sc.request = logged
+        return e.sc
+    return make
+
+
 @pytest.fixture
 def threaded_child():
     """A process with two threads (resctrl moves threads one by one)."""

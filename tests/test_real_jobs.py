@@ -16,7 +16,7 @@ from backends.real import detect
 from backends.real import jobs as J
 from backends.real.perf import PerfUnavailable
 from sim.memory.progress import MemoryProfile
-from tests.test_rdt_sidecar import emu_bins, emulated  # noqa: F401
+from tests.test_rdt_sidecar import emu_bins, emulated, logging_sidecars  # noqa: F401
 
 MIB = 1 << 20
 
@@ -321,22 +321,11 @@ def test_dynamic_priority_runs_on_real_jobs_against_emulated_rdt_and_perf(
     if reason:
         pytest.skip(reason)
     calls = []
-
-    def sidecar(prefix, pids_of):
-        e = emulated(pids_of=pids_of)
-        request = e.sc.request
-
-        def logged(op, timeout_s=None, **fields):
-            resp = request(op, timeout_s, **fields)
-            calls.append((op, fields, resp))
-            return resp
-        e.sc.request = logged
-        return e.sc
     fake = tmp_path / "perf"
     fake.write_text(f"#!/bin/sh\nexec {sys.executable} {Path(__file__).parent / 'fake_perf.py'} "
                     '"$@"\n')
     fake.chmod(0o755)
-    monkeypatch.setattr(real_host, "RdtSidecar", sidecar)
+    monkeypatch.setattr(real_host, "RdtSidecar", logging_sidecars(emulated, calls))
     monkeypatch.setattr(detect, "rdt_missing", lambda: None)
     monkeypatch.setattr(detect, "perf_missing", lambda events: None)
     monkeypatch.setattr(J, "job_perf", lambda: str(fake))

@@ -12,7 +12,7 @@ import pytest
 from backends.real import detect
 from backends.real import memlookup as ML
 from sim.workloads.memlookup import partition_plan
-from tests.test_rdt_sidecar import emu_bins, emulated  # noqa: F401
+from tests.test_rdt_sidecar import emu_bins, emulated, logging_sidecars  # noqa: F401
 
 CORES = {0: [(0, 4), (1, 5), (2, 6), (3, 7)], 1: [(8,), (9,)]}
 W = {"containers": 2, "threads": 2, "burst_ms": 5.0, "socket": 0,
@@ -139,20 +139,11 @@ def test_partitioned_containers_get_their_classes_on_emulated_rdt(tmp_path, monk
     from backends.real import host as real_host
     calls = []
 
-    def sidecar(prefix, pids_of):
-        e = emulated(pids_of=pids_of)
+    def counters(e):
         # what CMT reads for the two classes (the emulated sidecar's prefix is colosim-)
         e.counters.write_text(json.dumps({f"colosim-c{i}": {"0": {"llc_occupancy": 3 << 20}}
                                           for i in (0, 1)}))
-        request = e.sc.request
-
-        def logged(op, timeout_s=None, **fields):
-            resp = request(op, timeout_s, **fields)
-            calls.append((op, fields, resp))
-            return resp
-        e.sc.request = logged
-        return e.sc
-    monkeypatch.setattr(real_host, "RdtSidecar", sidecar)
+    monkeypatch.setattr(real_host, "RdtSidecar", logging_sidecars(emulated, calls, counters))
     monkeypatch.setattr(detect, "rdt_missing", lambda: None)
     monkeypatch.setenv("COLOSIM_RDT_STATE", str(tmp_path / "state"))
     run = _run(tmp_path, "part", ["workload.partitions=[0-4,5-8]", "workload.mb=[30,100]"])

@@ -147,6 +147,23 @@ def spawn_in_cgroup(cmd: list[str], procs_files: list[str], cpus, pass_fds=(),
                             pass_fds=pass_fds, preexec_fn=pre, start_new_session=True)
 
 
+def stop_session(proc: subprocess.Popen) -> None:
+    """SIGKILL what spawn_in_cgroup started (its whole session: perf and the
+    worker under it), reap it and close its pipes."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(5)
+    for f in (proc.stdin, proc.stdout, proc.stderr):
+        if f is not None:
+            try:
+                f.close()
+            except OSError:
+                pass
+
+
 class JobProc:
     """One job.  Looks like a function worker to the load generator
     (backends/real/loadgen.replay): ``send`` gets the job's request at its
@@ -201,12 +218,8 @@ class JobProc:
         self.kill()
 
     def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait(5)
+        if self.proc is not None:
+            stop_session(self.proc)
         self._close_perf()
 
     def _close_perf(self) -> None:

@@ -25,11 +25,10 @@ from __future__ import annotations
 
 import math
 import os
-import signal
 import subprocess
 
 from backends.real import ipce
-from backends.real.jobs import calibrate, job_args, spawn_in_cgroup
+from backends.real.jobs import calibrate, job_args, spawn_in_cgroup, stop_session
 from sim.memory.progress import MemoryProfile
 from sim.workloads.memlookup import partition_plan
 
@@ -151,17 +150,7 @@ class ContainerProc:
         self.kill()
 
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait(5)
-        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            try:
-                f.close()
-            except OSError:
-                pass
+        stop_session(self.proc)
 
 
 def start_containers(w: dict, containers: list[dict], cgroups: list[str], host, cg, binary,
