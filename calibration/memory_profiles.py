@@ -229,7 +229,7 @@ def monotone_ways(a):
 MODEL_MBA = ("not met by the model: MBA is a cap on a share of the socket's 170.6 GB/s "
              "(10% = 17 GB/s), far above what one dependent-load thread moves (< 1 GB/s); "
              "real MBA delays every request of the core, which also slows latency-bound "
-             "threads. Needs a measured MBA_APPLIED_BY_HOST table or a per-core delay model.")
+             "threads. Needs a measured MBA table (python -m calibration.mba_table) or a per-core delay model.")
 
 TARGETS = [
     # tsearch (L1754-1756, Figs 7.5-7.6)

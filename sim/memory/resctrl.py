@@ -29,14 +29,17 @@ real host:
 MBA is a throttle cap, not a guarantee.  The value the kernel programs
 (requested, rounded up to the granularity) is mapped to the bandwidth
 fraction the hardware actually applies by a per-host table
-(:data:`MBA_APPLIED_BY_HOST`; identity where nothing was measured).
+(:func:`measured_mba`, written by ``calibration.mba_table``; identity where
+nothing was measured).
 Intel semantics only: contiguous CBMs, no empty CBM (AMD allows both).
 """
 from __future__ import annotations
 
 import errno as _errno
+import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 ROOT = ""                         # the resctrl mount point itself
@@ -46,9 +49,18 @@ MODES = ("shareable", "exclusive")
 MON_EVENTS = ("llc_occupancy", "mbm_total_bytes", "mbm_local_bytes")
 
 # Programmed MB percent -> applied percent of the socket's bandwidth, per host
-# preset.  Empty = linear (applied == programmed).  Fill from calibration runs
-# (membw probes at each MB step); nothing here is measured yet.
-MBA_APPLIED_BY_HOST: dict[str, dict[int, float]] = {}
+# preset: what `python -m calibration.mba_table --host <preset>` measured on
+# a host with MBA, read from MBA_DIR/<preset>.json ({"applied": {MB: percent}}).
+# No file = linear (applied == programmed); nothing is measured yet.
+MBA_DIR = Path(__file__).resolve().parent / "mba"
+
+
+def measured_mba(host_name: str) -> dict[int, float] | None:
+    """The requested -> applied MB table measured for a host preset, if any."""
+    f = MBA_DIR / f"{host_name}.json"
+    if not host_name or not f.is_file():
+        return None
+    return {int(k): float(v) for k, v in json.loads(f.read_text())["applied"].items()}
 
 
 class ResctrlError(OSError):
@@ -137,7 +149,7 @@ class Resctrl:
 
     @classmethod
     def from_host(cls, host: Mapping[str, Any]) -> "Resctrl":
-        return cls(RdtInfo.from_host(host), MBA_APPLIED_BY_HOST.get(str(host.get("name", ""))))
+        return cls(RdtInfo.from_host(host), measured_mba(str(host.get("name", ""))))
 
     # ---- helpers ------------------------------------------------------------------------
     def _fail(self, err: int, status: str | None) -> ResctrlError:
