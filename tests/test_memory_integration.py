@@ -64,6 +64,12 @@ def test_memoryless_summary_has_nan_memory_columns():
 
 # ---- memlookup: slow-down from the miss ratio, by hand ------------------------------------
 
+def _neighbor() -> dict:
+    """The CPI keys workload=memlookup takes from its archetype."""
+    from sim.memory.progress import archetype_spec
+    return archetype_spec("neighbor_6mb_1g")
+
+
 def test_memlookup_slowdown_follows_miss_ratio():
     ways = 3
     cfg = _cfg(["workload=memlookup", "host=silver-4314-2s", "duration_s=3", "warmup_s=0.5",
@@ -71,15 +77,17 @@ def test_memlookup_slowdown_follows_miss_ratio():
     r = simulate(cfg)
     geo = LLCGeometry(24 << 20, 12, 16)
     m = miss_ratio(bucket_demand(geo, Buffer(6 << 20, 4096, "random"), 0), ways)
-    # CPI = cpi_core + r ((1-m) L_llc + m L_mem) f / MLP; alone: m = 0 (6 MB in 12 ways)
-    r_ = 50 / 1000
-    cpi = 0.5 + r_ * ((1 - m) * 20 + m * 90) * 2.4 / 2.0
-    cpi_alone = 0.5 + r_ * 20 * 2.4 / 2.0
+    # CPI = cpi_core + r ((1-m) L_llc + m L_mem) f / MLP; alone: m = 0 (6 MB in 12 ways);
+    # the workload's keys are the fitted neighbor archetype's
+    k = _neighbor()
+    r_ = k["refs_per_kinstr"] / 1000
+    cpi = k["cpi_core"] + r_ * ((1 - m) * 20 + m * 90) * 2.4 / k["mlp"]
+    cpi_alone = k["cpi_core"] + r_ * 20 * 2.4 / k["mlp"]
     s = r.summary.to_pylist()[0]
     assert s["llc_miss_rate"] == pytest.approx(m, rel=1e-6)
     lat = r.requests.column("latency_s").to_numpy()
     assert np.median(lat) == pytest.approx(0.010 * cpi / cpi_alone, rel=1e-3)
-    assert s["ipce_global"] == pytest.approx(0.5 / cpi, rel=2e-3)
+    assert s["ipce_global"] == pytest.approx(k["cpi_core"] / cpi, rel=2e-3)
     assert 0.15 < m < 0.3         # conflict misses with 4 KB pages in 3 ways
 
 
@@ -95,16 +103,18 @@ def test_memlookup_interval_columns():
     geo = LLCGeometry(24 << 20, 12, 16)
     demand = bucket_demand(geo, Buffer(6 << 20, 4096, "random"), 0)
     m = miss_ratio(demand, 3)
-    cpi = 0.5 + 50 / 1000 * ((1 - m) * 20 + m * 90) * 2.4 / 2.0   # bandwidth is no limit
+    k = _neighbor()
+    cpi = k["cpi_core"] + k["refs_per_kinstr"] / 1000 * ((1 - m) * 20 + m * 90) * 2.4 / k["mlp"]
+    # (bandwidth is no limit)
     for x in mine[1:]:       # the first also holds the 1 ms before the first solve
         assert x["llc_miss_rate"] == pytest.approx(m, rel=1e-9)
-        assert x["ipce"] == pytest.approx(0.5 / cpi, rel=1e-9)
+        assert x["ipce"] == pytest.approx(k["cpi_core"] / cpi, rel=1e-9)
         assert x["ipc"] == pytest.approx(1 / cpi, rel=1e-9)
         assert x["ipc"] == pytest.approx(x["instructions"] / x["cycles"], rel=1e-6)
         assert x["cycles"] == pytest.approx(0.5 * 2.4e9, rel=1e-6)      # one thread, busy
         assert x["llc_occupancy_mb"] == pytest.approx(np.minimum(demand, 3).sum() * 64 / 2**20)
         # every miss fills a line and writes a dirty one back (dirty_fraction 1)
-        misses = x["instructions"] * 50 / 1000 * x["llc_miss_rate"]
+        misses = x["instructions"] * k["refs_per_kinstr"] / 1000 * x["llc_miss_rate"]
         assert x["mbm_bytes"] == pytest.approx(misses * 64 * 2, rel=1e-6)
         assert (x["l3_ways"], x["mb_percent"]) == (3, 40)
 
