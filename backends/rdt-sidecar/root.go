@@ -46,7 +46,12 @@ func (s *sidecar) root(spec ClassSpec) (response, *opError) {
 	}
 	file := s.rootSchemataFile()
 	if s.rootSaved == nil {
-		text, err := os.ReadFile(file)
+		// a sidecar of this run that died (and was restarted) saved the
+		// original already: the root group now shows its own writes
+		text, err := os.ReadFile(s.rootStateFile())
+		if err != nil {
+			text, err = os.ReadFile(file)
+		}
 		if err != nil {
 			return nil, &opError{Errno: syscall.EIO, Msg: fmt.Sprintf("reading the root group's schemata: %v", err)}
 		}

@@ -113,3 +113,26 @@ func TestCleanupRestoresACrashedRunsRoot(t *testing.T) {
 		t.Error("nothing left to restore, but restored")
 	}
 }
+
+// A sidecar restarted mid-run (same prefix) keeps the original the first
+// one saved, not the root group it shrank.
+func TestARestartedSidecarKeepsTheOriginal(t *testing.T) {
+	s, state := plainRoot(t)
+	if _, err := s.root(spec(t, `{"l3": {"0": "0x7e0"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	again := newSidecar(s.prefix)
+	again.lim = s.lim
+	if _, err := again.root(spec(t, `{"l3": {"0": "0x700"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, filepath.Join(state, "colosim-run1-root.schemata")); !strings.HasPrefix(got, "L3:0=7ff;1=7ff") {
+		t.Errorf("saved %q", got)
+	}
+	if ok, err := again.restoreRoot(); !ok || err != nil {
+		t.Fatalf("restore: %v %v", ok, err)
+	}
+	if got := read(t, filepath.Join(s.lim.Path, "schemata")); got != "L3:0=7ff;1=7ff\nMB:0=100;1=100\n" {
+		t.Errorf("restored %q", got)
+	}
+}
