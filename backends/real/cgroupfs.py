@@ -409,7 +409,7 @@ class CgroupFS:
         # A new v1 cpuset is empty; it must get cpus and mems before tasks join.
         for f in ("cpuset.cpus", "cpuset.mems"):
             if not (d / f).exists():   # fake cgroupfs in tests
-                val = self._read_or(d.parent / f, "")
+                val = self.read_or(d.parent / f, "")
                 self._write(d / f, val.strip() or "0")
                 continue
             if not (d / f).read_text().strip():
@@ -423,13 +423,15 @@ class CgroupFS:
         ctrls = [c for c, m in self.controllers.items() if m.version == 2
                  and c in ("cpu", "cpuset") and c in m.controllers]
         sc = parent / "cgroup.subtree_control"
-        have = self._read_or(sc, "").split()
+        have = self.read_or(sc, "").split()
         todo = [c for c in ctrls if c not in have]
         if todo:
             self._write(sc, " ".join("+" + c for c in todo))
 
     @staticmethod
-    def _read_or(path: Path, default: str) -> str:
+    def read_or(path: Path, default: str) -> str:
+        """A file's text, or ``default`` if it cannot be read (absent in a
+        fake tree, or a file this kernel does not have)."""
         try:
             return path.read_text()
         except OSError:
@@ -511,7 +513,7 @@ class CgroupFS:
             subdirs = sorted((Path(p) for p, _, _ in os.walk(d) if Path(p) != d),
                              key=lambda p: len(p.parts), reverse=True)
             for sub in subdirs:   # bottom-up: a child never exceeds its parent
-                have = parse_cpulist(self._read_or(sub / "cpuset.cpus", ""))
+                have = parse_cpulist(self.read_or(sub / "cpuset.cpus", ""))
                 if not have <= new:
                     self._write(sub / "cpuset.cpus", format_cpulist((have & new) or new))
         if mems is not None:
@@ -568,11 +570,11 @@ class CgroupFS:
         d = self.dir("cpu", cgroup)
         if self.layout.version("cpu") == 2:
             q, p = self._read(d / "cpu.max").split()
-            burst = int(self._read_or(d / "cpu.max.burst", "0").strip() or 0)
+            burst = int(self.read_or(d / "cpu.max.burst", "0").strip() or 0)
             return (None if q == "max" else int(q)), int(p), burst
         quota = int(self._read(d / "cpu.cfs_quota_us"))
         period = int(self._read(d / "cpu.cfs_period_us"))
-        burst = int(self._read_or(d / "cpu.cfs_burst_us", "0").strip() or 0)
+        burst = int(self.read_or(d / "cpu.cfs_burst_us", "0").strip() or 0)
         return (None if quota < 0 else quota), period, burst
 
 

@@ -184,7 +184,7 @@ class RealHost:
         """The CPUs a cgroup of the run may use (as run_cpus)."""
         d = self.cg.dir("cpuset", cgroup)
         for name in ("cpuset.cpus.effective", "cpuset.effective_cpus", "cpuset.cpus"):
-            text = CgroupFS._read_or(d / name, "").strip()
+            text = CgroupFS.read_or(d / name, "").strip()
             if text:
                 return frozenset(parse_cpulist(text))
         return frozenset(os.sched_getaffinity(0))
