@@ -275,24 +275,31 @@ def test_the_real_run_writes_the_job_trace_and_per_job_perf_status(least_loaded_
     assert s["perf_status"] == ("per job" if shutil.which("perf") else "off")
 
 
+def _real_jobs_run(tmp_path, rows: str, *args) -> Path:
+    """`colosim run backend=real workload=noisy_jobs` on this VM of the jobs
+    in ``rows`` (job trace CSV lines); the run directory."""
+    from scenarios.cli import main
+    (tmp_path / "jobs.csv").write_text(
+        "job,arrival_s,length_s,cores,sensitivity,priority\n" + rows)
+    out = tmp_path / "run"
+    assert main(["run", "backend=real", "backend.lateness_action=flag", "host=this-vm",
+                 f"scheduler={detect.fair_scheduler()}", "workload=noisy_jobs",
+                 f"workload.trace_file={tmp_path / 'jobs.csv'}", *args,
+                 f"output_dir={out}"]) == 0
+    return out
+
+
 @pytest.mark.hardware
 def test_jobs_with_memory_profiles_run_their_shapes(tmp_path):
     reason = _hardware_reason()
     if reason:
         pytest.skip(reason)
     from results.rundir import read_run_dir
-    from scenarios.cli import main
-    (tmp_path / "jobs.csv").write_text(
-        "job,arrival_s,length_s,cores,sensitivity,priority\n"
-        "job-1,0.0,0.3,1,high,false\njob-2,0.0,0.3,1,moderate,false\n")
-    out = tmp_path / "run"
-    assert main(["run", "backend=real", "backend.lateness_action=flag", "host=this-vm",
-                 f"scheduler={detect.fair_scheduler()}", "workload=noisy_jobs",
-                 f"workload.trace_file={tmp_path / 'jobs.csv'}",
-                 "+workload.memory.high.archetype=tsearch_2e17",
-                 "+workload.memory.moderate.archetype=7zip_l5", "backend.job_alone_s=0.2",
-                 "duration_s=2", "warmup_s=0", f"output_dir={out}"]) == 0
-    run = read_run_dir(out)
+    run = read_run_dir(_real_jobs_run(
+        tmp_path, "job-1,0.0,0.3,1,high,false\njob-2,0.0,0.3,1,moderate,false\n",
+        "+workload.memory.high.archetype=tsearch_2e17",
+        "+workload.memory.moderate.archetype=7zip_l5", "backend.job_alone_s=0.2",
+        "duration_s=2", "warmup_s=0"))
     s = run.summary.to_pylist()[0]
     assert s["job_alone_ns_per_access_high"] > 0 and s["job_alone_ns_per_access_moderate"] > 0
     req = run.requests.to_pandas()
@@ -316,7 +323,6 @@ def test_dynamic_priority_runs_on_real_jobs_against_emulated_rdt_and_perf(
 
     from backends.real import host as real_host
     from results.rundir import read_run_dir
-    from scenarios.cli import main
     reason = _hardware_reason()
     if reason:
         pytest.skip(reason)
@@ -331,14 +337,9 @@ def test_dynamic_priority_runs_on_real_jobs_against_emulated_rdt_and_perf(
     monkeypatch.setattr(J, "job_perf", lambda: str(fake))
     monkeypatch.setattr(J, "perf_accepts", lambda events, perf=None: list(events))
     monkeypatch.setenv("COLOSIM_RDT_STATE", str(tmp_path / "state"))
-    (tmp_path / "jobs.csv").write_text(
-        "job,arrival_s,length_s,cores,sensitivity,priority\n"
-        "job-1,0.0,6.0,1,high,true\njob-2,0.0,6.0,1,moderate,false\n")
-    out = tmp_path / "run"
-    assert main(["run", "backend=real", "backend.lateness_action=flag", "host=this-vm",
-                 f"scheduler={detect.fair_scheduler()}", "workload=noisy_jobs",
-                 f"workload.trace_file={tmp_path / 'jobs.csv'}", "controller=dynamic_priority",
-                 "duration_s=7.5", "warmup_s=0", f"output_dir={out}"]) == 0
+    out = _real_jobs_run(
+        tmp_path, "job-1,0.0,6.0,1,high,true\njob-2,0.0,6.0,1,moderate,false\n",
+        "controller=dynamic_priority", "duration_s=7.5", "warmup_s=0")
     s = read_run_dir(out).summary.to_pylist()[0]
     req = read_run_dir(out).requests.to_pandas().set_index("function")
     assert s["dynamic_priority_allocations"] == 1 and s["perf_status"] == "per job"

@@ -56,6 +56,12 @@ MIB = 1 << 20
 STALL_EVENT = "cycle_activity.stalls_mem_any"
 HW_EVENTS = ("instructions", "cycles", STALL_EVENT, "cache-references", "cache-misses")
 JOB_EVENTS = HW_EVENTS + ("task-clock",)
+
+
+def counted_events(stall_event: str = STALL_EVENT) -> tuple[str, str, str]:
+    """What Host.perf_counts needs perf to count: instructions, cycles and
+    the memory stall event."""
+    return HW_EVENTS[0], HW_EVENTS[1], stall_event
 # gcc -O2 on x86-64 compiles memworker's gap_work to a 7-instruction loop
 # (mov, shr, xor, add, add, cmp, jne) and one access of run_rounds (address
 # draw, load, chain update) to about 20: estimates that set the gap, not
@@ -362,8 +368,8 @@ class JobGate:
             raise PerfUnavailable("perf_counts needs perf counting each job "
                                   "(backend.perf=true and perf installed)")
         t = p.perf_totals()
-        needed = (*HW_EVENTS[:2], self.stall_event)
-        missing = [e for e in needed if e in self.unknown or (e in t and t[e] is None)]
+        missing = [e for e in counted_events(self.stall_event)
+                   if e in self.unknown or (e in t and t[e] is None)]
         if missing:
             raise PerfUnavailable(f"perf could not count {', '.join(missing)} for {cgroup} "
                                   f"(this host's PMU lacks them: a VM without PMU "

@@ -24,11 +24,11 @@ events.
 from __future__ import annotations
 
 import math
-import os
 import subprocess
 
 from backends.real import ipce
 from backends.real.jobs import calibrate, job_args, spawn_in_cgroup, stop_session
+from backends.real.workers import LineReader
 from sim.memory.progress import MemoryProfile
 from sim.workloads.memlookup import partition_plan
 
@@ -117,8 +117,7 @@ class ContainerProc:
             raise MemLookupError(f"starting container {name} on CPUs {sorted(cpus)}: {e}") \
                 from None
         self.pid = self.proc.pid
-        os.set_blocking(self.proc.stdout.fileno(), False)
-        self._buf = b""
+        self._lines = LineReader(self.proc.stdout.fileno())
         self._reported_exit = False
 
     def go(self, t0_ns: int) -> None:
@@ -126,18 +125,8 @@ class ContainerProc:
         self.proc.stdin.flush()
 
     def read_lines(self) -> list[bytes]:
-        chunks = []
-        while True:
-            try:
-                b = os.read(self.proc.stdout.fileno(), 65536)
-            except BlockingIOError:
-                break
-            if not b:
-                break
-            chunks.append(b)
-        data = self._buf + b"".join(chunks)
-        *lines, self._buf = data.split(b"\n")
-        out = [ln for ln in lines if ln.startswith(b"B ")]
+        # the burst lines; the result line at the end is not one
+        out = [ln for ln in self._lines.read() if ln.startswith(b"B ")]
         code = self.proc.poll()
         if code not in (None, 0) and not self._reported_exit:
             self._reported_exit = True

@@ -116,8 +116,8 @@ def check_controller(cfg: dict, b: dict) -> None:
         raise RealRunError(f"controller={name} needs RDT (resctrl), which backend=real cannot "
                            f"provide on this host: {missing}")
     if ctl.uses_perf_counts:
-        from backends.real.jobs import HW_EVENTS, STALL_EVENT
-        events = [b["stall_event"] if e == STALL_EVENT else e for e in HW_EVENTS[:3]]
+        from backends.real.jobs import counted_events
+        events = counted_events(str(b["stall_event"]))
         missing = ("backend.perf is false" if not b["perf"]
                    else detect.perf_missing(events))
         if missing:
@@ -402,7 +402,7 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
         if jobs is not None:
             job_summary = gate.summary()     # before the jobs still running are stopped
         if memlook:                          # before the run's classes are removed
-            job_summary = {"llc_occupancy_mb": memlookup.occupancy_mb(host, ml_classes)}
+            ml_occupancy = memlookup.occupancy_mb(host, ml_classes)
         os.sched_setaffinity(0, old_affinity)
         perf_samples = None
         if perf is not None:
@@ -458,11 +458,10 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
     perf_by_interval = _perf_rows(perf_samples, (t0 - perf_t0) / NS,
                                   int(b["perf_interval_ms"]) / 1000) if perf_samples else None
     if memlook:
-        occupancy = job_summary["llc_occupancy_mb"]
-        job_summary = memlookup.perf_summary(perf_samples or [], (t0 - perf_t0) / NS,
-                                             warmup_ns / NS, str(b["stall_event"]),
-                                             str(w.get("tag") or "priority") == "priority")
-        job_summary["llc_occupancy_mb"] = occupancy
+        job_summary = {**memlookup.perf_summary(perf_samples or [], (t0 - perf_t0) / NS,
+                                                warmup_ns / NS, str(b["stall_event"]),
+                                                str(w.get("tag") or "priority") == "priority"),
+                       "llc_occupancy_mb": ml_occupancy}
     if periodic or memlook:
         requests = _burst_requests(res.bursts, cgroups, groups, t0, warmup_ns, duration_ns)
         arrived = requests.num_rows + sum(g["threads"] for g in groups)

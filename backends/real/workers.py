@@ -107,6 +107,32 @@ def parse_line(line: bytes | str):
     raise WorkerError(f"unexpected line from the worker: {s!r}")
 
 
+class LineReader:
+    """Complete lines from a child's pipe as they arrive, without blocking
+    (a partial last line waits for the rest)."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        os.set_blocking(fd, False)
+        self._buf = b""
+
+    def read(self) -> list[bytes]:
+        chunks = []
+        while True:
+            try:
+                b = os.read(self.fd, 65536)
+            except BlockingIOError:
+                break
+            if not b:
+                break
+            chunks.append(b)
+        if not chunks:
+            return []
+        data = self._buf + b"".join(chunks)
+        *lines, self._buf = data.split(b"\n")
+        return lines
+
+
 class WorkerProc:
     """One worker process.  Start it, attach its pid to the function's
     cgroup (``attach(pid)``) and only then send requests: its threads are
@@ -137,8 +163,7 @@ class WorkerProc:
                                      stderr=subprocess.PIPE, bufsize=0, preexec_fn=pre)
         self.pid = self.proc.pid
         self.fd = self.proc.stdout.fileno()
-        os.set_blocking(self.fd, False)
-        self._buf = b""
+        self._lines = LineReader(self.fd)
         try:
             if attach is not None:
                 attach(self.pid)
@@ -178,20 +203,7 @@ class WorkerProc:
 
     def read_lines(self) -> list[bytes]:
         """Complete lines available now (non-blocking)."""
-        chunks = []
-        while True:
-            try:
-                b = os.read(self.fd, 65536)
-            except BlockingIOError:
-                break
-            if not b:
-                break
-            chunks.append(b)
-        if not chunks:
-            return []
-        data = self._buf + b"".join(chunks)
-        *lines, self._buf = data.split(b"\n")
-        return lines
+        return self._lines.read()
 
     def quit(self, timeout_s: float = 2.0) -> None:
         if self.proc.poll() is None:
