@@ -22,13 +22,15 @@ from matplotlib.ticker import MaxNLocator, NullFormatter
 
 from results.compare import Comparison, compare, display_unit, table_cells, table_title
 from results.readers import Results, open_results
+from results.validation import HEAD as VALIDATION_HEAD
+from results.validation import VALIDATION_FILE, ks_lines, read_validation, verdict
+from results.validation import table_cells as validation_cells
 
 REPORT_FILE = "report.html"
 MAX_PANELS = 6          # subplots per figure; more groups are sampled evenly
 CDF_POINTS = 400        # quantiles drawn per CDF line: the PNG stays small
 DENSITY_KEYS = ("workload.functions", "workload.workers", "workload.threads")
 CPU_LIMIT_COLUMN = "cpu_limit_mcpu"
-VALIDATION_FILE = "validation.parquet"   # written by `colosim validate` (calibration/validate.py)
 
 
 @dataclass
@@ -318,16 +320,14 @@ def _count(value) -> str:
 def validation(path: Path, results: Results) -> Section:
     """`colosim validate`'s error table and, per scenario, the latency CDFs
     of the real and the simulated run."""
-    from calibration.validate import HEAD, ks_lines, read_validation, table_cells, verdict
-
     frame = read_validation(path)
     section = Section("Validation: simulator vs this host")
     row_html = "".join(
         "<tr>" + "".join(f"<td{' class=num' if 2 <= i <= 5 else ''}>{html.escape(c)}</td>"
                          for i, c in enumerate(row)) + "</tr>"
-        for row in table_cells(frame))
+        for row in validation_cells(frame))
     section.html = (f"<p><b>{html.escape(verdict(frame))}</b></p><table><thead><tr>"
-                    + "".join(f"<th>{html.escape(h)}</th>" for h in HEAD)
+                    + "".join(f"<th>{html.escape(h)}</th>" for h in VALIDATION_HEAD)
                     + f"</tr></thead><tbody>{row_html}</tbody></table><ul>"
                     + "".join(f"<li>{html.escape(line)}</li>" for line in ks_lines(frame))
                     + "</ul>")

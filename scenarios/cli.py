@@ -13,6 +13,7 @@ from typing import TextIO
 from omegaconf import DictConfig, OmegaConf
 
 from results.rundir import RunDirExistsError, ensure_writable
+from results import validation
 from results.summary import format_summary, format_sweep
 from scenarios.config import CONF_DIR, compose, default_options, expand_sweep, list_options
 from scenarios.validate import ConfigError
@@ -144,9 +145,9 @@ def _validate(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("\ncolosim: interrupted; the completed runs are kept", file=sys.stderr)
         return EXIT_INTERRUPTED
-    print(v.FORMATTERS[args.format](frame), end="")
+    print(validation.FORMATTERS[args.format](frame), end="")
     if args.format != "text":   # the text table ends with it already
-        print(v.verdict(frame), file=sys.stderr)
+        print(validation.verdict(frame), file=sys.stderr)
     print(f"results in {out}", file=sys.stderr)
     return 0
 

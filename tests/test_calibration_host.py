@@ -20,6 +20,7 @@ import yaml
 from calibration import fit as F
 from calibration import simbench
 from calibration.profile import build_profile, cost_params, read_profile, write_profile
+from results import validation as vt
 
 TRUTH = {"direct_ns": 3000.0, "per_level_ns": 800.0, "migration_ns": 8000.0,
          "queue_ns_per_log2": 500.0, "idle_exit_ns": 40_000.0,
@@ -218,12 +219,12 @@ KNOWN_MISSES = {
 }
 
 
-def _validate(main, V, scenarios, out):
+def _validate(main, scenarios, out):
     """Run `colosim validate this-vm` on ``scenarios``: the targeted rows,
     the unexpected misses, and the known misses that now pass."""
     assert main(["validate", "this-vm", *scenarios, "--out", str(out)]) == 0
-    frame = V.read_validation(out)
-    print(V.format_text(frame))
+    frame = vt.read_validation(out)
+    print(vt.format_text(frame))
     assert set(frame.scenario) == set(scenarios), "a real run was rejected (see notes)"
     targeted = frame[frame.target.notna()]
     known = np.array([(s, m) in KNOWN_MISSES for s, m in zip(targeted.scenario,
@@ -242,7 +243,6 @@ def test_reduced_calibrate_and_validate_on_this_host(tmp_path, capsys):
     held-out suite, except the known misses above."""
     import shutil
 
-    from calibration import validate as V
     from scenarios.cli import main
     from tests.hardware import cgroups_unavailable
     reason = cgroups_unavailable() or (None if shutil.which("gcc") else "needs gcc")
@@ -264,14 +264,14 @@ def test_reduced_calibrate_and_validate_on_this_host(tmp_path, capsys):
     assert 5_000 <= wake <= 1_000_000, wake
     capsys.readouterr()
     # full-length runs (15 s): quick ones (5 s) leave p50 too noisy for a 10% target
-    _, unexpected, now_pass = _validate(main, V, CI_SCENARIOS, tmp_path / "val")
+    _, unexpected, now_pass = _validate(main, CI_SCENARIOS, tmp_path / "val")
     if not unexpected.empty:
         # this VM's real p50 moves ~10% between runs minutes apart (8.0 and
         # 8.8 ms for poisson-32, the simulator's 7.79 both times): a miss
         # counts only if it happens again on a second run of its scenario
         print("missed once, re-running:", unexpected[["scenario", "metric", "rel_error"]])
         again = tuple(sorted(set(unexpected.scenario)))
-        _, repeated, _ = _validate(main, V, again, tmp_path / "val-again")
+        _, repeated, _ = _validate(main, again, tmp_path / "val-again")
         unexpected = unexpected.merge(repeated[["scenario", "metric"]])
     assert unexpected.empty, unexpected[["scenario", "metric", "real", "sim", "rel_error"]]
     assert now_pass.empty, f"known misses now pass, update KNOWN_MISSES and the docs:\n{now_pass}"

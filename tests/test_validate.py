@@ -14,6 +14,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from calibration import validate as v
+from results import validation as vt
 from scenarios.cli import main
 
 
@@ -32,8 +33,8 @@ def test_pass_miss_and_missing_never_passes():
     assert v.within(0.051, 0.05) is False and v.within(math.inf, 0.2) is False
     assert v.within(math.nan, 0.05) is None        # missing: neither pass nor miss
     assert v.within(0.3, None) is None             # no target
-    assert v.result_text(None, 0.05) == v.MISSING and v.result_text(None, math.nan) == ""
-    assert v.result_text(True, 0.1) == v.PASS and v.result_text(False, 0.1) == v.MISS
+    assert vt.result_text(None, 0.05) == vt.MISSING and vt.result_text(None, math.nan) == ""
+    assert vt.result_text(True, 0.1) == vt.PASS and vt.result_text(False, 0.1) == vt.MISS
 
 
 def test_ks_statistic():
@@ -66,7 +67,7 @@ def test_scenario_rows_targets_and_missing_values():
     assert rows["latency_p50_s"]["ok"] is False                      # +18.75% > 10%
     assert rows["latency_p99_s"]["ok"] is True                       # +10% <= 20%
     assert rows["switch_out_rate_per_s"]["ok"] is None               # missing, not 0, no pass
-    assert v.result_text(None, rows["switch_out_rate_per_s"]["target"]) == v.MISSING
+    assert vt.result_text(None, rows["switch_out_rate_per_s"]["target"]) == vt.MISSING
     assert math.isnan(rows["ctx_switch_rate_per_s"]["real"])
     assert math.isnan(rows["ctx_switch_rate_per_s"]["target"])       # reported, no target
     assert math.isnan(rows["migration_rate_per_s"]["real"])
@@ -89,20 +90,20 @@ def _frame():
 
 def test_tables_and_verdict():
     frame = _frame()
-    text = v.format_text(frame)
+    text = vt.format_text(frame)
     lines = text.splitlines()
-    assert lines[0].split() == list(v.HEAD)
+    assert lines[0].split() == list(vt.HEAD)
     p50 = next(line for line in lines if line.startswith("a") and "latency_p50_s (ms)" in line)
     assert p50.split()[-4:] == ["20", "+150.0%", "±10%", "MISS"]
     ctx_b = next(line for line in lines if line.startswith("b") and "switch_out" in line)
     assert ctx_b.split()[2] == "-" and ctx_b.split()[-1] == "missing"
     assert "b: latency KS statistic 0.000" in text and "note: perf unavailable" in text
-    assert lines[-1] == v.verdict(frame)
-    assert v.verdict(frame).startswith("verdict: 8/10 targets met in 2 scenario(s); missed: "
+    assert lines[-1] == vt.verdict(frame)
+    assert vt.verdict(frame).startswith("verdict: 8/10 targets met in 2 scenario(s); missed: "
                                        "a latency_p50_s (+150%); missing: 1")
-    md = v.format_markdown(frame)
+    md = vt.format_markdown(frame)
     assert md.startswith("| scenario | metric |") and "| ---: |" in md and "**verdict" in md
-    back = pd.read_csv(io.StringIO(v.format_csv(frame)))
+    back = pd.read_csv(io.StringIO(vt.format_csv(frame)))
     assert list(back.columns) == v.VALIDATION_SCHEMA.names and len(back) == 2 * len(v.METRICS)
 
 
@@ -231,7 +232,7 @@ def test_validate_end_to_end_with_the_simulator_standing_in_for_the_host(tmp_pat
                        tmp_path / "out", quick=True, progress=lines.append,
                        preflight=lambda: None)
     assert len(lines) == 12 and lines[0] == "[1/6] tiny real: 1.5 s ..."
-    back = v.read_validation(tmp_path / "out")
+    back = vt.read_validation(tmp_path / "out")
     assert list(back.columns) == v.VALIDATION_SCHEMA.names and len(back) == 3 * len(v.METRICS)
     assert (back.loc[back.target.notna(), "ok"] == True).all()    # noqa: E712 - identical runs
     hog = back[(back.scenario == "hog") & (back.metric == "throttled_time_s")].iloc[0]
@@ -276,7 +277,7 @@ def test_validate_quick_on_one_tiny_scenario(tmp_path, capsys):
                  "--out", str(out)]) == 0
     captured = capsys.readouterr()
     assert "[1/2] tiny real: 3 s ..." in captured.err and "verdict: " in captured.out
-    frame = v.read_validation(out)
+    frame = vt.read_validation(out)
     assert list(frame.columns) == v.VALIDATION_SCHEMA.names
     assert list(frame.metric) == list(v.METRICS) and set(frame.scenario) == {"tiny"}
     measured = frame.set_index("metric")
