@@ -162,7 +162,7 @@ def test_profile_round_trips_and_composes(tmp_path, sim_table):
 def test_calibrate_cli_fits_recorded_tables(tmp_path, sim_table, capsys):
     """`colosim calibrate --from-bench` on a benchmark directory: profile,
     report with the re-simulated column, values near the truth."""
-    from scenarios.cli import main
+    from cli.main import main
 
     bench = tmp_path / "bench"
     bench.mkdir()
@@ -194,7 +194,7 @@ def test_calibrate_cli_fits_recorded_tables(tmp_path, sim_table, capsys):
 
 
 def test_calibrate_cli_errors(tmp_path, capsys):
-    from scenarios.cli import main
+    from cli.main import main
     assert main(["calibrate", "--out", str(tmp_path / "p.yaml"), "--from-bench",
                  str(tmp_path), "--fix", "direct_ns"]) == 2
     assert "expected PARAM=VALUE" in capsys.readouterr().err
@@ -243,7 +243,7 @@ def test_reduced_calibrate_and_validate_on_this_host(tmp_path, capsys):
     held-out suite, except the known misses above."""
     import shutil
 
-    from scenarios.cli import main
+    from cli.main import main
     from tests.hardware import cgroups_unavailable
     reason = cgroups_unavailable() or (None if shutil.which("gcc") else "needs gcc")
     if reason:

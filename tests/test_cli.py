@@ -10,8 +10,8 @@ from omegaconf import DictConfig
 import sim
 from results.rundir import read_run_dir
 from results.schema import INTERVALS, REQUESTS, SUMMARY, check_table
-from scenarios import cli
-from scenarios.cli import main
+from cli import main as cli
+from cli.main import main
 
 
 # Read before any test replaces sim.simulate with a fake.

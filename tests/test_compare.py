@@ -13,7 +13,7 @@ import pytest
 from results.compare import (NO_CI, bootstrap_delta_ci, bootstrap_mean_ci, choose_baseline,
                              compare)
 from results.readers import ResultsError, dir_kind, open_results
-from scenarios.cli import main
+from cli.main import main
 from tests.sweeps import FUNCTIONS, SCHEDULERS, SEEDS, make_sweep
 
 

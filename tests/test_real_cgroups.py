@@ -247,7 +247,7 @@ def test_sigkill_then_colosim_cleanup():
                    if c in lay.by_controller}
     assert len(_mine(run)) == len(hierarchies) and _alive(worker)
     r = subprocess.run([sys.executable, "-c",
-                        "import sys; from scenarios.cli import main; sys.exit(main(sys.argv[1:]))",
+                        "import sys; from cli.main import main; sys.exit(main(sys.argv[1:]))",
                         "cleanup", "--run", run], cwd=ROOT, capture_output=True, text=True,
                        timeout=30)
     assert r.returncode == 0, r.stderr

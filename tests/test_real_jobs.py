@@ -230,7 +230,7 @@ def least_loaded_runs(tmp_path_factory):
     if reason:
         pytest.skip(reason)
     from results.rundir import read_run_dir
-    from scenarios.cli import main
+    from cli.main import main
     d = tmp_path_factory.mktemp("jobs")
     (d / "jobs.csv").write_text(JOBS_CSV)
     args = ["host=this-vm", f"scheduler={detect.fair_scheduler()}", "workload=noisy_jobs",
@@ -278,7 +278,7 @@ def test_the_real_run_writes_the_job_trace_and_per_job_perf_status(least_loaded_
 def _real_jobs_run(tmp_path, rows: str, *args) -> Path:
     """`colosim run backend=real workload=noisy_jobs` on this VM of the jobs
     in ``rows`` (job trace CSV lines); the run directory."""
-    from scenarios.cli import main
+    from cli.main import main
     (tmp_path / "jobs.csv").write_text(
         "job,arrival_s,length_s,cores,sensitivity,priority\n" + rows)
     out = tmp_path / "run"

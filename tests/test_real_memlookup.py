@@ -78,7 +78,7 @@ def test_partitions_root_first_then_classes_then_assignment():
 
 
 def test_partitions_are_refused_up_front_without_resctrl(monkeypatch, capsys):
-    from scenarios.cli import main
+    from cli.main import main
     monkeypatch.setattr(detect, "rdt_missing", lambda: "no resctrl here")
     assert main(["run", "backend=real", "host=this-vm", "scheduler=eevdf",
                  "workload=memlookup", "workload.partitions=[0-5]", "duration_s=1",
@@ -95,7 +95,7 @@ def _reason():
 
 def _run(tmp_path, name, extra=()):
     from results.rundir import read_run_dir
-    from scenarios.cli import main
+    from cli.main import main
     out = tmp_path / name
     assert main(["run", "backend=real", "backend.lateness_action=flag", "host=this-vm",
                  f"scheduler={detect.fair_scheduler()}", "workload=memlookup",
@@ -110,7 +110,7 @@ def test_two_containers_run_bursts_back_to_back_as_the_simulator(tmp_path):
     if reason:
         pytest.skip(reason)
     from results.rundir import read_run_dir
-    from scenarios.cli import main
+    from cli.main import main
     real = _run(tmp_path, "real")
     assert main(["run", "host=this-vm", f"scheduler={detect.fair_scheduler()}",
                  "workload=memlookup", "workload.containers=2", "duration_s=2",

@@ -16,7 +16,7 @@ from backends.host import RdtError, RdtLimits
 from backends.real import detect, rdt
 from backends.real.cgroupfs import CgroupError, CgroupFS
 from backends.real.host import RealHost
-from scenarios.cli import main
+from cli.main import main
 from tests.hardware import cgroups_unavailable
 from tests.test_real_cgroupfs import fake_v1
 from tests.test_rdt_sidecar import (_host_has_resctrl, _tids, emu_bins, emulated,  # noqa: F401

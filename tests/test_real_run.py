@@ -10,7 +10,7 @@ import pytest
 
 from backends.real import cgroupfs, detect
 from results.rundir import read_run_dir
-from scenarios.cli import main
+from cli.main import main
 from tests.hardware import cgroups_unavailable
 
 pytestmark = pytest.mark.hardware

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from matplotlib import image as mpimg
 
-from scenarios.cli import main
+from cli.main import main
 from tests.sweeps import make_sweep
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

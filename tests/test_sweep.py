@@ -3,7 +3,7 @@ directory per point, a concatenated summary, resumable."""
 import pyarrow.parquet as pq
 import pytest
 
-from scenarios.cli import main
+from cli.main import main
 from scenarios.config import expand_sweep
 from scenarios.validate import ConfigError
 

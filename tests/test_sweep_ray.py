@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from omegaconf import OmegaConf
 
-from scenarios.cli import main
+from cli.main import main
 from tests.extras import LAUNCHER_BASE, require_extra
 
 ray, _ = require_extra("ray", "ray", "hydra_plugins.hydra_ray_launcher.ray_launcher")

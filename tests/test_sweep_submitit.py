@@ -8,7 +8,7 @@ import stat
 import pyarrow.parquet as pq
 import pytest
 
-from scenarios.cli import main
+from cli.main import main
 from tests.extras import LAUNCHER_BASE, require_extra
 
 require_extra("slurm", "hydra_plugins.hydra_submitit_launcher.submitit_launcher")

@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 
 from calibration import validate as v
 from results import validation as vt
-from scenarios.cli import main
+from cli.main import main
 
 
 # --- errors, KS, pass / miss --------------------------------------------------

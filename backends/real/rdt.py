@@ -19,7 +19,7 @@ supervisor therefore keeps the classes it has configured and sends the full
 set on every change; a rejected change is rolled back by the sidecar, so the
 Host protocol's "all or nothing" holds.
 
-How the real host uses it (backends/real/host.py, run.py, scenarios/cli.py)::
+How the real host uses it (backends/real/host.py, run.py, cli/main.py)::
 
     rdt = RdtSidecar(prefix=f"colosim-{run_id}-", pids_of=cgroup_pids)
     caps = rdt.capabilities()   # caps["resctrl"] False: caps["reason"] says
