@@ -34,15 +34,17 @@ def test_profile_composes_and_is_within_physical_bounds():
 
 def _synthetic_design(rng, n_switches, levels, mig, away_ms, nr, reinserted,
                       capacity_s=300.0):
+    """Switches of a 256 KiB working set (4096 lines, the profile's refill
+    cap) after exponentially distributed times away."""
+    from sim.costmodel import CostModel
+    model = CostModel(**F.FIXED)
     away = rng.exponential(away_ms * 1e6, size=n_switches)
-    feats = F.Features(n_switches=n_switches, levels=levels * n_switches,
-                       migrated=mig * n_switches,
-                       log2_queued=float(np.log2(nr) * n_switches),
-                       reinsert_log2=reinserted * n_switches,
-                       away_ns=away, away_lines=np.full(n_switches, 4096.0),
-                       away_migrated=np.zeros(n_switches, bool),
-                       capacity_ns=capacity_s * 1e9)
-    return feats
+    return F.Features(n_switches=n_switches, levels=levels * n_switches,
+                      migrated=mig * n_switches,
+                      log2_queued=float(np.log2(nr) * n_switches),
+                      reinsert_log2=reinserted * n_switches,
+                      refill_lines=sum(model.decay_lines(256 << 10, int(a), False) for a in away),
+                      n_refill_switches=n_switches, capacity_ns=capacity_s * 1e9)
 
 
 def test_surrogate_fit_recovers_known_parameters():
@@ -57,7 +59,7 @@ def test_surrogate_fit_recovers_known_parameters():
             ("b", 1): _synthetic_design(rng, 4000, 2.0, 0.0, 30, 9, 0.5),
             ("b", 2): _synthetic_design(rng, 4000, 0.5, 0.0, 70, 19, 3.0),
             ("c", 1): _synthetic_design(rng, 9000, 1.0, 0.0, 10, 60, 1.0)}
-    designs = {k: (f.design(F.FIXED), f.n_switches, f.capacity_ns) for k, f in runs.items()}
+    designs = {k: (f.design(), f.n_switches, f.capacity_ns) for k, f in runs.items()}
     params = {**F.FIXED, **truth}
     points = []
     for (w, n), (d, ns, cap) in designs.items():
