@@ -51,16 +51,16 @@ PROFILE_FILE = ROOT / "scenarios" / "conf" / "calibration" / "e5-2430l.yaml"
 RECORD_FILE = ROOT / "calibration" / "fits" / "e5-2430l.json"
 
 # Fitted parameters: name -> (initial, lower, upper) in ns (ns per line for
-# refill).  Bounds are physical plausibility ranges (reference-facts §6):
+# refill).  Bounds are physical plausibility ranges (the literature below):
 # a direct switch costs a few µs (Li, Ding & Shen 2007: 3.8 µs), a level of
 # put_prev/set_next entity work up to ~10 µs (the paper's "dozens of µs" for
-# several levels, L161), refilling one 64-byte line 0-100 ns (LLC hit
+# several levels, §3.1), refilling one 64-byte line 0-100 ns (LLC hit
 # ~15 ns to DRAM ~100 ns on Sandy Bridge-EN, before memory-level
 # parallelism), the run-queue term up to 5 µs per doubling of the runnable
 # tasks (several red-black-tree operations per switch, each a chain of
 # cold-cache pointer chases of ~0.1 µs), the re-insertion term as much per
 # doubling of the cfs_rq an entity goes back into (the paper's "dozens of
-# µs" for the put_prev_entity calls of one switch, L161, over ~2 levels x
+# µs" for the put_prev_entity calls of one switch, §3.1, over ~2 levels x
 # log2 of a few hundred entities).  The two tree terms overlap (a
 # re-insertion is part of the run-queue work); the fit decides the split,
 # and the structural checks (VARIANTS) refit with either one alone.
