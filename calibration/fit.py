@@ -30,6 +30,9 @@ size).  A migrated partner finds its private levels empty, so
 (1 - evicted_k) + idle_exit_ns / 2`` (once a round trip the pair
 lands on the CPU it left idle).  A timer wake-up on an idle CPU costs the
 switch out of idle, ``direct + per_level x depth + idle_exit_ns``.
+``predict`` does not restate them: it evaluates the simulator's own
+CostModel at float parameters (``switch_cost(..., whole_ns=False)``), the
+migration point as a migrated switch minus an unmigrated one.
 tests/test_calibration_host.py checks these formulas against the simulator
 running the same benchmark (sim/workloads/pingpong.py), which is what the
 recovery test then fits.
