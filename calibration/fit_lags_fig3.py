@@ -8,9 +8,10 @@ references).  Method (docs/calibration.md):
 
 1. Simulate every run the points need (azure2021 and resctl at 108 and 228
    functions, CFS, host e5-2430l) with the current parameters, recording
-   each context switch's features: hierarchy levels walked, migrated or
-   not, working-set lines and time away (the refill term), the number
-   of runnable tasks on the CPU (the run-queue term) and the sum of
+   each context switch's features as the cost model computes them
+   (``_Recorder``): hierarchy levels walked (switches to idle included),
+   migrated or not, the lines the time form refills (the refill term), the
+   number of runnable tasks on the CPU (the run-queue term) and the sum of
    log2(cfs_rq size) over the entities put_prev_entity re-inserts (the
    re-insertion term).
 2. The total switch cost of a run is linear in the fitted parameters given
