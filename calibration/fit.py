@@ -30,6 +30,9 @@ size).  A migrated partner finds its private levels empty, so
 (1 - evicted_k) + idle_exit_ns / 2`` (once a round trip the pair
 lands on the CPU it left idle).  A timer wake-up on an idle CPU costs the
 switch out of idle, ``direct + per_level x depth + idle_exit_ns``.
+``predict`` does not restate them: it evaluates the simulator's own
+CostModel at float parameters (``switch_cost(..., whole_ns=False)``), the
+migration point as a migrated switch minus an unmigrated one.
 tests/test_calibration_host.py checks these formulas against the simulator
 running the same benchmark (sim/workloads/pingpong.py), which is what the
 recovery test then fits.
@@ -53,6 +56,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+
+from sim.costmodel import CostModel
 
 # name -> (initial value, lower, upper)
 BASE_PARAMS = {
@@ -231,36 +236,32 @@ def wakeup_point(table: pa.Table, depth: int) -> Point | None:
     return Point("wakeup", depth, 0, 0, med, se, int(late.size))
 
 
-def refill_terms(ws: int, levels: list[CacheLevel], p: dict) -> list[tuple[float, float]]:
-    """Per level: (lines of ws the level holds, fraction the partner's ws
-    evicts), the stack-distance form of sim/costmodel.py."""
-    out = []
-    for lv in levels:
-        cap = p[lv.capacity]
-        resident = min(ws, cap)
-        if resident == 0:
-            out.append((0.0, 0.0))
-        else:
-            out.append((resident / LINE_BYTES,
-                        min(1.0, max(0.0, (resident + ws - cap) / resident))))
-    return out
+def cost_model(p: dict, levels: list[CacheLevel]) -> CostModel:
+    """The simulator's cost model at the fit's parameters ``p``, costs and
+    capacities as floats (nothing truncated); the time form is off."""
+    return CostModel("fit", **{k: p[k] for k in BASE_PARAMS}, cache_line_bytes=LINE_BYTES,
+                     cache_levels=[(p[lv.capacity], p[lv.param], lv.shared) for lv in levels])
 
 
 def predict(p: dict, pt: Point, levels: list[CacheLevel]) -> float:
-    """Per-switch cost the simulator charges in the point's configuration."""
+    """Per-switch cost the simulator charges in the point's configuration,
+    evaluated by its cost model without truncation to whole ns."""
+    model = cost_model(p, levels)
     if pt.kind == "wakeup":
-        return p["direct_ns"] + p["per_level_ns"] * pt.levels + p["idle_exit_ns"]
-    terms = refill_terms(pt.ws_bytes, levels, p)
+        # the switch out of idle to the timer's sleeper (no working set)
+        return model.switch_cost(pt.levels, 0, 0, False, 1, from_idle=True, whole_ns=False)
+
+    def partner(migrated: bool, from_idle: bool = False) -> float:
+        # the incoming partner: while it was away the other touched its own
+        # ws, and 1 + busy tasks are runnable on the CPU
+        return model.switch_cost(pt.levels, pt.ws_bytes, 1, migrated, 1 + pt.busy_cgroups,
+                                 pt.ws_bytes, pt.ws_bytes, from_idle=from_idle, whole_ns=False)
+
     if pt.kind == "migration":
-        # the private levels are empty instead of partly evicted, and each
-        # round trip the pair lands once on the CPU it left idle
-        return p["migration_ns"] + p["idle_exit_ns"] / 2 + sum(
-            lines * (1 - ev) * p[lv.param]
-            for lv, (lines, ev) in zip(levels, terms) if not lv.shared)
-    c = p["direct_ns"] + p["per_level_ns"] * pt.levels
-    if pt.busy_cgroups:
-        c += p["queue_ns_per_log2"] * math.log2(1 + pt.busy_cgroups)
-    return c + sum(lines * ev * p[lv.param] for lv, (lines, ev) in zip(levels, terms))
+        # a migrated switch beyond the reference's unmigrated one; each round
+        # trip the pair lands once on the CPU it left idle
+        return (partner(True, True) + partner(True)) / 2 - partner(False)
+    return partner(False)
 
 
 def _errors(points: list[Point], rel_floor: float, abs_floor: float) -> np.ndarray:

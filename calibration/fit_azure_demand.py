@@ -3,9 +3,9 @@
     .venv/bin/python -m calibration.fit_azure_demand [--quick] [--n-jobs 2]
 
 The paper never gives the size of its Fibonacci computation.  It does say
-where CFS's throughput (requests completed within the 1 s target, L123)
+where CFS's throughput (requests completed within the 1 s target, §3.1)
 peaks for azure2021: "at a density factor of 9x ... giving 108 functions"
-(L128-130), a CFS result and so a calibration point.  Where the peak falls
+(§3.1), a CFS result and so a calibration point.  Where the peak falls
 depends on what a request costs the host on the lags experiments' path
 (rd-hashd: the Fibonacci size, the dispatcher's work, the switches), so the
 size is found by simulation, under the current ``e5-2430l`` profile, on the
@@ -35,7 +35,7 @@ import yaml
 from calibration.fit_lags_fig3 import (EXPERIMENT, PROFILE_FILE, QUICK, bisection_parser,
                                        log_bisect, simulate_point)
 
-PEAK = 108                  # L128-130
+PEAK = 108                  # §3.1
 BELOW, ABOVE = 96, 120      # its neighbours on the paper's grid
 
 

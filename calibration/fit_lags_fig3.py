@@ -8,9 +8,10 @@ references).  Method (docs/calibration.md):
 
 1. Simulate every run the points need (azure2021 and resctl at 108 and 228
    functions, CFS, host e5-2430l) with the current parameters, recording
-   each context switch's features: hierarchy levels walked, migrated or
-   not, working-set lines and time away (the refill term), the number
-   of runnable tasks on the CPU (the run-queue term) and the sum of
+   each context switch's features as the cost model computes them
+   (``_Recorder``): hierarchy levels walked (switches to idle included),
+   migrated or not, the lines the time form refills (the refill term), the
+   number of runnable tasks on the CPU (the run-queue term) and the sum of
    log2(cfs_rq size) over the entities put_prev_entity re-inserts (the
    re-insertion term).
 2. The total switch cost of a run is linear in the fitted parameters given
@@ -43,7 +44,7 @@ import numpy as np
 import yaml
 from scipy.optimize import least_squares
 
-from sim.costmodel import CostModel
+from sim.costmodel import NAMES, CostModel
 
 ROOT = Path(__file__).resolve().parents[1]
 POINTS_FILE = ROOT / "calibration" / "points" / "lags_fig3_cfs.yaml"
@@ -51,16 +52,16 @@ PROFILE_FILE = ROOT / "scenarios" / "conf" / "calibration" / "e5-2430l.yaml"
 RECORD_FILE = ROOT / "calibration" / "fits" / "e5-2430l.json"
 
 # Fitted parameters: name -> (initial, lower, upper) in ns (ns per line for
-# refill).  Bounds are physical plausibility ranges (reference-facts §6):
+# refill).  Bounds are physical plausibility ranges (the literature below):
 # a direct switch costs a few µs (Li, Ding & Shen 2007: 3.8 µs), a level of
 # put_prev/set_next entity work up to ~10 µs (the paper's "dozens of µs" for
-# several levels, L161), refilling one 64-byte line 0-100 ns (LLC hit
+# several levels, §3.1), refilling one 64-byte line 0-100 ns (LLC hit
 # ~15 ns to DRAM ~100 ns on Sandy Bridge-EN, before memory-level
 # parallelism), the run-queue term up to 5 µs per doubling of the runnable
 # tasks (several red-black-tree operations per switch, each a chain of
 # cold-cache pointer chases of ~0.1 µs), the re-insertion term as much per
 # doubling of the cfs_rq an entity goes back into (the paper's "dozens of
-# µs" for the put_prev_entity calls of one switch, L161, over ~2 levels x
+# µs" for the put_prev_entity calls of one switch, §3.1, over ~2 levels x
 # log2 of a few hundred entities).  The two tree terms overlap (a
 # re-insertion is part of the run-queue work); the fit decides the split,
 # and the structural checks (VARIANTS) refit with either one alone.
@@ -149,21 +150,14 @@ class Features:
     migrated: float          # switches to a task that last ran on another CPU
     log2_queued: float       # sum of log2(runnable tasks on the CPU) over switches
     reinsert_log2: float     # sum of the switches' re-insertion log2 sums
-    away_ns: np.ndarray      # per non-first-run switch to a task: time away (ns)
-    away_lines: np.ndarray   # ... its refillable lines
-    away_migrated: np.ndarray
+    refill_lines: float      # sum of the time form's lines to refill (CostModel.decay_lines)
+    n_refill_switches: int   # switches to a task that ran before
     capacity_ns: float       # window x CPUs
 
-    def refill_lines(self, cache_decay_ns: float) -> float:
-        """Sum over switches of lines x evicted fraction (refill_ns_per_line = 1)."""
-        ev = np.where(self.away_migrated, 1.0, -np.expm1(-self.away_ns / cache_decay_ns))
-        return float(np.sum(self.away_lines * ev))
-
-    def design(self, fixed: dict) -> dict:
+    def design(self) -> dict:
         """Coefficient of each cost parameter in the run's total switch time."""
         return {"direct_ns": float(self.n_switches), "per_level_ns": self.levels,
-                "migration_ns": self.migrated,
-                "refill_ns_per_line": self.refill_lines(float(fixed["cache_decay_ns"])),
+                "migration_ns": self.migrated, "refill_ns_per_line": self.refill_lines,
                 "queue_ns_per_log2": self.log2_queued,
                 "reinsert_ns_per_log2": self.reinsert_log2}
 
@@ -171,9 +165,8 @@ class Features:
         return {"n_switches": self.n_switches, "levels": self.levels,
                 "migrated": self.migrated, "log2_queued": self.log2_queued,
                 "reinsert_log2": self.reinsert_log2,
-                "n_refill_switches": int(self.away_ns.size),
-                "refill_lines": self.refill_lines(float(FIXED["cache_decay_ns"])),
-                "capacity_ns": self.capacity_ns}
+                "n_refill_switches": self.n_refill_switches,
+                "refill_lines": self.refill_lines, "capacity_ns": self.capacity_ns}
 
 
 def predict(design: dict, n_switches: int, capacity_ns: float, params: dict) -> dict:
@@ -185,19 +178,27 @@ def predict(design: dict, n_switches: int, capacity_ns: float, params: dict) -> 
 class _Recorder(CostModel):
     """The machine's cost model, recording the features of every switch
     after warmup (a subclass, so the compiled machine accepts it and its
-    calls reach this override)."""
+    calls reach these overrides): per switch to a task (levels, migrated,
+    runnable tasks, re-insertion log2 sum, time-form lines to refill or -1
+    for a task that never ran), per switch to idle its levels."""
 
     def start(self, engine, warmup_ns: int) -> None:
         self.engine, self.warmup_ns = engine, warmup_ns
         self.rows: list[tuple] = []
+        self.idle_levels: list[int] = []
 
     def switch_cost_ns(self, levels, ws_bytes, away_ns, migrated, nr_running=0,
-                       touched=0, touched_shared=0, reinsert_log2=0.0):
+                       touched=0, touched_shared=0, reinsert_log2=0.0, from_idle=False):
         if self.engine._now >= self.warmup_ns:
-            self.rows.append((levels, ws_bytes, -1 if away_ns is None else away_ns,
-                              migrated, nr_running, reinsert_log2))
+            lines = -1.0 if away_ns is None else self.decay_lines(ws_bytes, away_ns, migrated)
+            self.rows.append((levels, migrated, nr_running, reinsert_log2, lines))
         return CostModel.switch_cost_ns(self, levels, ws_bytes, away_ns, migrated, nr_running,
-                                        touched, touched_shared, reinsert_log2)
+                                        touched, touched_shared, reinsert_log2, from_idle)
+
+    def switch_to_idle_ns(self, levels):
+        if self.engine._now >= self.warmup_ns:
+            self.idle_levels.append(levels)
+        return CostModel.switch_to_idle_ns(self, levels)
 
 
 # ----------------------------------------------------------------------
@@ -220,9 +221,7 @@ def base_config(workload: str) -> dict:
 
 def profile_dict(params: dict, name: str = "e5-2430l") -> dict:
     cal = {"name": name}
-    for k in ("direct_ns", "per_level_ns", "migration_ns", "refill_ns_per_line",
-              "cache_line_bytes", "max_refill_bytes", "cache_decay_ns", "queue_ns_per_log2",
-              "reinsert_ns_per_log2"):
+    for k in NAMES:
         if k in params:
             cal[k] = float(params[k]) if not isinstance(params[k], int) else params[k]
     cal["description"] = "fit in progress"
@@ -298,8 +297,7 @@ def simulate_point(workload: str, functions: int, params: dict, seed: int,
            "wall_s": wall, **{k: s[k] for k in keep}}
     if record:
         nr_cpus = holder["machine"].topology.nr_cpus
-        out["features"] = _features(holder["rec"], s, params,
-                                    (duration_s - warmup_s) * 1e9 * nr_cpus)
+        out["features"] = _features(holder["rec"], s, (duration_s - warmup_s) * 1e9 * nr_cpus)
     return out
 
 
@@ -308,49 +306,17 @@ def _as_dictconfig(cfg: dict):
     return OmegaConf.create(cfg)
 
 
-def _features(rec: _Recorder, s: dict, params: dict, capacity_ns: float) -> Features:
-    rows = np.asarray(rec.rows, dtype=float).reshape(-1, 6)
-    n_all = int(s["ctx_switches"])
-    n_rec = rows.shape[0]
-    levels = rows[:, 0]
-    away = rows[:, 2]
-    mig = rows[:, 3] > 0
-    nr = rows[:, 4]
-    # Switches to idle do not go through switch_cost_ns: they cost direct +
-    # per_level x depth of prev.  Recover their levels from the run's total.
-    n_idle = n_all - n_rec
-    idle_levels = 0.0
-    if n_idle > 0:
-        rec_total = _recorded_total(rows, params)
-        idle_total = s["sched_overhead_frac"] * capacity_ns - rec_total
-        pl = float(params["per_level_ns"])
-        idle_levels = max(0.0, (idle_total - float(params["direct_ns"]) * n_idle) / pl) \
-            if pl > 0 else 2.0 * n_idle
-    has = away >= 0
-    line = float(FIXED["cache_line_bytes"])
-    lines = np.minimum(rows[has, 1], float(params.get("max_refill_bytes",
-                                                       FIXED["max_refill_bytes"]))) / line
-    return Features(n_switches=n_all, levels=float(levels.sum() + idle_levels),
-                    migrated=float(mig.sum()),
+def _features(rec: _Recorder, s: dict, capacity_ns: float) -> Features:
+    rows = np.asarray(rec.rows, dtype=float).reshape(-1, 5)
+    levels, mig, nr, reinsert, lines = rows.T
+    ran = lines >= 0
+    return Features(n_switches=int(s["ctx_switches"]),
+                    levels=float(levels.sum() + sum(rec.idle_levels)),
+                    migrated=float((mig > 0).sum()),
                     log2_queued=float(np.log2(np.maximum(nr, 1.0)).sum()),
-                    reinsert_log2=float(rows[:, 5].sum()),
-                    away_ns=away[has], away_lines=lines, away_migrated=mig[has],
+                    reinsert_log2=float(reinsert.sum()),
+                    refill_lines=float(lines[ran].sum()), n_refill_switches=int(ran.sum()),
                     capacity_ns=float(capacity_ns))
-
-
-def _recorded_total(rows: np.ndarray, params: dict) -> float:
-    """What the cost model charged for the recorded switches (to split off
-    the idle transitions)."""
-    levels, ws, away, mig, nr, reins = rows.T
-    p = {**FIXED, **params}
-    cost = float(p["direct_ns"]) + float(p["per_level_ns"]) * levels
-    cost = cost + np.where(mig > 0, float(p["migration_ns"]), 0.0)
-    lines = np.minimum(ws, float(p["max_refill_bytes"])) / float(p["cache_line_bytes"])
-    ev = np.where(mig > 0, 1.0, -np.expm1(-np.maximum(away, 0) / float(p["cache_decay_ns"])))
-    refill = np.where(away >= 0, lines * ev * float(p["refill_ns_per_line"]), 0.0)
-    q = float(p.get("queue_ns_per_log2", 0.0)) * np.log2(np.maximum(nr, 1.0))
-    r = np.floor(float(p.get("reinsert_ns_per_log2", 0.0)) * reins)
-    return float(np.sum(np.floor(cost + refill + q) + r))
 
 
 # ----------------------------------------------------------------------
@@ -433,7 +399,7 @@ def _designs(evals: list[dict]) -> dict:
     for r in evals:
         key = (r["workload"], r["functions"])
         f: Features = r["features"]
-        d = f.design(FIXED)
+        d = f.design()
         if key in pooled:
             d0, n0, c0 = pooled[key]
             pooled[key] = ({k: d0[k] + d[k] for k in d}, n0 + f.n_switches, c0 + f.capacity_ns)

@@ -3,7 +3,7 @@
     .venv/bin/python -m calibration.fit_resctl_demand [--quick]
 
 The LAGS paper replaced rd-hashd's hashing with "a simple CPU-bound
-Fibonacci computation" (L106-107) and never gives its size.  With
+Fibonacci computation" (§3.1) and never gives its size.  With
 rd-hashd's request path (the lags experiments' ``request_path: rdhashd``)
 the switch rate of the resctl closed loop is set by how many requests the
 host completes, so the size decides the overhead.  This finds the

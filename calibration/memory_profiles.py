@@ -1,6 +1,7 @@
 """Fit the memory-model archetypes (sim/memory/archetypes.yaml) to what the
-noisy-neighbor thesis's prose says about its allocation sweeps (seed 004
-§7.2, Figs 7.5-7.15; digest notes/noisy-neighbor-004.md §3.2).
+noisy-neighbor thesis's prose says about its allocation sweeps
+("Mitigating the Noisy Neighbor Problem: Improving Isolation of Containers on
+Multi-Tenant Intel Cloud Servers", §7.2, Figs 7.5-7.15).
 
     python -m calibration.memory_profiles [--out sim/memory/archetypes.yaml]
                                           [--report calibration/fits/memory_profiles.md]
@@ -16,8 +17,8 @@ memlookup run.
 
 What is fixed and what is fitted.  The buffer, page size, pattern and dirty
 fraction come from the workload's structure where the thesis gives it (tree
-of 2^n nodes at ~51 B per node, L1825; three n^3 float matrices, L1764;
-dictionaries, L1778-1780; the 6 MB buffer, L1798).  ``refs_per_kinstr``,
+of 2^n nodes at ~51 B per node, §7.3.1; three n^3 float matrices, §7.2.1;
+dictionaries, §7.2.2; the 6 MB buffer, §7.2.3).  ``refs_per_kinstr``,
 ``cpi_core`` and ``mlp`` are fitted by scipy least squares (log parameters,
 several starts) on the target residuals plus a weak pull (weight
 ``PRIOR_WEIGHT``) towards the project's placeholder values, because the
@@ -51,7 +52,7 @@ WAYS = tuple(range(1, 13))
 MBS = tuple(range(10, 101, 10))
 PRIOR_WEIGHT = 1e-3
 MET_TOL = 1e-3
-NODE_MB = 1.6 / 2 ** 15         # MB per tsearch node, overheads included (L1825)
+NODE_MB = 1.6 / 2 ** 15         # MB per tsearch node, overheads included (§7.3.1)
 
 
 def load_host() -> dict:
@@ -106,7 +107,7 @@ class Grid:
 
     @property
     def rel(self) -> np.ndarray:
-        """IPCE relative to the best allocation (the sweep figures' 90% line, L1750);
+        """IPCE relative to the best allocation (the sweep figures' 90% line, §7.2);
         IPC relative to its best is the same (IPCE = cpi_core x IPC)."""
         return self.ipce / self.ipce.max()
 
@@ -232,97 +233,97 @@ MODEL_MBA = ("not met by the model: MBA is a cap on a share of the socket's 170.
              "threads. Needs a measured MBA table (python -m calibration.mba_table) or a per-core delay model.")
 
 TARGETS = [
-    # tsearch (L1754-1756, Figs 7.5-7.6)
-    Target("tsearch_2e17", "miss <= 1% for ways >= 8 (MB >= 20%)", "L1754",
+    # tsearch (§7.2.1, Figs 7.5-7.6)
+    Target("tsearch_2e17", "miss <= 1% for ways >= 8 (MB >= 20%)", "§7.2.1",
            "at least eight cache ways ... it incurs virtually no cache misses",
            miss_le("tsearch_2e17", 0.01, 8), "'virtually no' read as <= 1% (our number)"),
-    Target("tsearch_2e17", "rel. IPCE >= 0.9 for ways >= 8, all MB", "L1754, L1750",
+    Target("tsearch_2e17", "rel. IPCE >= 0.9 for ways >= 8, all MB", "§7.2.1, §7.2",
            "at least eight cache ways ... driving IPC and IPCE (dashed line: 90% of the best)",
            reach("tsearch_2e17", 0.9, 8)),
-    Target("tsearch_2e17", "rel. IPCE < 0.9 for ways <= 7", "L1754",
+    Target("tsearch_2e17", "rel. IPCE < 0.9 for ways <= 7", "§7.2.1",
            "non-linear improvement once its resource partition is large enough",
            not_reach("tsearch_2e17", 0.9, 7),
            "the tipping point is the working set's miss curve (6.4 MB, 4 KB pages): misses "
            "fall below 3% from 6 ways, and LLC-hit stalls (20 ns per reference) bound the "
            "relative gain of the last misses, so the model tips at 6 ways at the latest; TLB "
            "misses and page-table lines, which would add to small partitions, are not modelled", fit=False),
-    Target("tsearch_2e17", "spread over MB >= 20% <= 1% at every way count", "L1756",
+    Target("tsearch_2e17", "spread over MB >= 20% <= 1% at every way count", "§7.2.1",
            "Beyond the 20% bandwidth allocations, no further improvement is observed",
            flat_mb("tsearch_2e17", 20, 0.01)),
-    Target("tsearch_2e17", "loss at 10% vs 20% MB <= 1% for ways >= 8", "L1754",
+    Target("tsearch_2e17", "loss at 10% vs 20% MB <= 1% for ways >= 8", "§7.2.1",
            "once the tree resides in the cache, the gap between 10% and the others is closed",
            mb_loss_le("tsearch_2e17", (8, 12), 0.01)),
-    Target("tsearch_2e20", "best IPCE <= 0.9 x best IPCE of 2^17", "L1754",
+    Target("tsearch_2e20", "best IPCE <= 0.9 x best IPCE of 2^17", "§7.2.1",
            "with 2^20 nodes ... the container cannot establish locality",
            below_best_of("tsearch_2e20", "tsearch_2e17", 0.9),
            "compared with the same program's locality level (2^17), our reading"),
-    Target("tsearch_2e20", "loss at 10% vs 20% MB >= 10% at every way count", "L1754",
+    Target("tsearch_2e20", "loss at 10% vs 20% MB >= 10% at every way count", "§7.2.1",
            "significantly worse performance across all 10% memory-bandwidth combinations",
            mb_loss_ge("tsearch_2e20", (1, 12), 0.10, ref=20),
            "'significantly' read as >= 10% (our number); " + MODEL_MBA, fit=False),
-    # matrix3d (L1764-1766, Figs 7.7-7.8)
-    Target("matrix3d_96", "IPCE non-decreasing in ways", "L1764",
+    # matrix3d (§7.2.1, Figs 7.7-7.8)
+    Target("matrix3d_96", "IPCE non-decreasing in ways", "§7.2.1",
            "With the exception of three cache ways, increasing the number of allocated cache "
            "ways reduces the number of cache misses", monotone_ways("matrix3d_96"),
            "the exception at three ways (conflict misses, §6.1) needs a way asymmetry the "
            "model does not have: its ways are symmetric"),
-    Target("matrix3d_96", "miss < 50% at 5 ways", "L1764",
+    Target("matrix3d_96", "miss < 50% at 5 ways", "§7.2.1",
            "the ~10 MB ... could mostly fit into the cache partition starting with five "
            "exclusive ways", miss_le("matrix3d_96", 0.5, 5, 100),
            "'mostly fit' read as more than half of the references hit (our number); the "
            "cyclic pattern is LRU over each (slice, set): a bucket that overflows thrashes "
            "entirely, an upper bound on the misses (docs/memory.md, 'What remains')", fit=False),
-    Target("matrix3d_96", "loss at 10% vs 100% MB >= 10% for ways <= 6", "L1766",
+    Target("matrix3d_96", "loss at 10% vs 100% MB >= 10% for ways <= 6", "§7.2.1",
            "Until it can establish full locality and even slightly beyond, its performance is "
            "strongly impacted by the bandwidth allocation", mb_loss_ge("matrix3d_96", (1, 6), 0.10),
            "'strongly' read as >= 10% (our number); one thread must then demand more than "
            "17 GB/s, which this model reaches only with mlp near 32 and hundreds of references "
            "per 1000 instructions, and no MB level above 20% can matter (MBA as a socket "
            "share, see tsearch 2^20)", fit=False),
-    Target("matrix3d_128", "loss at 10% MB >= that of 96^3 at every way count", "L1766",
+    Target("matrix3d_128", "loss at 10% MB >= that of 96^3 at every way count", "§7.2.1",
            "This effect is amplified for the 128 x 128 x 128 variant",
            amplified("matrix3d_128", "matrix3d_96", (1, 12))),
-    Target("matrix3d_128", "miss >= 50% at every way count", "L1766",
+    Target("matrix3d_128", "miss >= 50% at every way count", "§7.2.1",
            "will likely not fit all of it into any cache partition", miss_ge("matrix3d_128", 0.5),
            "set by the buffer (3 x 128^3 x 4 B = 24 MiB, the whole LLC) and the cyclic "
            "pattern, not by the fitted parameters"),
-    # 7-Zip (L1776-1782, Figs 7.9-7.12)
-    Target("7zip_l2", "spread over all MB (10..100%) <= 1% at every way count", "L1776",
+    # 7-Zip (§7.2.2, Figs 7.9-7.12)
+    Target("7zip_l2", "spread over all MB (10..100%) <= 1% at every way count", "§7.2.2",
            "its performance depends solely on the size of its last-level cache partition",
            flat_mb("7zip_l2", 10, 0.01)),
-    Target("7zip_l2", "rel. IPCE at 1 way <= 0.9", "L1776",
+    Target("7zip_l2", "rel. IPCE at 1 way <= 0.9", "§7.2.2",
            "its performance depends solely on the size of its last-level cache partition",
            varies_in_ways("7zip_l2", 0.9),
            "'depends on the size' read as at least a 10% range over the ways (our number)"),
-    Target("7zip_l5", "rel. IPCE >= 0.9 for every way count at MB >= 20%", "L1778",
+    Target("7zip_l5", "rel. IPCE >= 0.9 for every way count at MB >= 20%", "§7.2.2",
            "any allocation with more than 10% memory bandwidth achieves the maximum possible "
            "performance", reach("7zip_l5", 0.9, 1, 20)),
-    Target("7zip_l5", "loss at 10% vs 20% MB >= 10% at every way count", "L1778",
+    Target("7zip_l5", "loss at 10% vs 20% MB >= 10% at every way count", "§7.2.2",
            "any allocation with more than 10% memory bandwidth achieves the maximum",
            mb_loss_ge("7zip_l5", (1, 12), 0.10, ref=20),
            "the sentence implies 10% does not reach the maximum; 'not' read as >= 10% below "
            "(our number); " + MODEL_MBA, fit=False),
-    # neighbor (L1798, Figs 7.13-7.14)
-    Target("neighbor_6mb_1g", "rel. IPCE >= 0.9 from 4 ways", "L1798",
+    # neighbor (§7.2.3, Figs 7.13-7.14)
+    Target("neighbor_6mb_1g", "rel. IPCE >= 0.9 from 4 ways", "§7.2.3",
            "the container backed by 1 GB pages establishes locality as soon as it runs with "
            "a 3-4 way partition", reach("neighbor_6mb_1g", 0.9, 4)),
-    Target("neighbor_6mb_1g", "rel. IPCE < 0.9 at <= 2 ways", "L1798",
+    Target("neighbor_6mb_1g", "rel. IPCE < 0.9 at <= 2 ways", "§7.2.3",
            "establishes locality as soon as it runs with a 3-4 way partition",
            not_reach("neighbor_6mb_1g", 0.9, 2)),
-    Target("neighbor_6mb_2m", "rel. IPCE < 0.9 at <= 5 ways", "L1798",
+    Target("neighbor_6mb_2m", "rel. IPCE < 0.9 at <= 5 ways", "§7.2.3",
            "The container that uses 2 MB pages requires a 6-7 way partition to avoid cache "
            "misses", not_reach("neighbor_6mb_2m", 0.9, 5),
            "a page-size prediction of the model (docs/memory.md, 'What the model predicts for "
            "Figs 6.2-6.4'): with the published XOR hash 2 MB pages fit 3 ways like 1 GB "
            "pages; only the hash could change that, and choosing it would fit a prediction", fit=False),
-    # PostgreSQL (L277, L1808-1810)
-    Target("postgres_4core_mixed", "IPC = 0.90 +- 5% with all ways and 100% MB", "L277",
+    # PostgreSQL (§1.1, §7.2.4)
+    Target("postgres_4core_mixed", "IPC = 0.90 +- 5% with all ways and 100% MB", "§1.1",
            "Initially, the database executes about 0.90 useful instructions per cycle",
            abs_ipc("postgres_4core_mixed", 0.90, 0.05),
            "the motivational example's database (one 16-core host, Fig 1.1), not the "
            "4-core sweep of Fig 7.15, whose prose gives no number (network-bound, spin locks)"),
-    # CPU-bound (L1865, Fig 7.22)
-    Target("cpu_bound", "spread over all ways and MB <= 1%", "L1865",
+    # CPU-bound (§7.3.6, Fig 7.22)
+    Target("cpu_bound", "spread over all ways and MB <= 1%", "§7.3.6",
            "many microbenchmarks of stress-ng are purely CPU-bound",
            reach("cpu_bound", 0.99, 1), "'purely' read as within 1% (our number)"),
 ]
@@ -351,54 +352,54 @@ FAMILIES = [
            {f"tsearch_2e{n}": {"buffer_mb": round(NODE_MB * 2 ** n, 3), "pages": "4k",
                                "pattern": "random"} for n in (15, 17, 20)},
            {"refs_per_kinstr": (1.0, 300.0), "cpi_core": (0.25, 2.0)},
-           # dependent loads (L1756): no overlap; searches only read
+           # dependent loads (§7.2.1): no overlap; searches only read
            {"mlp": 1.0, "dirty_fraction": 0.0},
-           source="L1754-1756, L1825 (1.6 MB at 2^15 incl. overheads); stress-ng default malloc: 4 KB pages"),
+           source="§7.2.1, §7.3.1 (1.6 MB at 2^15 incl. overheads); stress-ng default malloc: 4 KB pages"),
     Family("matrix3d",
            {f"matrix3d_{n}": {"buffer_mb": round(3 * n ** 3 * 4 / 2 ** 20, 3), "pages": "4k",
                               "pattern": "sequential"} for n in (96, 128)},
            {"refs_per_kinstr": (1.0, 300.0), "cpi_core": (0.25, 2.0), "mlp": (1.0, 32.0)},
-           # one of the three matrices is written back on eviction (L1766)
+           # one of the three matrices is written back on eviction (§7.2.1)
            {"dirty_fraction": 1 / 3},
-           source="L1764-1766: three n^3 32-bit float matrices, rows streamed"),
+           source="§7.2.1: three n^3 32-bit float matrices, rows streamed"),
     Family("7zip_l2", {"7zip_l2": {"pages": "4k", "pattern": "random"}},
            {"buffer_mb": (1.0, 24.0), "refs_per_kinstr": (0.1, 300.0), "cpi_core": (0.25, 2.0),
             "mlp": (1.0, 10.0)},
            {"dirty_fraction": 0.5},
-           source="L1776-1778: dictionary < 1 MB; the match finder and input add to it, so "
+           source="§7.2.2: dictionary < 1 MB; the match finder and input add to it, so "
                   "the buffer is fitted (>= 1 MB)"),
     Family("7zip_l5", {"7zip_l5": {"buffer_mb": 16.0, "pages": "4k", "pattern": "random"}},
            {"refs_per_kinstr": (0.1, 300.0), "cpi_core": (0.25, 2.0), "mlp": (1.0, 10.0)},
            {"dirty_fraction": 0.5},
-           source="L1778: dictionary ~16 MB"),
+           source="§7.2.2: dictionary ~16 MB"),
     Family("neighbor",
            {"neighbor_6mb_1g": {"buffer_mb": 6.0, "pages": "1g", "pattern": "random"},
             "neighbor_6mb_2m": {"buffer_mb": 6.0, "pages": "2m", "pattern": "random"}},
            {"refs_per_kinstr": (1.0, 300.0), "cpi_core": (0.25, 2.0), "mlp": (1.0, 10.0)},
            # read-modify-write of every line (Listing A.7)
            {"dirty_fraction": 1.0},
-           source="L1798, Listing A.7: random RMW over 6 MB"),
+           source="§7.2.3, Listing A.7: random RMW over 6 MB"),
     Family("postgres",
            {"postgres_4core_mixed": {"buffer_mb": 450.0, "pages": "1g", "pattern": "random"}},
            {"refs_per_kinstr": (0.1, 100.0), "cpi_core": (0.25, 2.0)},
            {"mlp": 2.0, "dirty_fraction": 0.3}, threads=4,
-           source="L1495 (1 GB pages), L1808 (4 cores, large dataset: pgbench -s 30, "
-                  "~450 MB, not in the thesis); L277 (IPC 0.90)"),
+           source="§5.2.1 (1 GB pages), §7.2.4 (4 cores, large dataset: pgbench -s 30, "
+                  "~450 MB, not in the thesis); §1.1 (IPC 0.90)"),
     Family("cpu_bound", {"cpu_bound": {"buffer_mb": 0.25, "pages": "4k", "pattern": "random"}},
            {"refs_per_kinstr": (0.01, 5.0)},
            {"cpi_core": 0.5, "mlp": 2.0, "dirty_fraction": 0.0},
-           source="L1865: stress-ng cpu methods, purely CPU-bound"),
+           source="§7.3.6: stress-ng cpu methods, purely CPU-bound"),
 ]
 
 # Not fitted: the prose has no number for their allocation response.
 UNFITTED = {
     "7zip_l9": ({"buffer_mb": 64.0, "pages": "4k", "pattern": "random"}, "7zip_l5",
-                "L1780-1782: dictionary ~64 MB; IPC falls with more cache because of a "
+                "§7.2.2: dictionary ~64 MB; IPC falls with more cache because of a "
                 "branch-misprediction phase (~3%), which the model has no term for; the "
                 "per-instruction values are 7zip_l5's (same LZMA code), not fitted"),
     "gcc_build": ({"buffer_mb": 8.0, "pages": "4k", "pattern": "random", "refs_per_kinstr": 5.0,
                    "cpi_core": 0.8, "mlp": 2.0, "dirty_fraction": 0.3}, None,
-                  "L1849 (Fig 7.20, sensitivity only, multi-core, phases): no sweep and no "
+                  "§7.3.4 (Fig 7.20, sensitivity only, multi-core, phases): no sweep and no "
                   "number; placeholder values, not fitted"),
 }
 
@@ -486,7 +487,7 @@ def report(entries: dict, grids: dict[str, Grid], rows: list[dict]) -> str:
     out = ["# Memory-model archetypes: fit to the thesis's prose (Figs 7.5-7.15)", "",
            "Written by `python -m calibration.memory_profiles`. Host silver-4314-2s, one "
            "container alone in an exclusive class of 1..12 ways at MB 10..100%. "
-           "rel. IPCE = IPCE / best IPCE of the grid (the thesis's 90% line, L1750); "
+           "rel. IPCE = IPCE / best IPCE of the grid (the thesis's 90% line, §7.2); "
            "in the model relative IPC is the same number.", "",
            "## Profiles", "",
            "| archetype | buffer MB | pages | pattern | refs/kinstr | cpi_core | mlp | dirty | "

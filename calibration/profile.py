@@ -17,14 +17,13 @@ from pathlib import Path
 import yaml
 
 from calibration.bench.common import git_commit
-from calibration.fit import FitResult
+from calibration.fit import BASE_PARAMS, FitResult
 from scenarios.config import CONF_DIR
+from sim.costmodel import NAMES, PARAMS
 
 PROFILE_DIR = CONF_DIR / "calibration"
-# the cost model's keys in a profile, in the simulator's units
-COST_KEYS = ("direct_ns", "per_level_ns", "migration_ns", "refill_ns_per_line",
-             "cache_line_bytes", "max_refill_bytes", "cache_decay_ns", "queue_ns_per_log2",
-             "idle_exit_ns", "cache_levels")
+# the cost-model keys a profile must have (sim/costmodel.py PARAMS)
+REQUIRED_KEYS = ("name", *(p.name for p in PARAMS if p.required))
 
 
 def profile_path(name_or_path: str) -> Path:
@@ -51,7 +50,7 @@ def _plain(v):
 def build_profile(name: str, result: FitResult, fingerprint: dict, bench: dict | None = None,
                   description: str | None = None) -> dict:
     cost = result.cost_config()
-    for k in ("direct_ns", "per_level_ns", "migration_ns", "queue_ns_per_log2", "idle_exit_ns"):
+    for k in BASE_PARAMS:
         cost[k] = round(cost[k], 1)
     for lv in cost["cache_levels"]:
         lv["ns_per_line"] = round(lv["ns_per_line"], 4)
@@ -107,7 +106,7 @@ def read_profile(name_or_path: str) -> dict:
         raise FileNotFoundError(f"no calibration profile {path}; known profiles: "
                                 f"{', '.join(known)}")
     data = yaml.safe_load(path.read_text())
-    missing = [k for k in ("name", *COST_KEYS) if k not in data]
+    missing = [k for k in REQUIRED_KEYS if k not in data]
     if missing:
         raise ValueError(f"{path} is not a calibration profile: missing {', '.join(missing)}")
     return data
@@ -115,4 +114,4 @@ def read_profile(name_or_path: str) -> dict:
 
 def cost_params(profile: dict) -> dict:
     """The simulator's cost-model keys of a profile."""
-    return {k: profile[k] for k in COST_KEYS}
+    return {k: profile[k] for k in NAMES if k in profile}

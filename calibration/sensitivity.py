@@ -1,5 +1,7 @@
-"""The thesis's sensitivity probe (seed 004 §4.5.2-4.5.3, Listings 4.17-4.19,
-Table 4.2, Eq. 3.5) on a simulated workload.
+"""The noisy-neighbor thesis's sensitivity probe ("Mitigating the Noisy Neighbor
+Problem: Improving Isolation of Containers on Multi-Tenant Intel Cloud
+Servers", §4.5.2-4.5.3, Listings 4.17-4.19, Table 4.2, Eq. 3.5) on a simulated
+workload.
 
     python -m calibration.sensitivity --archetype tsearch_2e17 [--ways 6 --mb 50]
                                       [--no-isolation] [--default-t 12] [--threshold 0.1]
@@ -7,8 +9,8 @@ Table 4.2, Eq. 3.5) on a simulated workload.
 A busy neighbor shares an RDT class with the target (isolated probing: 6 ways
 and 50% MB by default, the thesis's §6.2 / §7.3.5 partition; ``--no-isolation``
 puts both in the root group with every way).  ``default_t`` is split into six
-equal segments (L1158): the baseline with the neighbor idle, then one stress-ng
-stressor per segment on one core (L1819).  Per segment the tool prints the
+equal segments (§4.5.2): the baseline with the neighbor idle, then one stress-ng
+stressor per segment on one core (§7.3).  Per segment the tool prints the
 target's IPC and IPCE, and per stressor the sensitivity
 ``min(1, max(0, (IPCE_base - IPCE_j) / IPCE_base))`` (Eq. 3.5; also on IPC,
 as Listing 4.19 computes).
@@ -16,11 +18,11 @@ as Listing 4.19 computes).
 Each segment is the steady state of the progress model for the two tenants
 (:func:`sim.memory.progress.solve`), which is what a run's ``MemorySystem``
 settles to every epoch: the model has no transients, so the segment length
-and the 50 ms sampling (L1126) do not change the averages.
+and the 50 ms sampling (§4.5.2) do not change the averages.
 
 Stressors as memory profiles.  stress-ng's per-instruction behaviour is not
 in the thesis; the values below are our assumptions from what each stressor
-does (Table 4.2 and its rationale, L1190-1208):
+does (Table 4.2 and its rationale, §4.5.3):
 
 - LLC ``--cache 0 --cache-level 3``: random read-modify-writes over a buffer
   the size of the LLC.
@@ -35,18 +37,18 @@ does (Table 4.2 and its rationale, L1190-1208):
 - Prefetch ``--stream 0 --stream-madvise hugepage --stream-index 0``: a
   sequential stream over three arrays on 2 MB pages, one written.  The model
   has no prefetcher, so this differs from MemRead only by its writes: the
-  thesis too finds the two overlap heavily (L1819).
+  thesis too finds the two overlap heavily (§7.3).
 
 Classification.  The thesis labels jobs moderately or highly sensitive
-(L1462; ``sensitivity: high | low`` in the pool, Listing 4.4) but gives no
+(§5.1; ``sensitivity: high | low`` in the pool, Listing 4.4) but gives no
 rule from the probe's numbers to the label.  The tool's rule is ours: *high*
 when the largest sensitivity over the measured stressors is at least
 ``--threshold`` (default 0.20), else *moderate*.  The default is chosen so that
 the fitted archetypes get the thesis's §7.3 statements: tsearch is sensitive
-from 2^15 nodes (L1825), the CPU-bound job is not (L1865).  Listing 4.4's
+from 2^15 nodes (§7.3.1), the CPU-bound job is not (§7.3.6).  Listing 4.4's
 label ``high`` for stress-ng's default matrix-3d (128^3) does not follow: in
 the probe's 6 ways the 24 MiB of matrices already miss at baseline, the
-thesis's own explanation for the small penalty of 256^3 (L1823).
+thesis's own explanation for the small penalty of 256^3 (§7.3.1).
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Policies are plugins: one module per policy in a package, found by name.
 
-A new policy is a new file; nothing else lists it.  Names DESIGN.md reserves
+A new policy is a new file; nothing else lists it.  Names reserved
 for policies that have not landed yet are ``planned``: selecting one says so
 instead of "unknown".
 """

@@ -1,6 +1,6 @@
 """Read run and sweep directories back as pyarrow Tables and pandas DataFrames.
 
-Two layouts are recognised (DESIGN.md, "Run directory"; scenarios/sweep.py):
+Two layouts are recognised (scenarios/sweep.py):
 
 - a **run directory**: ``summary.parquet``, ``requests.parquet``,
   ``intervals.parquet``, ``config.yaml``;

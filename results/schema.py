@@ -1,4 +1,4 @@
-"""Columns of the run-directory tables (DESIGN.md, "Run directory").
+"""Columns of the run-directory tables (one run's directory).
 
 Each table has required columns with fixed types. Extra columns are allowed
 everywhere (later models add summary and interval columns); a few known

@@ -5,13 +5,14 @@ types, so a typo or a string where a number belongs fails at compose time.
 Domain ranges are checked separately in scenarios.validate.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, make_dataclass
 from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
 from policies.control import PLANNED as PLANNED_CONTROLLERS
+from sim.costmodel import LEVELS, PARAMS as COST_PARAMS, SIZE, CostParam
 
 
 @dataclass
@@ -40,31 +41,33 @@ class HostConfig:
     llc_hash: str = "auto"  # slice hash: auto (XOR for 2^n slices) | xor | uniform (sim/memory/slicehash.py)
 
 
-@dataclass
-class CalibrationConfig:
-    name: str = MISSING
-    # Costs are floats because fitted profiles need not land on whole ns.
-    direct_ns: float = MISSING
-    per_level_ns: float = MISSING
-    migration_ns: float = MISSING
-    refill_ns_per_line: float = MISSING
-    cache_line_bytes: int = MISSING
-    max_refill_bytes: int = MISSING
-    cache_decay_ns: float = MISSING
-    queue_ns_per_log2: float = 0.0   # per doubling of the CPU's runnable tasks (sim/costmodel.py)
-    reinsert_ns_per_log2: float = 0.0  # per doubling of a cfs_rq put_prev_entity re-inserts into
-    # capacity refill model: [{name, bytes, ns_per_line, shared}], smallest level first
-    cache_levels: Optional[List[Any]] = None
-    idle_exit_ns: float = 0.0        # wake-up of an idle CPU (interrupt, idle exit)
-    description: str = MISSING
+def _cost_field(param: CostParam) -> tuple:
+    """A cost-model parameter as a calibration key: sizes are ints, the cache
+    levels a list of {name, bytes, ns_per_line, shared}, the rest floats (a
+    fitted profile's need not land on whole ns: sim/costmodel.py says how
+    they are truncated on load)."""
+    if param.kind == LEVELS:
+        return param.name, Optional[List[Any]], field(default=None)
+    kind = int if param.kind == SIZE else float
+    return param.name, kind, field(default=MISSING if param.required else kind(param.default))
+
+
+# The calibration group: a profile's name, the cost model's parameters (each
+# defined once, in sim/costmodel.py PARAMS), and what describes the profile.
+CalibrationConfig = make_dataclass("CalibrationConfig", [
+    ("name", str, field(default=MISSING)),
+    *(_cost_field(p) for p in COST_PARAMS),
+    ("description", str, field(default=MISSING)),
     # a profile fitted by `colosim calibrate` (calibration/profile.py): the
     # parameters' 1-sigma, the residual of every point, the host fingerprint
-    fit: Optional[Dict[str, Any]] = None
+    ("fit", Optional[Dict[str, Any]], field(default=None)),
     # CPU the real backend's native worker spends per request read and per
     # thread it creates on this host (request_path=worker; null:
     # sim/workloads/request_path.py's defaults)
-    worker_dispatch_us: Optional[float] = None
-    worker_thread_us: Optional[float] = None
+    ("worker_dispatch_us", Optional[float], field(default=None)),
+    ("worker_thread_us", Optional[float], field(default=None)),
+])
+CalibrationConfig.__module__ = __name__   # importable by name: pickled configs refer to it
 
 
 @dataclass

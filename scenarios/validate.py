@@ -17,6 +17,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from policies.kernel import PLANNED as PLANNED_POLICIES
 from sim.bandwidth import (MAX_CFS_QUOTA_PERIOD, MAX_CFS_RUNTIME, MIN_CFS_QUOTA_PERIOD,
                            NSEC_PER_USEC, parse_cpu_max)
+from sim.costmodel import CACHE_LEVEL_KEYS, LEVELS, PARAMS as COST_PARAMS
 from sim.sched_class import RT_PRIORITY_RANGE, TASK_POLICIES
 from scenarios.schema import (BACKEND_SCHEMAS, CLUSTER_SCHEMAS, PLANNED_OPTIONS,
                               WORKLOAD_SCHEMAS, Azure2019Workload, Azure2021Workload,
@@ -306,24 +307,20 @@ def _check_plugin(c: _Checks, group: str, schemas: dict, key: str) -> None:
 
 
 def _check_calibration(c: _Checks) -> None:
-    for key in ("direct_ns", "per_level_ns", "migration_ns", "refill_ns_per_line",
-                "queue_ns_per_log2", "reinsert_ns_per_log2"):
-        c.at_least(f"calibration.{key}", 0)
-    line = c.get("calibration.cache_line_bytes")
-    c.require(
-        "calibration.cache_line_bytes",
-        line > 0 and line & (line - 1) == 0,
-        "must be a power of two",
-    )
-    c.at_least("calibration.max_refill_bytes", 0)
-    c.positive("calibration.cache_decay_ns")
-    c.at_least("calibration.idle_exit_ns", 0)
-    for i, level in enumerate(c.get("calibration.cache_levels") or ()):
-        key = f"calibration.cache_levels[{i}]"
-        ok = (isinstance(level, Mapping) and set(level) <= {"name", "bytes", "ns_per_line", "shared"}
-              and isinstance(level.get("bytes"), int) and level["bytes"] > 0
-              and isinstance(level.get("ns_per_line"), (int, float)) and level["ns_per_line"] >= 0)
-        c.require(key, ok, "must be {name, bytes > 0, ns_per_line >= 0, shared: bool}", level)
+    """Each cost-model parameter against its bound in sim/costmodel.py PARAMS."""
+    for param in COST_PARAMS:
+        key = f"calibration.{param.name}"
+        if param.kind == LEVELS:
+            for i, level in enumerate(c.get(key) or ()):
+                ok = (isinstance(level, Mapping) and set(level) <= set(CACHE_LEVEL_KEYS)
+                      and isinstance(level.get("bytes"), int) and level["bytes"] > 0
+                      and isinstance(level.get("ns_per_line"), (int, float))
+                      and level["ns_per_line"] >= 0)
+                c.require(f"{key}[{i}]", ok,
+                          "must be {name, bytes > 0, ns_per_line >= 0, shared: bool}", level)
+        elif c.at_least(key, param.minimum) and param.power_of_two:
+            value = c.get(key)
+            c.require(key, value & (value - 1) == 0, "must be a power of two")
 
 
 def _check_workload(c: _Checks) -> None:

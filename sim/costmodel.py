@@ -13,16 +13,17 @@ the next one out, at every level of the hierarchy, each O(log n) in the
 entities queued there; in a dense host those sched_entities are cold, so
 every step down a tree is a cache miss.  Summed over the levels, the tree
 depths add up to about log2 of the runnable tasks on the CPU (log2 of the
-product of the per-level queue lengths).  The LAGS paper traces its rising
-per-switch cost to exactly this (seed 001 L152-161: "reinserting preempted
-tasks involves multiple calls to put_prev_entity", and resctl is cheaper
-per switch because it queues less, L147-148).  Without it the model cannot
+product of the per-level queue lengths).  The LAGS paper ("Mitigating
+context switching in densely packed Linux clusters with Latency-Aware Group
+Scheduling", section 3.1) traces its rising per-switch cost to exactly this:
+"reinserting preempted tasks involves multiple calls to put_prev_entity",
+and resctl is cheaper per switch because it queues less.  Without it the model cannot
 make a switch costlier for a workload that queues more (docs/calibration.md).
 It is 0 in the `default` and `ideal` profiles, which therefore behave as
 before it existed.
 
 The re-insertion term separates the part of that tree work the paper
-names (L152-161): picking the leftmost entity is cheap, re-inserting the
+names (section 3.1): picking the leftmost entity is cheap, re-inserting the
 preempted task "and its descendants" is not.  pick_next_task_fair walks
 prev's and next's hierarchies up to their common cfs_rq and calls
 put_prev_entity on prev's side at every level; an entity still queued
@@ -60,87 +61,171 @@ to its own work.
 
 ``idle_exit_ns`` is the time an idle CPU takes to start running a task
 woken onto it (interrupt, idle-state exit; on a VM the vCPU's wake-up by
-the hypervisor), charged to the switch out of idle.
+the hypervisor), charged to the switch out of idle.  The switch to the
+idle task costs the direct cost and the walk up prev's hierarchy only.
+
+The parameters are defined once, in ``PARAMS`` below (name, kind, unit,
+default, whether a profile must give it, lower bound, meaning): the
+calibration schema (scenarios/schema.py), its range checks
+(scenarios/validate.py) and the profile keys (calibration/profile.py) are
+derived from it, and tests/test_costmodel.py checks that the compiled
+fields of costmodel.pxd are the same.
+
+Precision: costs are charged in whole nanoseconds.  A profile's costs,
+times and sizes are whole ns and bytes: ``CostModel.from_config`` truncates
+the fractional part a fitted profile may carry as it loads the profile
+(``loaded``, the one place).  Rates (ns per line, per log2) stay floats,
+and each term they give is truncated to whole ns as it is charged.  The
+fits (calibration/fit.py, fit_lags_fig3.py) build a CostModel with float
+costs directly and evaluate the same formula without truncation
+(``switch_cost(..., whole_ns=False)``).
 """
 from __future__ import annotations
+
+from collections import namedtuple
 
 import cython
 
 if cython.compiled:            # the C library's functions: no Python call, no boxing
-    from cython.cimports.libc.math import expm1, log2
+    from cython.cimports.libc.math import expm1, log2, trunc
 else:
-    from math import expm1, log2
+    from math import expm1, log2, trunc
+
+# What a parameter is, which fixes how it is held and checked:
+COST = "cost"      # ns charged as they are: whole ns (the precision rule, ``loaded``)
+RATE = "rate"      # ns per unit of a per-switch quantity: a float; its term is truncated
+TIME = "time"      # a time constant, whole ns
+SIZE = "size"      # bytes, whole
+LEVELS = "levels"  # the capacity refill model's cache levels
+
+CostParam = namedtuple("CostParam", "name kind unit default required minimum doc power_of_two",
+                       defaults=(False,))
+CostParam.__doc__ = """One cost-model parameter.  ``default``: its value in
+``CostModel()`` (the ideal model) and, unless ``required``, when a profile
+omits it.  ``minimum``: the smallest valid value (``power_of_two``: it must
+also be one)."""
+
+# The cost model's parameters, in the order of a profile's keys.
+PARAMS = (
+    CostParam("direct_ns", COST, "ns", 0, True, 0,
+              "direct cost of every switch (state save/restore, pick_next_task)"),
+    CostParam("per_level_ns", COST, "ns", 0, True, 0,
+              "per cgroup-hierarchy level walked between prev and next (put_prev/set_next)"),
+    CostParam("migration_ns", COST, "ns", 0, True, 0,
+              "extra cost when the incoming task last ran on another CPU"),
+    CostParam("refill_ns_per_line", RATE, "ns/line", 0.0, True, 0,
+              "time form: refill cost per evicted line of the working set"),
+    CostParam("cache_line_bytes", SIZE, "bytes", 64, True, 1,
+              "cache line size", power_of_two=True),
+    CostParam("max_refill_bytes", SIZE, "bytes", 0, True, 0,
+              "time form: cap on the working set refilled per switch"),
+    CostParam("cache_decay_ns", TIME, "ns", 1, True, 1,
+              "time form: time constant of a task's cache footprint decay"),
+    CostParam("queue_ns_per_log2", RATE, "ns/log2", 0.0, False, 0,
+              "run-queue term: per doubling of the CPU's runnable tasks"),
+    CostParam("reinsert_ns_per_log2", RATE, "ns/log2", 0.0, False, 0,
+              "re-insertion term: per doubling of a cfs_rq put_prev_entity re-inserts into"),
+    CostParam("cache_levels", LEVELS, "", (), False, None,
+              "capacity form: [{name, bytes, ns_per_line, shared}], smallest level first"),
+    CostParam("idle_exit_ns", COST, "ns", 0, False, 0,
+              "wake-up of an idle CPU (interrupt, idle-state exit), charged to the switch "
+              "out of idle"),
+)
+NAMES = tuple(p.name for p in PARAMS)
+# the keys of one of ``cache_levels`` in a profile (``shared``: the LLC, kept
+# on migration; optional, false)
+CACHE_LEVEL_KEYS = ("name", "bytes", "ns_per_line", "shared")
+
+
+def loaded(param: CostParam, raw):
+    """A profile's value of ``param`` as the model holds it: whole ns and
+    bytes truncate a fitted profile's fraction; rates stay floats."""
+    if param.kind == LEVELS:
+        return tuple((int(lv["bytes"]), float(lv["ns_per_line"]), bool(lv.get("shared", False)))
+                     for lv in raw)
+    if param.kind == RATE:
+        return float(raw)
+    return int(raw)
+
+
+def _charged(ns: float, whole_ns: bool) -> float:
+    """A rate's term as charged: whole ns, or as is for the fits."""
+    return trunc(ns) if whole_ns else ns
 
 
 class CostModel:
-    """A calibration profile's cost parameters (read-only once built)."""
+    """A calibration profile's cost parameters (read-only once built).
 
-    def __init__(self, name: str = "ideal", direct_ns: int = 0, per_level_ns: int = 0,
-                 migration_ns: int = 0, refill_ns_per_line: float = 0.0,
-                 cache_line_bytes: int = 64, max_refill_bytes: int = 0,
-                 cache_decay_ns: int = 1, queue_ns_per_log2: float = 0.0,
-                 cache_levels: tuple = (), idle_exit_ns: int = 0,
-                 reinsert_ns_per_log2: float = 0.0):
+    ``CostModel(name, **params)`` holds the given values as they are (the
+    fits pass float costs); ``from_config`` loads a profile."""
+
+    def __init__(self, name: str = "ideal", **params):
+        unknown = sorted(set(params) - set(NAMES))
+        if unknown:
+            raise TypeError(f"CostModel has no parameter {', '.join(unknown)}; "
+                            f"its parameters: {', '.join(NAMES)}")
+        v = {p.name: params.get(p.name, p.default) for p in PARAMS}
         self.name = name
-        self.direct_ns = direct_ns
-        self.per_level_ns = per_level_ns
-        self.migration_ns = migration_ns
-        self.refill_ns_per_line = refill_ns_per_line
-        self.cache_line_bytes = cache_line_bytes
-        self.max_refill_bytes = max_refill_bytes
-        self.cache_decay_ns = cache_decay_ns
-        self.queue_ns_per_log2 = queue_ns_per_log2
-        # ((capacity_bytes, ns_per_line, shared), ...), smallest level first
-        self.cache_levels = tuple((int(c), float(r), bool(sh)) for c, r, sh in cache_levels)
-        self.idle_exit_ns = idle_exit_ns
-        self.reinsert_ns_per_log2 = reinsert_ns_per_log2
+        # the C fields of costmodel.pxd, one per parameter
+        self.direct_ns = v["direct_ns"]
+        self.per_level_ns = v["per_level_ns"]
+        self.migration_ns = v["migration_ns"]
+        self.refill_ns_per_line = v["refill_ns_per_line"]
+        self.cache_line_bytes = v["cache_line_bytes"]
+        self.max_refill_bytes = v["max_refill_bytes"]
+        self.cache_decay_ns = v["cache_decay_ns"]
+        self.queue_ns_per_log2 = v["queue_ns_per_log2"]
+        self.reinsert_ns_per_log2 = v["reinsert_ns_per_log2"]
+        # ((capacity_bytes, ns_per_line, shared), ...): capacities are floats,
+        # as the fits move them
+        self.cache_levels = tuple((float(c), float(r), bool(sh)) for c, r, sh in v["cache_levels"])
+        self.idle_exit_ns = v["idle_exit_ns"]
 
     def __repr__(self) -> str:
-        return (f"CostModel({self.name!r}, direct_ns={self.direct_ns}, "
-                f"per_level_ns={self.per_level_ns}, migration_ns={self.migration_ns}, "
-                f"refill_ns_per_line={self.refill_ns_per_line}, "
-                f"cache_line_bytes={self.cache_line_bytes}, "
-                f"max_refill_bytes={self.max_refill_bytes}, "
-                f"cache_decay_ns={self.cache_decay_ns}, "
-                f"queue_ns_per_log2={self.queue_ns_per_log2}, "
-                f"cache_levels={self.cache_levels}, idle_exit_ns={self.idle_exit_ns}, "
-                f"reinsert_ns_per_log2={self.reinsert_ns_per_log2})")
+        params = ", ".join(f"{p.name}={getattr(self, p.name)}" for p in PARAMS)
+        return f"CostModel({self.name!r}, {params})"
 
     @classmethod
     def from_config(cls, cal) -> CostModel:
-        return cls(name=str(cal.get("name", "custom")), direct_ns=int(cal["direct_ns"]),
-                   per_level_ns=int(cal["per_level_ns"]), migration_ns=int(cal["migration_ns"]),
-                   refill_ns_per_line=float(cal["refill_ns_per_line"]),
-                   cache_line_bytes=int(cal["cache_line_bytes"]),
-                   max_refill_bytes=int(cal["max_refill_bytes"]),
-                   cache_decay_ns=max(1, int(cal["cache_decay_ns"])),
-                   queue_ns_per_log2=float(cal.get("queue_ns_per_log2", 0.0) or 0.0),
-                   cache_levels=tuple((int(lv["bytes"]), float(lv["ns_per_line"]),
-                                       bool(lv.get("shared", False)))
-                                      for lv in cal.get("cache_levels") or ()),
-                   idle_exit_ns=int(cal.get("idle_exit_ns", 0) or 0),
-                   reinsert_ns_per_log2=float(cal.get("reinsert_ns_per_log2", 0.0) or 0.0))
+        """The model of a calibration profile (a mapping of the calibration
+        group's keys), its values ``loaded`` by the precision rule."""
+        values = {}
+        for p in PARAMS:
+            raw = cal.get(p.name)
+            if raw is not None:
+                values[p.name] = loaded(p, raw)
+            elif p.required:
+                raise KeyError(f"calibration.{p.name} is required ({p.doc})")
+        return cls(str(cal.get("name", "custom")), **values)
 
     @property
     def is_ideal(self) -> bool:
-        return (self.direct_ns == 0 and self.per_level_ns == 0 and self.migration_ns == 0
-                and self.queue_ns_per_log2 == 0 and self.idle_exit_ns == 0
-                and self.reinsert_ns_per_log2 == 0
-                and all(lv[1] == 0 for lv in self.cache_levels)
-                and (self.refill_ns_per_line == 0 or self.max_refill_bytes == 0))
+        """Every switch is free: every cost, rate and cache level's
+        ns_per_line is 0."""
+        return (all(getattr(self, p.name) == 0 for p in PARAMS if p.kind in (COST, RATE))
+                and all(lv[1] == 0 for lv in self.cache_levels))
+
+    def walk_ns(self, levels: int) -> float:
+        """The direct cost and the cgroup levels walked."""
+        return self.direct_ns + self.per_level_ns * levels
+
+    def decay_lines(self, ws_bytes: int, away_ns: int, migrated: bool) -> float:
+        """The time form's lines to refill: the evicted fraction of the
+        capped working set (all of it after a migration)."""
+        lines = min(ws_bytes, self.max_refill_bytes) / self.cache_line_bytes
+        evicted = 1.0 if migrated else -expm1(-away_ns / self.cache_decay_ns)
+        return lines * evicted
 
     def refill_ns(self, ws_bytes: int, away_ns: int | None, migrated: bool,
-                  touched: int = 0, touched_shared: int = 0) -> int:
+                  touched: int = 0, touched_shared: int = 0) -> float:
         """Refill cost of a task ``away_ns`` away (None: never ran) while the
         CPU's other tasks touched ``touched`` bytes and the host's
-        ``touched_shared``."""
+        ``touched_shared`` (fractional ns)."""
         if away_ns is None:
-            return 0
+            return 0.0
         total = 0.0
         if self.refill_ns_per_line != 0:
-            lines = min(ws_bytes, self.max_refill_bytes) / self.cache_line_bytes
-            evicted = 1.0 if migrated else -expm1(-away_ns / self.cache_decay_ns)
-            total = lines * evicted * self.refill_ns_per_line
+            total = self.decay_lines(ws_bytes, away_ns, migrated) * self.refill_ns_per_line
         for capacity, ns_per_line, shared in self.cache_levels:
             resident = ws_bytes if ws_bytes < capacity else capacity
             if resident == 0:
@@ -155,16 +240,37 @@ class CostModel:
                 if evicted > 1.0:
                     evicted = 1.0
             total += resident / self.cache_line_bytes * evicted * ns_per_line
-        return int(total)
+        return total
 
-    def switch_cost_ns(self, levels: int, ws_bytes: int, away_ns: int | None,
-                       migrated: bool, nr_running: int = 0, touched: int = 0,
-                       touched_shared: int = 0, reinsert_log2: float = 0.0) -> int:
-        cost = self.direct_ns + self.per_level_ns * levels
+    def switch_cost(self, levels: int, ws_bytes: int, away_ns: int | None, migrated: bool,
+                    nr_running: int = 0, touched: int = 0, touched_shared: int = 0,
+                    reinsert_log2: float = 0.0, from_idle: bool = False,
+                    whole_ns: bool = True) -> float:
+        """The cost of a switch to a task (the formula of the module
+        docstring); ``whole_ns``: each rate's term truncated as charged."""
+        cost = self.walk_ns(levels)
         if self.reinsert_ns_per_log2:
-            cost += int(self.reinsert_ns_per_log2 * reinsert_log2)
+            cost += _charged(self.reinsert_ns_per_log2 * reinsert_log2, whole_ns)
         if migrated:
             cost += self.migration_ns
         if self.queue_ns_per_log2 and nr_running > 1:
-            cost += int(self.queue_ns_per_log2 * log2(nr_running))
-        return cost + self.refill_ns(ws_bytes, away_ns, migrated, touched, touched_shared)
+            cost += _charged(self.queue_ns_per_log2 * log2(nr_running), whole_ns)
+        cost += _charged(self.refill_ns(ws_bytes, away_ns, migrated, touched, touched_shared),
+                         whole_ns)
+        if from_idle:
+            cost += self.idle_exit_ns
+        return cost
+
+    def switch_cost_ns(self, levels: int, ws_bytes: int, away_ns: int | None,
+                       migrated: bool, nr_running: int = 0, touched: int = 0,
+                       touched_shared: int = 0, reinsert_log2: float = 0.0,
+                       from_idle: bool = False) -> int:
+        """What the machine charges for a switch to a task, in whole ns."""
+        return cython.cast(cython.longlong, self.switch_cost(
+            levels, ws_bytes, away_ns, migrated, nr_running, touched, touched_shared,
+            reinsert_log2, from_idle, True))
+
+    def switch_to_idle_ns(self, levels: int) -> int:
+        """What the machine charges for a switch to the idle task: the walk
+        up prev's ``levels``; nothing to refill."""
+        return cython.cast(cython.longlong, self.walk_ns(levels))

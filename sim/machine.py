@@ -462,8 +462,7 @@ class Machine:
                 prev.wait_start = now
         cost = self.cost
         if nxt is None:
-            levels = self._fair_depth(prev)
-            c = cost.direct_ns + cost.per_level_ns * levels
+            c = cost.switch_to_idle_ns(self._fair_depth(prev))
             rq.curr = None
             rq.overhead_ns += c
             rq.switch_end = now + c
@@ -487,9 +486,8 @@ class Machine:
         away = None if nxt.last_ran is None else now - nxt.last_ran
         c = cost.switch_cost_ns(levels, nxt.ws_bytes, away, migrated, rq.nr_running,
                                 rq.touched_bytes - nxt.touch_mark,
-                                self.touched_bytes - nxt.touch_mark_shared, reinserted)
-        if prev is None:
-            c += cost.idle_exit_ns
+                                self.touched_bytes - nxt.touch_mark_shared, reinserted,
+                                prev is None)
         # it touches its working set once on this run (the cache_levels model)
         rq.touched_bytes += nxt.ws_bytes
         self.touched_bytes += nxt.ws_bytes

@@ -212,7 +212,7 @@ def test_multicore_aggregation_options(agg, expected):
 def test_cgroup_wide_tracing_follows_a_migrating_thread():
     """One thread, 20 ms run / 150 ms sleep, each burst on the other CPU:
     per runqueue each sees the other's bursts as yield (20/340), and only
-    the runqueue active in the last period is in the active list (L344):
+    the runqueue active in the last period is in the active list (§3.4):
     20/340, half the demand; traced as one cgroup it is 20/170."""
     results = {}
     for agg in ("sum_max", "cgroup"):

@@ -166,7 +166,7 @@ def test_function_demand_needs_a_trace():
 def test_controller_plugins_and_planned_names():
     assert {"catcloud", "lags_static", "static", "vpa"} <= set(control.available())
     assert control.build({"name": "none", "controller": "none", "interval_s": 1.0}) is None
-    # every controller DESIGN.md reserves has landed
+    # every controller once reserved has landed
     assert {"least_loaded", "dynamic_priority"} <= set(control.available())
     assert control.PLANNED == ()
     with pytest.raises(ValueError, match="unknown controller policy 'nope'"):

@@ -1,5 +1,6 @@
 """workload=ebizzy: sleeping ebizzy over the periodic model, with the
-CATCloud thesis's presets (seed 002 §2.3.1)."""
+CATCloud thesis's presets ("CATCloud: Closing Semantic Gaps of CPU Interfaces
+for Precise Autoscaling in the Cloud", §2.3.1)."""
 import pytest
 from omegaconf import OmegaConf
 

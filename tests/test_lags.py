@@ -289,7 +289,7 @@ def test_symmetric_functions_behave_like_cfs():
     the bounds (3% mean, 10% p99, 0.5% throughput) leave room for seeds
     while still catching a scheduler that is not CFS-like.  (At 90% load
     LAGS trades a higher tail for fewer switches, as the paper reports for
-    steady load [L272-278].)"""
+    steady load [§5.2.1].)"""
     cfg = make_cfg(poisson(functions=36, rate_rps=12.5), host="e5-2430l", duration_s=6.0,
                    calibration=DEFAULT_COSTS)
     s = {}

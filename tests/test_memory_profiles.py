@@ -75,11 +75,11 @@ def _worst(model, name):
 def test_probe_reproduces_the_thesis_orderings(model):
     s = {n: _worst(model, n)[0] for n in ("matrix3d_96", "matrix3d_128", "tsearch_2e15",
                                           "tsearch_2e17", "7zip_l2", "7zip_l5")}
-    assert s["matrix3d_96"] > s["matrix3d_128"]           # L1823: formerly local hurts most
-    assert s["tsearch_2e17"] > s["matrix3d_96"]           # L1825: tsearch penalties much higher
-    assert s["7zip_l2"] > s["7zip_l5"]                    # L1842: higher levels, lower penalty
-    assert sp.classify(_worst(model, "tsearch_2e15")[1]) == "high"    # L1825: from 2^15 on
-    assert sp.classify(_worst(model, "cpu_bound")[1]) == "moderate"   # L1865
+    assert s["matrix3d_96"] > s["matrix3d_128"]           # §7.3.1: formerly local hurts most
+    assert s["tsearch_2e17"] > s["matrix3d_96"]           # §7.3.1: tsearch penalties much higher
+    assert s["7zip_l2"] > s["7zip_l5"]                    # §7.3.3: higher levels, lower penalty
+    assert sp.classify(_worst(model, "tsearch_2e15")[1]) == "high"    # §7.3.1: from 2^15 on
+    assert sp.classify(_worst(model, "cpu_bound")[1]) == "moderate"   # §7.3.6
 
 
 def _llc(model, name, **kw):
@@ -87,8 +87,8 @@ def _llc(model, name, **kw):
 
 
 def test_isolation_amplifies_or_starves_the_baseline(model):
-    """L1674: smaller probing partitions amplify the values (8% -> 11%) of a job
-    that fits them; L1858: one that already starves at baseline loses less."""
+    """§6.2: smaller probing partitions amplify the values (8% -> 11%) of a job
+    that fits them; §7.3.5: one that already starves at baseline loses less."""
     small = [_llc(model, "tsearch_2e15", isolated=False),
              _llc(model, "tsearch_2e15", ways=6, mb=50), _llc(model, "tsearch_2e15", ways=3, mb=30)]
     assert small[0].sensitivity_ipce < small[1].sensitivity_ipce < small[2].sensitivity_ipce

@@ -1,5 +1,7 @@
-"""workload=noisy_jobs: the noisy-neighbor thesis's job stream (seed 004
-§5.1): the generated job trace's statistics, its file format, and its replay."""
+"""workload=noisy_jobs: the noisy-neighbor thesis's job stream ("Mitigating
+the Noisy Neighbor Problem: Improving Isolation of Containers on Multi-Tenant
+Intel Cloud Servers", §5.1): the generated job trace's statistics, its file
+format, and its replay."""
 
 import numpy as np
 import pyarrow as pa

@@ -39,7 +39,7 @@ def test_processor_sharing_mean_latency(rho, duration_s):
                           long_run=duration_s >= 600)
 
 
-# --- 2. M/M/c/K queueing delay (seed 000's numbers) ------------------------
+# --- 2. M/M/c/K queueing delay (the affinity thesis's numbers) --------------
 def erlang_c_wq(lam: float, mu: float, c: int) -> float:
     a = lam / mu
     head = sum(a ** k / factorial(k) for k in range(c))
@@ -48,7 +48,8 @@ def erlang_c_wq(lam: float, mu: float, c: int) -> float:
 
 
 def test_erlang_c_matches_seed_000():
-    # seed 000 quotes Wq = 0.2216 s, 0.0570 s and 5.9 ms for c = 5, 6, 8
+    # the affinity thesis ("Affinity Aware CPU Scheduling for Container
+    # Hosts") quotes Wq = 0.2216 s, 0.0570 s and 5.9 ms for c = 5, 6, 8
     assert erlang_c_wq(10, 2.5, 5) == pytest.approx(0.2216, abs=5e-5)
     assert erlang_c_wq(10, 2.5, 6) == pytest.approx(0.0570, abs=5e-5)
     assert erlang_c_wq(10, 2.5, 8) == pytest.approx(0.0059, abs=5e-5)

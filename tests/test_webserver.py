@@ -1,6 +1,7 @@
-"""workload=webserver: seed 000's server (listen backlog, batched accept
-thread, bounded application queue, worker pool), against hand-computed
-timelines, queueing theory and the closed-loop laws."""
+"""workload=webserver: the server of "Affinity Aware CPU Scheduling for Container
+Hosts" (listen backlog, batched accept thread, bounded application queue,
+worker pool), against hand-computed timelines, queueing theory and the
+closed-loop laws."""
 from math import factorial
 
 import numpy as np
@@ -138,7 +139,7 @@ def test_closed_loop_clients_refused_by_a_full_backlog_retry_after_a_second():
 def test_closed_loop_follows_the_response_time_law():
     """N = 10 clients, think Z = 0.5 s, 2 workers at det 0.4 s on 4 CPUs: the
     workers are the bottleneck, X = 2 / 0.4 = 5 req/s, and R = N / X - Z =
-    1.5 s (seed 000's hey table has Z = 0: X R = N = 10)."""
+    1.5 s (the thesis's hey table has Z = 0: X R = N = 10)."""
     cfg = make_cfg(webserver(workers=2, clients=10, think_s=0.5, service="det",
                              mean_service_s=0.4, capacity=64, batch_size=4, batch_window_ms=5.0,
                              accept_us=10.0), cores=4, duration_s=120.0, warmup_s=20.0)

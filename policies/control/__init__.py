@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from policies.plugins import Plugins
 from sim.sched_class import MISSING, tunable
 
-# Modules DESIGN.md reserves that have not landed yet.
+# Names reserved for controllers that have not landed yet.
 PLANNED: tuple[str, ...] = ()
 # the option that runs no controller
 NONE = "none"

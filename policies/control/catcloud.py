@@ -1,31 +1,31 @@
-"""CATCloud (P. R. Sampat, UIUC MS thesis 2024; seed 002, digest
-/work/shared/notes/catcloud-002.md; "Lnn" is a line of
-/work/shared/seeds/002_09ab6974733f1531.txt): tune cpu.max's quota AND period
-from run/yield tracing inside the CFS bandwidth controller.
+"""CATCloud (P. R. Sampat, UIUC MS thesis 2024, "CATCloud: Closing Semantic Gaps
+of CPU Interfaces for Precise Autoscaling in the Cloud"; "§n" is a section of
+it): tune cpu.max's quota AND period from run/yield tracing inside the CFS
+bandwidth controller.
 
 Per traced cgroup:
 
-- **period-agnostic tracing** (Alg. 3.2, L239-270), per runqueue (cfs_rq,
+- **period-agnostic tracing** (Alg. 3.2, §3.2.2), per runqueue (cfs_rq,
   one per CPU), at every runtime-slice assignment
   (``__assign_cfs_rq_runtime``): the idle gap before the grant is the wall
   time since the previous grant minus the CPU time the cfs_rq consumed
   since (``corr_yieldtime``); a gap of at least ``cfs_bandwidth_slice``
   (5 ms) is a self-yield and closes a run cycle: yield = gap, runtime =
   cycle length - gap (the burst's span), and a new cycle starts;
-- **period-bound tracing** (Alg. 3.1, L214-237), per bandwidth period: the
+- **period-bound tracing** (Alg. 3.1, §3.2.1), per bandwidth period: the
   group's CPU time in the period (runtime) and period - runtime (yield);
-- **throttle correction** (Alg. 3.3, L276-303): time a cfs_rq spent
+- **throttle correction** (Alg. 3.3, §3.2.3): time a cfs_rq spent
   throttled moves both its clocks forward, so it is neither yield nor run;
-- **quota scaling** (Alg. 3.4, L307-332; auto mode only, it writes
+- **quota scaling** (Alg. 3.4, §3.2.3; auto mode only, it writes
   cpu.max): when throttled periods make up ``throttle_threshold`` of the
   period-bound history, for ``scale_periods`` periods the quota grows by
   1, 2, 4, ... CPUs' worth while the group is still throttled; the
   period-agnostic buffers are restarted so the next recommendation comes
   from runtimes traced while over-provisioned;
-- **recommendation** (L334-340): once the buffers are full, quota = p99 of
+- **recommendation** (§3.3): once the buffers are full, quota = p99 of
   runtime and period = p99(runtime) + p99(yield) from each tracer (per
   runqueue, then aggregated over the active runqueues for the
-  period-agnostic one, L342-344); the lower quota/period ratio wins.
+  period-agnostic one, §3.4); the lower quota/period ratio wins.
   ``mode: recommend`` only records it (cpu.recommend.max); ``mode: auto``
   also writes cpu.max, at the next period boundary (the period timer,
   where the kernel would change it; writing cpu.max from inside the
@@ -43,7 +43,7 @@ The summary column ``catcloud_tracer`` says which ran.
 
 What the thesis leaves open, and the defaults chosen (the options below):
 
-- ``multicore`` (L342: "computes cumulative runtime and period"): how
+- ``multicore`` (§3.4: "computes cumulative runtime and period"): how
   per-runqueue models combine.  ``sum_max`` (default): quota = sum of the
   active runqueues' quotas, period = the longest of their periods; N
   parallel threads with one cycle need N times one thread's quota in that
@@ -58,26 +58,26 @@ What the thesis leaves open, and the defaults chosen (the options below):
   not, at the price of seeing parallel threads' gaps only when they
   coincide.
 - ``throttle_threshold`` (0.5): the text says "the majority (>= 50%) of
-  the period-bound history" (L307); the listing's ``curr_throttle >=
-  period_bound_history`` (L321) would be 1.0.
+  the period-bound history" (§3.2.3); the listing's ``curr_throttle >=
+  period_bound_history`` (§3.2.3) would be 1.0.
 - ``scale_unit_us`` (null = one CPU, i.e. the current period's worth of
-  quota): "an exponential scaling factor of CPUs" (L309).
+  quota): "an exponential scaling factor of CPUs" (§3.2.3).
 - ``wait_for`` (both): recommend when the period-bound buffer and at least
   one runqueue's period-agnostic buffer are full ("Once the history buffer
   is filled with data from both per-runqueue and global cgroup views",
-  L208; "When the user-tunable history buffers are full", L336).  A
+  §3.1; "When the user-tunable history buffers are full", §3.3).  A
   workload that never sleeps a slice long never fills the
   period-agnostic buffer; ``any`` then recommends from period-bound alone.
-- ``buffer_policy`` (ring): the listing never wraps ``idx`` (L247-268);
+- ``buffer_policy`` (ring): the listing never wraps ``idx`` (§3.2.2);
   a ring of the last N entries keeps the recommendation current, which is
   what the history size is for ("stale past information may taint the
-  buffer", L374).  ``clear`` empties every buffer after each
+  buffer", §3.5.1).  ``clear`` empties every buffer after each
   recommendation.  Either way a cpu.max period change clears the
   period-bound buffer: "tracing for the following periods is based on
-  this new quota and period" (L340).
+  this new quota and period" (§3.3).
 - ``period_formula`` (sum_of_percentiles): "the 99th percentile of
   runtime and yield time duration are calculated ... the period is
-  determined by the summation of runtime and yield time" (L338) read
+  determined by the summation of runtime and yield time" (§3.3) read
   literally: p99(runtime) + p99(yield).  For the period-bound tracer the
   two percentiles come from different periods, so the period can exceed
   every observed runtime + yield and the ratio fall below the busiest
@@ -85,14 +85,14 @@ What the thesis leaves open, and the defaults chosen (the options below):
   ``percentile_of_sums`` takes p99 of runtime + yield per entry instead
   (the cycle length; for period-bound, the period itself).
 - ``percentile`` 99 with ``percentile_method`` linear (numpy's default):
-  with the default 5 entries (L443) p99 is within 4% of the gap between
+  with the default 5 entries (§4.3) p99 is within 4% of the gap between
   the two largest entries of the maximum, the "worst-case run/yield
-  times" (L208).
+  times" (§3.1).
 - clamps: the kernel's period range 1 ms .. 1 s and minimum quota 1 ms
   (the thesis names none; a cycle longer than 1 s gets a 1 s period and
   its whole burst as quota); ``granularity_us`` 1000: quota rounded up and
   period rounded to the millisecond, the thesis's "millisecond-scale
-  accounting" (L208; its results are whole ms, 22/171, L402); ``margin``
+  accounting" (§3.1; its results are whole ms, 22/171, §4.2.1); ``margin``
   0 (the thesis adds none).
 - ``initial_quota_us`` / ``initial_period_us`` (100000/100000, one CPU at
   the default period): tracing needs a limit ("quota != max", every
@@ -101,11 +101,11 @@ What the thesis leaves open, and the defaults chosen (the options below):
   writes nothing).  A cgroup that has a cpu.max keeps it, as a container
   keeps its limit when cpu.recommend.status is set.
 - ``mode`` (auto): the thesis evaluates CATCloud applying its limits
-  (L402, "achieves ideal latency" with them); recommend leaves cpu.max
+  (§4.2.1, "achieves ideal latency" with them); recommend leaves cpu.max
   alone and only records cpu.recommend.max.
 
 Not modelled: the "absence of throttling in previous periods" condition
-on closing a cycle (L270; throttle correction already removes throttled
+on closing a cycle (§3.2.2; throttle correction already removes throttled
 time); cpu.recommend.history as a runtime file (the sizes are options).
 """
 from __future__ import annotations
@@ -146,7 +146,7 @@ class CatcloudConfig(ControlConfig):
     throttle_threshold: float = tunable(0.5, range=(0, 1))
     scale_periods: int = tunable(5, range=(0, None))      # 0: no quota scaling
     scale_unit_us: Optional[int] = tunable(None, range=(1, None))  # null: one CPU
-    # period = p99(runtime) + p99(yield) (L338, literal), or p99 of the
+    # period = p99(runtime) + p99(yield) (§3.3, literal), or p99 of the
     # per-entry runtime + yield (the cycle; for period-bound: the period)
     period_formula: str = tunable("sum_of_percentiles",
                                   choices=("sum_of_percentiles", "percentile_of_sums"))
@@ -250,7 +250,7 @@ class CgroupTrace:
     def period_elapsed(self, now: int, period_ns: int, runtime_ns: int, throttled: bool) -> None:
         prev_boundary, self.last_boundary = self.last_boundary, now
         cfg = self.cfg
-        # only whole periods of the cpu.max in force count (L340)
+        # only whole periods of the cpu.max in force count (§3.3)
         if self.current is None or abs(period_ns - self.current[1] * 1000) <= \
                 0.01 * self.current[1] * 1000:
             self.pb.append((runtime_ns, period_ns - runtime_ns, bool(throttled)))
@@ -296,7 +296,7 @@ class CgroupTrace:
             self.recommendation = self.applied_rec = None
         return True
 
-    # --- recommendation (L334-344) ----------------------------------------
+    # --- recommendation (§3.3-3.4) ----------------------------------------
     def _model(self, runtimes, yields):
         pct, method = float(self.cfg["percentile"]), str(self.cfg["percentile_method"])
         q = percentile(runtimes, pct, method)
@@ -307,7 +307,7 @@ class CgroupTrace:
     def _candidates(self, now: int, window: int | None):
         cfg = self.cfg
         out = []
-        # period-agnostic: runqueues active in the last period (L344)
+        # period-agnostic: runqueues active in the last period (§3.4)
         period_ns = (self.current[1] * 1000) if self.current else 100_000_000
         since = now - period_ns if window is None else window
         models = [self._model(r.runtime, r.yields) for r in self.rqs.values()
@@ -479,7 +479,7 @@ class Catcloud(Controller):
             "catcloud_limit_mcpu_final": mean([1000.0 * r[0] / r[1] for r in finals]),
             "catcloud_source_final": ",".join(sorted({r[2] for r in finals})),
             # median over the run of the recommendation sampled every interval_s
-            # (the thesis reports "median CPU limits recommended", L402)
+            # (the thesis reports "median CPU limits recommended", §4.2.1)
             "catcloud_quota_us_median": mean([m[0] for m in med]),
             "catcloud_period_us_median": mean([m[1] for m in med]),
             "catcloud_limit_mcpu_median": mean([1000.0 * m[0] / m[1] for m in med]),

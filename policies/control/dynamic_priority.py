@@ -1,5 +1,6 @@
-"""Dynamic priority: the noisy-neighbor thesis's RDT isolation policy (seed
-004 Alg. 3, L487-543; notes/noisy-neighbor-004.md sections 5 and 6.1).
+"""Dynamic priority: the noisy-neighbor thesis's RDT isolation policy
+("Mitigating the Noisy Neighbor Problem: Improving Isolation of Containers on
+Multi-Tenant Intel Cloud Servers", §3.4, Alg. 3).
 
 Every ``interval_s`` (T_tick):
 
@@ -28,11 +29,11 @@ way and ``probe_mb_step``, each point for ``max(probe_s / points,
 interval_s)`` (``probe_s``: the thesis's "maximum probing duration").  A
 point passes when the job's IPC relative to running alone
 (PerfCounts.alone_cycles / cycles: the "90% of the best possible IPC" of
-L1090) reaches ``target``.  ``probe_order``: ``ascending`` (Alg. 1, the
-default: the thesis's evaluation ran ascending, L1724) stops at the first
+§4.5.1) reaches ``target``.  ``probe_order``: ``ascending`` (Alg. 1, the
+default: the thesis's evaluation ran ascending, §7.1) stops at the first
 passing point, else returns the largest; ``descending`` (Alg. 2) starts at
 the largest and returns the last passing point before the first failing one.
-``greedy_allocation`` (L1090) runs the whole sweep and returns the passing
+``greedy_allocation`` (§4.5.1) runs the whole sweep and returns the passing
 point that fits the socket best (``_greedy_choice``).  After ``cooldown_s`` the allocation is made with
 ``find_best_fit_bitmask`` (the thesis's findBestFitBitmaskForWays, exactly),
 MB booked additively per socket (at most 100%), and kept for the job's life
@@ -48,9 +49,9 @@ each class shares the reserved way with the root, so the classes are
 resctrl ``shareable`` (docs/memory.md, "Controllers").
 
 **Balancing and swap** (``rebalance``, on as in every run the thesis
-presents, L1466).  The thesis names the option (Alg. 3 lines 32-33 and
-37-38: a rebalance timer of T_warmup after each batch admission; L495 "the
-scheduler will continuously rebalance the load"; L1466 "consolidate and
+presents, §5.1).  The thesis names the option (Alg. 3 lines 32-33 and
+37-38: a rebalance timer of T_warmup after each batch admission; §3.4 "the
+scheduler will continuously rebalance the load"; §5.1 "consolidate and
 move batch containers to enable admissions or probings") but gives no
 rule, so this is our reading, built from its own placement heuristic:
 
@@ -80,7 +81,7 @@ from sim.sched_class import tunable
 
 
 def find_best_fit_bitmask(target_ways: int, allocated: int, total_ways: int) -> int:
-    """findBestFitBitmaskForWays (seed 004 Listing A.4, L2078-2130), exactly:
+    """findBestFitBitmaskForWays (the thesis's Appendix A.2, Listing A.4), exactly:
     for every free start bit, count the free ways from it upwards; keep the
     start whose run is >= target and *strictly* shorter than the best so far
     (scanning inside runs too); the mask is ``target_ways`` bits from there.
@@ -133,12 +134,13 @@ class DynamicPriorityConfig(ControlConfig):
     probe_mb_step: int = tunable(10, range=(10, 100))
     reserved_ways: int = tunable(1, range=(1, None))        # kept by system/default
     buffer_ways: int = tunable(0, range=(0, None))          # extra ways on top of the probe
-    # the thesis's reverse_probe_order / greedy_allocation (L1105-1106), off in its evaluation
+    # the thesis's reverse_probe_order / greedy_allocation (§4.5.1), off in its
+    # evaluation
     probe_order: str = tunable("ascending", choices=("ascending", "descending"))
     greedy_allocation: bool = tunable(False)
     cpuset: str = tunable("cores", choices=("cores", "socket"))
     # the thesis's "balancing and swap option" (Alg. 3 lines 32-33, 37-38;
-    # L1466: on in every presented run); our reading of it, module docstring
+    # §5.1: on in every presented run); our reading of it, module docstring
     rebalance: bool = tunable(True)
 
 
@@ -416,10 +418,10 @@ class DynamicPriority(Controller):
 
     def _probe_result(self, job: _Job, last: bool) -> tuple | None:
         """The allocation the sweep returns once it has one, else None.
-        Ascending (Alg. 1, L437-453): the first point at the target, or the
-        largest.  Descending (Alg. 2, L455-475): the point before the first
+        Ascending (Alg. 1, §3.2.2): the first point at the target, or the
+        largest.  Descending (Alg. 2, §3.2.2): the point before the first
         one below the target (the largest if that is the first), or the
-        smallest.  Greedy (L1090): the whole sweep, then the point at the
+        smallest.  Greedy (§4.5.1): the whole sweep, then the point at the
         target that fits the socket best (``_greedy_choice``)."""
         target = float(self.cfg["target"]) - 1e-9
         point, rel = job.probe_rel[-1]
@@ -432,7 +434,7 @@ class DynamicPriority(Controller):
         return point if rel >= target or last else None
 
     def _greedy_choice(self, job: _Job) -> tuple:
-        """L1090: "choose the one which fits better into the current
+        """§4.5.1: "choose the one which fits better into the current
         allocation, e.g. if most of the memory bandwidth is already allocated
         ... compensate for this with more last-level cache ways".  The thesis
         gives no formula; here the fit of (ways, MB) is the larger of its

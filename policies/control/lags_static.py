@@ -1,15 +1,16 @@
-"""CFS-LAGS-static: the LAGS paper's offline baseline (seed 001 §4.1,
-[L181-200] of /work/shared/seeds/001_01cf9b464173a8b4.txt).
+"""CFS-LAGS-static: the LAGS paper's offline baseline ("Mitigating context
+switching in densely packed Linux clusters with Latency-Aware Group
+Scheduling", §4.1).
 
 Functions of the lowest demand band run under SCHED_RR (the paper uses
 ``chrt``; 100 ms quantum, RT throttling leaves the fair class 5%), the rest
 stay under the fair scheduler.  The band is known in advance from the trace
 (the paper sorts the 119 functions by load into ten equal bands, Fig. 2):
 that offline knowledge of future demand is what makes this a baseline and
-not a practical policy [L182].
+not a practical policy [§4.1].
 
 The paper sizes group-low "by adding new functions to the group as long as
-there is no measurable impact on the latency target of 1 second" [L189-192].
+there is no measurable impact on the latency target of 1 second" [§4.1].
 This controller does that within one run: it promotes ``step`` functions in
 order of increasing demand, judges each promotion over the next
 ``interval_s`` window, and when the window's latency percentile exceeds the
@@ -34,7 +35,7 @@ class LagsStaticConfig(ControlConfig):
     bands: int = tunable(10, range=(1, None))                # demand bands (Fig. 2: ten)
     max_bands: int = tunable(1, range=(1, None))             # lowest bands that may go RR
     step: int = tunable(1, range=(1, None))                  # functions promoted at a time
-    latency_target_s: float = tunable(1.0, range=(0, None))  # [L192]
+    latency_target_s: float = tunable(1.0, range=(0, None))  # [§4.1]
     percentile: float = tunable(99.0, range=(0, 100))
     min_requests: int = tunable(50, range=(1, None))
     rt_priority: int = tunable(50, range=RT_PRIORITY_RANGE)

@@ -1,5 +1,6 @@
-"""Least-loaded placement: the noisy-neighbor thesis's baseline (seed 004
-Alg. 4, L545-580; notes/noisy-neighbor-004.md section 6.2).
+"""Least-loaded placement: the noisy-neighbor thesis's baseline
+("Mitigating the Noisy Neighbor Problem: Improving Isolation of Containers on
+Multi-Tenant Intel Cloud Servers", §3.5, Alg. 4).
 
 Every ``interval_s`` (T_tick): relinquish the cores of finished jobs; then,
 while jobs wait, take the head J of the FIFO queue, and among the sockets

@@ -1,8 +1,9 @@
 """Kubernetes Vertical Pod Autoscaler: the upstream recommender's CPU path
-(kubernetes/autoscaler vertical-pod-autoscaler/pkg/recommender, facts in
-/work/shared/notes/reference-facts.md §3) with the updater the CATCloud
-thesis evaluated against (seed 002, L392: usage every 15 s, limits applied
-every 300 s).
+(kubernetes/autoscaler vertical-pod-autoscaler/pkg/recommender,
+config/config.go and model/aggregations_config.go) with the updater the
+CATCloud thesis evaluated against ("CATCloud: Closing Semantic Gaps of CPU
+Interfaces for Precise Autoscaling in the Cloud", §4.1: usage every 15 s,
+limits applied every 300 s).
 
 Per container (here: per function cgroup):
 - a usage sample, in cores, every ``interval_s`` (metrics-server's 15 s

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from policies.plugins import Plugins
 
-# Modules DESIGN.md reserves that have not landed yet.
+# Names reserved for policies that have not landed yet.
 PLANNED = ()
 
 _plugins = Plugins(__name__, __path__, "scheduler", PLANNED)

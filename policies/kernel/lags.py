@@ -1,29 +1,30 @@
 """CFS-LAGS, Latency-Aware Group Scheduling: the LAGS paper's patch to
-kernel/sched/fair.c of Linux 5.18 (seed 001, section 4 and Appendix A; line
-references [Lnn] are to /work/shared/seeds/001_01cf9b464173a8b4.txt), built
-on the CFS model in policies/kernel/cfs.py.
+kernel/sched/fair.c of Linux 5.18 ("Mitigating context switching in densely
+packed Linux clusters with Latency-Aware Group Scheduling", section 4 and
+Appendix A; [§n] are its sections), built on the CFS model in
+policies/kernel/cfs.py.
 
 What the paper specifies, and how it is modelled here:
 
-* Function cgroups carry ``cpu.latency_awareness`` = 1 [L338-342]; every
-  other cgroup stays under CFS [L203, L368-372].  Here the flag is the
+* Function cgroups carry ``cpu.latency_awareness`` = 1 [Appendix A.2]; every
+  other cgroup stays under CFS [§4.2, Appendix A.3].  Here the flag is the
   scheduler option ``latency_aware`` (which cgroups; see LagsConfig).
 * Load Credit (``tg->load_avg_ema``): an exponential moving average of the
   task group's PELT load ``tg->load_avg`` over a window of
   ``tg_load_avg_ema_window`` scheduler ticks, best at 1000 ticks (about 4 s
-  at HZ=250) [L210-226, L350-359].  Lower credit = less loaded function.
+  at HZ=250) [§4.2, Appendix A.2].  Lower credit = less loaded function.
 * Per-CPU ordering (``entity_before``) and wakeup preemption
   (``check_preempt_wakeup``) compare the Load Credit of latency-aware group
-  entities instead of their vruntime [L361-372]: the least loaded function
+  entities instead of their vruntime [Appendix A.3]: the least loaded function
   runs first and keeps the CPU "as long [as] no other cgroup has a lower
-  Load Credit" [L202]; threads inside a function stay under CFS.
+  Load Credit" [§4.2]; threads inside a function stay under CFS.
 * Placement (``select_task_rq_fair``): a waking task of a function with a
   lower Load Credit goes to a CPU running a task of a function with a higher
   one; the running task's credit is cached per CPU and tested by the
   callback ``cpu_has_higher_load_task`` while the candidate CPUs are
-  scanned [L237, L373-383].
+  scanned [§4.3, Appendix A.3].
 * Load balancing uses Load Credit "as a greedy heuristic to identify a
-  suitable, preferably idle, target CPU core" [L236-237].
+  suitable, preferably idle, target CPU core" [§4.3].
 
 What the paper leaves open is an option with a default (LagsConfig and
 scenarios/conf/scheduler/lags.yaml say why each default was chosen).
@@ -64,7 +65,7 @@ drifts toward the throttled cfs_rq's queued weight, a throttled function
 looks more loaded than the kernel's would, and the next enqueue, dequeue
 or tick of one of its tasks on that CPU brings it back.  The paper does
 not discuss bandwidth control beyond noting that dense deployments
-disable it [L28-31], and none of its experiments set cpu.max.
+disable it [§2.1], and none of its experiments set cpu.max.
 
 Ordering data structure.  Credits drift continuously, so a heap keyed by
 credit would go stale while entities wait.  Each cfs_rq keeps CFS's vruntime
@@ -83,9 +84,9 @@ tg->load_avg_ema.
 Not modelled: the kernel's rbtree keeps entities at the positions their
 credits had when they were inserted (its order goes stale as credits
 drift; here the order is always current); the lost ``cpu.shares`` support
-[L323-328] (workloads must keep weight 100 / shares 1024 for LAGS to mean
+[Appendix A.1] (workloads must keep weight 100 / shares 1024 for LAGS to mean
 what the paper means: nothing enforces it); Load Credit in NUMA balancing
-[L248, L318]; whatever the CFS model leaves out (cfs.py's docstring).
+[§5, §7]; whatever the CFS model leaves out (cfs.py's docstring).
 """
 from __future__ import annotations
 
@@ -648,9 +649,9 @@ class LAGS(CFS):
 
     def select_task_rq(self, p, prev_cpu, wake_flags):
         """select_task_rq_fair() with cpu_has_higher_load_task() next to the
-        idle tests, as the SCHED_IDLE patch the paper follows [L238] put
+        idle tests, as the SCHED_IDLE patch the paper follows [§4.3] put
         sched_idle_cpu(): the first candidate, in CFS's order, that is idle
-        or runs a task of a higher-credit function [L237, L377-383]; a
+        or runs a task of a higher-credit function [§4.3, Appendix A.3]; a
         fully idle core still comes first in the LLC scan."""
         cpu = CFS.select_task_rq(self, p, prev_cpu, wake_flags)
         if not self.lags_placement:

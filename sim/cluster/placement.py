@@ -3,7 +3,7 @@ score the rest, take the best.
 
 Filters: the node's pod cap (``pods_per_node - reserved_pods``: the
 kubelet's max-pods, 110 by default, less the pods the LAGS cluster kept for
-system services [L164]) and NodeResourcesFit (the sum of the requests of
+system services [§3.2]) and NodeResourcesFit (the sum of the requests of
 the pods on the node plus the new pod's must fit the node's allocatable
 CPU and memory).  Scores, NodeResourcesFit's strategies, each the mean over
 CPU and memory (weights 1) of a 0-100 figure after adding the pod:

@@ -18,7 +18,7 @@ Utilisation, per ``cluster.profile_window_s`` (default a minute):
 after warm-up as fractions of the cluster's CPUs; ``*_cores_peak`` their
 largest window.  The LAGS paper reports the peaks: about 60 cores
 effective, 65 perceived under CFS-LAGS and 120 under CFS on 10 nodes
-[L254]."""
+[§5.1]."""
 from __future__ import annotations
 
 import math

@@ -1,4 +1,4 @@
-"""Cluster sizing as the LAGS case study did it [L252-253]:
+"""Cluster sizing as the LAGS case study did it [§5.1]:
 
 1. static reservation: every function reserves its peak CPU demand (per
    ``profile_window_s``, from the trace, as profiling it on an oversized

@@ -6,7 +6,8 @@ An LLC of ``size`` bytes with ``ways`` ways is split into ``slices`` slices
 
 - slice ``h(PA)`` through the slice hash (:mod:`sim.memory.slicehash`), and
 - set ``(PA >> log2(line)) mod sets``, i.e. PA bits 6..16 for 2048 sets of
-  64-byte lines (Haswell to Ice Lake, notes/reference-facts.md section 8).
+  64-byte lines (Haswell to Ice Lake; ``L3_INDEX_PER_SLICE`` in
+  ``aliireza/slice-aware``).
 
 A (slice, set) pair is a *bucket*: ``bucket = slice * sets + set``.  CAT
 restricts the ways a class may fill in every bucket alike, so a class owning

@@ -31,7 +31,9 @@ from sim.memory.llc import LLCGeometry
 
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 PAGE_BYTES = {"4k": 4 * KIB, "2m": 2 * MIB, "1g": GIB}
-# The neighbor microbenchmark's --hugepages names (notes/noisy-neighbor-004.md section 9).
+# The --hugepages names of the noisy-neighbor thesis's neighbor microbenchmark
+# ("Mitigating the Noisy Neighbor Problem: Improving Isolation of Containers on
+# Multi-Tenant Intel Cloud Servers", Appendix A.5).
 PAGE_ALIASES = {"none": "4k", "thp": "2m", "hugetlb-2m": "2m", "hugetlb-1g": "1g"}
 PATTERNS = ("random", "stride", "sequential")
 DEFAULT_PHYS_BYTES = 1 << 38   # 256 GiB: covers every bit the XOR hash reads (6..37)

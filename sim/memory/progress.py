@@ -29,7 +29,7 @@ full bandwidth), CPI_alone.  It progresses at ``speed = CPI_alone / CPI``.
 **IPC and IPCE** (per cgroup, from cumulative counters like perf's):
 ``IPC = instructions / cycles``; ``IPCE = 1 - stall_cycles / cycles =
 CPI_core / CPI`` (the thesis's Eq. 3.3-3.4 restricted to memory stalls, which
-its L406 allows; bandwidth throttling counts as stall).  ``IPC relative to
+its §3.1.4 allows; bandwidth throttling counts as stall).  ``IPC relative to
 alone`` = ``IPC / IPC_alone = speed``.
 
 **Time.**  The co-runners of a socket and their activity change at every
@@ -513,7 +513,7 @@ class MemorySystem:
         its lines in the ways it still owns (spread evenly over the ways it
         had); the rest must be fetched again, up to its new steady occupancy.
         Lines left in the former ways count as lost at once (the thesis,
-        L1372, has them valid until the ways' new holder evicts them, which
+        §4.6.1, has them valid until the ways' new holder evicts them, which
         this does not track), so the cost is an upper bound.  Ways gained
         without a loss fill without a transient, like the first warm-up.  A
         cgroup moved to another domain (``moved``) starts there with none of

@@ -4,8 +4,8 @@ Two hashes:
 
 - :class:`XorSliceHash`: the linear hash reverse-engineered for Intel parts
   with 2**n slices (Maurice et al., RAID 2015; masks as used in
-  ``aliireza/slice-aware`` ``lib/cache-utils.c`` and other repositories, see
-  notes/reference-facts.md section 8).  Output bit k is the parity of
+  ``aliireza/slice-aware`` ``lib/cache-utils.c`` and other repositories).
+  Output bit k is the parity of
   ``PA & mask_k``; ``slice = o_{n-1} ... o_1 o_0``.  The 4th mask
   (``0x11aeeb1200``) is the one a public repository uses for the 16-slice
   Xeon Gold 6130.  Whether the Xeon Silver 4314 (16 slices, Ice Lake-SP) uses
