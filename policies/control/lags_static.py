@@ -43,13 +43,13 @@ class LagsStaticConfig(ControlConfig):
 class LagsStatic(Controller):
     def __init__(self, cfg):
         super().__init__(cfg)
-        self.bands = int(cfg["bands"])
-        self.max_bands = min(int(cfg["max_bands"]), self.bands)
-        self.step_size = int(cfg["step"])
-        self.target_s = float(cfg["latency_target_s"])
-        self.percentile = float(cfg["percentile"])
-        self.min_requests = int(cfg["min_requests"])
-        self.rt_priority = int(cfg["rt_priority"])
+        self.bands = int(cfg.bands)
+        self.max_bands = min(int(cfg.max_bands), self.bands)
+        self.step_size = int(cfg.step)
+        self.target_s = float(cfg.latency_target_s)
+        self.percentile = float(cfg.percentile)
+        self.min_requests = int(cfg.min_requests)
+        self.rt_priority = int(cfg.rt_priority)
         self.candidates: list[str] = []
         self.group_low: list[str] = []
         self.last_batch: list[str] = []

@@ -23,14 +23,14 @@ class StaticConfig(ControlConfig):
 
 class Static(Controller):
     def start(self, host) -> None:
-        quota = self.cfg["quota_us"]
+        quota = self.cfg.quota_us
         for cgroup in host.functions():
             host.set_cpu_max(cgroup, None if quota is None else int(quota),
-                             int(self.cfg["period_us"]), int(self.cfg["burst_us"]))
+                             int(self.cfg.period_us), int(self.cfg.burst_us))
 
     def summary(self) -> dict:
-        quota = self.cfg["quota_us"]
-        limit = float("nan") if quota is None else 1000.0 * quota / self.cfg["period_us"]
+        quota = self.cfg.quota_us
+        limit = float("nan") if quota is None else 1000.0 * quota / self.cfg.period_us
         return {"static_limit_mcpu": limit}
 
 
