@@ -54,19 +54,24 @@ RT_PRIORITY_RANGE = (1, 99)      # sched_priority of SCHED_RR
 class SchedConfig:
     """Keys every scheduler option has: its label, the fair-class module in
     policies/kernel that implements it, and the real-time class (always
-    present, as rt_sched_class is in the kernel) with its sysctls."""
+    present, as rt_sched_class is in the kernel) with its sysctls.  The
+    defaults are the kernel's: RT threads may run 950 ms per 1 s period on
+    each CPU, so the fair class keeps 5%."""
     name: str = MISSING            # the option's label in results
     policy: str = MISSING          # module name in policies/kernel
     # scheduling policy of workload threads: normal (the fair class) or rr
+    # (SCHED_RR; a controller may also move threads to it)
     task_policy: str = tunable(SCHED_NORMAL, choices=TASK_POLICIES)
-    rt_priority: int = tunable(50, range=RT_PRIORITY_RANGE)  # of rr threads
+    rt_priority: int = tunable(50, range=RT_PRIORITY_RANGE)  # of rr threads (chrt -r 50)
     # sysctl_sched_migration_cost (not scaled by CPUs): how long after it ran
     # a task stays cache hot for balancing, and the machine's rq->avg_idle
     # cap (2x) that gates newidle balancing
     migration_cost_ns: int = tunable(500_000, range=(0, None))
+    # /proc/sys/kernel/sched_rr_timeslice_ms: SCHED_RR's round-robin quantum
     sched_rr_timeslice_ms: int = tunable(100, range=(1, None))
+    # RT throttling: RT threads may run sched_rt_runtime_us per
+    # sched_rt_period_us on each CPU; -1: the whole period (no throttling)
     sched_rt_period_us: int = tunable(1_000_000, range=(1, 2**31 - 1))
-    # -1: RT threads may take the whole period (no throttling)
     sched_rt_runtime_us: int = tunable(950_000, range=(-1, 2**31 - 1))
     # CFS bandwidth control: the chunk a CPU borrows from a group's quota
     # (/proc/sys/kernel/sched_cfs_bandwidth_slice_us, at least 1 us)

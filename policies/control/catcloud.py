@@ -130,32 +130,54 @@ PERIOD_BOUND = "period-bound"
 
 @dataclass
 class CatcloudConfig(ControlConfig):
+    """Section numbers are the CATCloud thesis's ("CATCloud: closing
+    semantic gaps of CPU interfaces for precise autoscaling in the cloud");
+    the module docstring and docs/autoscalers.md say why each default."""
     # kernel tracer: how often the recommendation is sampled for the summary;
     # user-space approximation: the usage poll interval (use a few ms)
     interval_s: float = tunable(1.0, range=(0.001, None))
+    # auto: also writes cpu.max; recommend: cpu.recommend.max only
     mode: str = tunable("auto", choices=("recommend", "auto"))
+    # auto; kernel (the simulator's hook in the bandwidth controller);
+    # userspace (the usage-polling approximation, for a host without it)
     tracer: str = tunable("auto", choices=("auto", "kernel", "userspace"))
+    # cpu.recommend.history: "default 5 entries" (section 3.5, chapter 4)
     history_period_bound: int = tunable(5, range=(1, None))
     history_period_agnostic: int = tunable(5, range=(1, None))
-    percentile: float = tunable(99.0, range=(0, 100))
+    percentile: float = tunable(99.0, range=(0, 100))   # p99 of runtime and yield (3.3)
+    # numpy's; with 5 entries p99 is about the maximum ("worst-case", 3.1)
     percentile_method: str = tunable("linear", choices=("linear", "higher", "lower",
                                                         "nearest", "midpoint"))
+    # both history buffers full before recommending (3.1, 3.3), or any
     wait_for: str = tunable("both", choices=("both", "any"))
+    # multicore (3.4, ambiguous): per-run-queue models, quotas summed and
+    # the longest period (sum_max), or the mean or sum of periods; or one
+    # cgroup-wide model
     multicore: str = tunable("sum_max", choices=("sum_max", "sum_mean", "sum_sum", "cgroup"))
+    # ring: keep the last N entries; clear: empty after each recommendation
     buffer_policy: str = tunable("ring", choices=("ring", "clear"))
+    # heavy throttle: at least this share of the period-bound history
+    # throttled (Alg. 3.4's text: "the majority (>= 50%)")
     throttle_threshold: float = tunable(0.5, range=(0, 1))
-    scale_periods: int = tunable(5, range=(0, None))      # 0: no quota scaling
-    scale_unit_us: Optional[int] = tunable(None, range=(1, None))  # null: one CPU
+    # quota scaling episode length in periods, the quota doubling each
+    # period (Alg. 3.4); 0: no quota scaling
+    scale_periods: int = tunable(5, range=(0, None))
+    # quota added per scaling step; null: one CPU (the period's worth)
+    scale_unit_us: Optional[int] = tunable(None, range=(1, None))
     # period = p99(runtime) + p99(yield) (L338, literal), or p99 of the
     # per-entry runtime + yield (the cycle; for period-bound: the period)
     period_formula: str = tunable("sum_of_percentiles",
                                   choices=("sum_of_percentiles", "percentile_of_sums"))
-    margin: float = tunable(0.0, range=(0, None))
+    margin: float = tunable(0.0, range=(0, None))      # no safety margin in the thesis
+    # ms-scale accounting (3.1): quota rounded up, period to the nearest
     granularity_us: int = tunable(1000, range=(1, None))
+    # the kernel's minimum quota and its period range (1 ms .. 1 s)
     min_quota_us: int = tunable(MIN_QUOTA_US, range=(MIN_QUOTA_US, None))
     min_period_us: int = tunable(PERIOD_RANGE_US[0], range=PERIOD_RANGE_US)
     max_period_us: int = tunable(PERIOD_RANGE_US[1], range=PERIOD_RANGE_US)
-    slice_us: Optional[int] = tunable(None, range=(1, None))   # null: the host's (5000)
+    # null: the host's sched_cfs_bandwidth_slice_us
+    slice_us: Optional[int] = tunable(None, range=(1, None))
+    # tracing needs a limit (quota != max): the one cgroups without cpu.max get
     initial_quota_us: Optional[int] = tunable(100_000, range=(MIN_QUOTA_US, None))
     initial_period_us: int = tunable(100_000, range=PERIOD_RANGE_US)
     # unlimited: write the initial limit only on cgroups without a cpu.max

@@ -124,18 +124,25 @@ def longest_free_run(allocated: int, total_ways: int) -> tuple[int, int]:
 
 @dataclass
 class DynamicPriorityConfig(ControlConfig):
-    target: float = tunable(0.9, range=(0.0, 1.0))          # IPC relative to alone
-    warmup_s: float = tunable(3.0, range=(0.0, None))       # before a probe (>= 3 s)
+    # T_tick; also the shortest probe segment
+    interval_s: float = tunable(0.1, range=(0.001, None))
+    # IPC relative to running alone ("90% of the best possible IPC")
+    target: float = tunable(0.9, range=(0.0, 1.0))
+    # in system/default before a probe (>= 3 s)
+    warmup_s: float = tunable(3.0, range=(0.0, None))
     cooldown_s: float = tunable(1.0, range=(0.0, None))     # after a probe (>= 1 s)
-    probe_s: float = tunable(12.0, range=(0.0, None))       # maximum probing duration
+    probe_s: float = tunable(12.0, range=(0.0, None))       # maximum probing duration (12 s)
+    # the sweep starts at 1 way / 10% MB (the thesis's)
     probe_min_ways: int = tunable(1, range=(1, None))
     probe_min_mb: int = tunable(10, range=(10, 100))
     probe_mb_step: int = tunable(10, range=(10, 100))
-    reserved_ways: int = tunable(1, range=(1, None))        # kept by system/default
+    # the top ways system/default always keeps (1 of 12)
+    reserved_ways: int = tunable(1, range=(1, None))
     buffer_ways: int = tunable(0, range=(0, None))          # extra ways on top of the probe
     # the thesis's reverse_probe_order / greedy_allocation (L1105-1106), off in its evaluation
     probe_order: str = tunable("ascending", choices=("ascending", "descending"))
     greedy_allocation: bool = tunable(False)
+    # cores: distinct free physical cores; socket: the whole socket
     cpuset: str = tunable("cores", choices=("cores", "socket"))
     # the thesis's "balancing and swap option" (Alg. 3 lines 32-33, 37-38;
     # L1466: on in every presented run); our reading of it, module docstring

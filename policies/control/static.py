@@ -18,7 +18,7 @@ PERIOD_RANGE_US = (1_000, 1_000_000)
 class StaticConfig(ControlConfig):
     quota_us: Optional[int] = tunable(None, range=(1_000, None))  # null = max (no limit)
     period_us: int = tunable(100_000, range=PERIOD_RANGE_US)
-    burst_us: int = tunable(0, range=(0, None))
+    burst_us: int = tunable(0, range=(0, None))                    # cpu.max.burst
 
 
 class Static(Controller):

@@ -110,16 +110,21 @@ class DecayingHistogram(ExponentialHistogram):
 
 @dataclass
 class VpaConfig(ControlConfig):
-    interval_s: float = tunable(15.0, range=(0.001, None))           # usage sample period
-    recommender_interval_s: float = tunable(60.0, range=(0.001, None))
+    """The upstream recommender's defaults (its flag names in comments)."""
+    # a usage sample per 15 s (metrics-server resolution)
+    interval_s: float = tunable(15.0, range=(0.001, None))
+    recommender_interval_s: float = tunable(60.0, range=(0.001, None))  # recommender loop
+    # the updater applies the target every 300 s
     update_interval_s: float = tunable(300.0, range=(0.001, None))
-    target_percentile: float = tunable(0.9, range=(0, 1))
+    target_percentile: float = tunable(0.9, range=(0, 1))        # target-cpu-percentile
+    # recommendation-lower-bound-cpu-percentile, -upper-bound-
     lower_percentile: float = tunable(0.5, range=(0, 1))
     upper_percentile: float = tunable(0.95, range=(0, 1))
-    margin: float = tunable(0.15, range=(0, None))
-    min_mcpu: float = tunable(25.0, range=(0, None))
-    half_life_h: float = tunable(24.0, range=(0.001, None))
-    sample_weight: float = tunable(0.1, range=(0, None))
+    margin: float = tunable(0.15, range=(0, None))     # recommendation-margin-fraction
+    min_mcpu: float = tunable(25.0, range=(0, None))   # pod-recommendation-min-cpu-millicores
+    half_life_h: float = tunable(24.0, range=(0.001, None))   # CPU histogram decay half-life
+    sample_weight: float = tunable(0.1, range=(0, None))      # minSampleWeight: every sample's
+    # quota = target x period (Kubernetes' default period)
     period_us: int = tunable(100_000, range=PERIOD_RANGE_US)
     # the limit before the first update: null = none (cpu.max "max")
     initial_quota_us: Optional[int] = tunable(None, range=(1_000, None))

@@ -54,6 +54,9 @@ TUNABLE_SCALING = ("none", "log", "linear")
 class FairConfig(SchedConfig):
     """The keys every fair class built on this CFS model reads (CFS, EEVDF
     and CFS-LAGS)."""
+    # sysctl_sched_tunable_scaling: how the slice sysctls whose default is
+    # None scale with the CPU count (sysctl_factor; under log the factor is
+    # 1 + ilog2(min(ncpus, 8)))
     tunable_scaling: str = tunable("log", choices=TUNABLE_SCALING)
     wakeup_preemption: bool = tunable(True)      # WAKEUP_PREEMPTION
     # HRTICK: end each slice exactly with a high-resolution timer (off in
