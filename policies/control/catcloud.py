@@ -164,7 +164,7 @@ class CatcloudConfig(ControlConfig):
     scale_periods: int = tunable(5, range=(0, None))
     # quota added per scaling step; null: one CPU (the period's worth)
     scale_unit_us: Optional[int] = tunable(None, range=(1, None))
-    # period = p99(runtime) + p99(yield) (L338, literal), or p99 of the
+    # period = p99(runtime) + p99(yield) (3.3, literally), or p99 of the
     # per-entry runtime + yield (the cycle; for period-bound: the period)
     period_formula: str = tunable("sum_of_percentiles",
                                   choices=("sum_of_percentiles", "percentile_of_sums"))
