@@ -38,8 +38,8 @@ def typed_config(schema: type, cfg, group: str):
     valid = [f.name for f in fields(schema)]
     unknown = [key for key in cfg if key not in valid]
     if unknown:
-        raise ValueError(f"{group}.{unknown[0]} is not a valid key of {schema.__name__}; "
-                         f"valid keys of {group}: {', '.join(valid)}")
+        raise ValueError(f"{group}.{unknown[0]} is not a valid key; valid keys of {group}: "
+                         f"{', '.join(valid)}")
     return schema(**{key: cfg[key] for key in cfg})
 
 

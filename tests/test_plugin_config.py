@@ -32,15 +32,16 @@ def test_a_plain_dict_becomes_the_policy_config_with_the_dataclass_defaults():
 
 
 def test_an_unknown_key_is_refused_naming_it():
-    with pytest.raises(ValueError, match=r"scheduler\.sched_latncy_ns is not a valid key of "
-                                         r"CfsConfig; valid keys of scheduler: name, policy"):
+    with pytest.raises(ValueError, match=r"scheduler\.sched_latncy_ns is not a valid key; "
+                                         r"valid keys of scheduler: name, policy"):
         kernel.config({"name": "cfs", "sched_latncy_ns": 1})
     # EEVDF has no sched_latency_ns: 6.6 replaced it with the base slice
-    with pytest.raises(ValueError, match=r"scheduler\.sched_latency_ns .* EevdfConfig"):
+    with pytest.raises(ValueError, match=r"scheduler\.sched_latency_ns is not a valid key; "
+                                         r".*base_slice_ns"):
         simulate(make_cfg(periodic(threads=1), duration_s=1.0, warmup_s=0.0,
                           scheduler={"name": "eevdf", "sched_latency_ns": 10**7}))
-    with pytest.raises(ValueError, match=r"controller\.quota_ms is not a valid key of "
-                                         r"StaticConfig"):
+    with pytest.raises(ValueError, match=r"controller\.quota_ms is not a valid key; "
+                                         r"valid keys of controller: .*quota_us"):
         control.build({"name": "static", "controller": "static", "quota_ms": 20})
 
 
