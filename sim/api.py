@@ -39,6 +39,13 @@ def load_policy(name: str):
     return importlib.import_module("policies.kernel").load(name)
 
 
+def sched_config(sched):
+    """The scheduler option as its policy's typed CONFIG (unknown keys
+    refused); a plain dict may leave out ``policy`` when the option is named
+    after its module."""
+    return importlib.import_module("policies.kernel").config(sched)
+
+
 def build(cfg: dict, trace=None):
     """Assemble engine, machine and workload for a resolved config (and the
     invocation trace a trace-driven workload replays)."""
@@ -59,9 +66,8 @@ def build_host(cfg: dict, seed: int):
     config's host, scheduler and cost model (no workload yet)."""
     engine = Engine(seed)
     topology = Topology.from_config(cfg["host"])
-    sched = cfg["scheduler"]
-    # plain-dict configs may leave out `policy` when the option is named after it
-    machine = Machine(engine, topology, load_policy(sched.get("policy", sched["name"])), sched,
+    sched = sched_config(cfg["scheduler"])
+    machine = Machine(engine, topology, load_policy(sched.policy), sched,
                       CostModel.from_config(cfg["calibration"]))
     machine.host_cfg = dict(cfg["host"])
     return engine, machine, Recorder(s_to_ns(float(cfg.get("warmup_s", 0.0))))
@@ -132,7 +138,7 @@ def simulate(cfg, progress=None, trace=None) -> SimResult:
         summary = summary.append_column(column, pa.array([value], pa.float64()))
     for column, value in memory_columns(machine).items():
         summary = summary.append_column(column, pa.array([value], pa.float64()))
-    prefix = getattr(machine.policy, "stats_prefix", "policy")
+    prefix = machine.policy.stats_prefix
     for key, value in policy_stats(machine).items():
         summary = summary.append_column(f"{prefix}_{key}",
                                         pa.array([value - stats_at_warmup.get(key, 0)], pa.int64()))
@@ -143,11 +149,12 @@ def simulate(cfg, progress=None, trace=None) -> SimResult:
 
 
 def policy_stats(machine) -> dict:
-    """The scheduling policy's mechanism counters, if it keeps any (CFS-LAGS:
-    entities queued by credit, credit wakeup and tick preemptions, credit
-    placements, balancer pulls); the summary gets their counts over the
-    window after warmup as ``<policy.stats_prefix>_<counter>``."""
-    return dict(getattr(machine.policy, "stats", None) or {})
+    """A copy of the scheduling policy's mechanism counters
+    (sim.sched_class.KernelScheduler.stats; CFS-LAGS: entities queued by
+    credit, credit wakeup and tick preemptions, credit placements, balancer
+    pulls); the summary gets their counts over the window after warmup as
+    ``<policy.stats_prefix>_<counter>``."""
+    return dict(machine.policy.stats)
 
 
 def memory_columns(machine) -> dict:

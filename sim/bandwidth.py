@@ -63,7 +63,6 @@ MAX_CFS_QUOTA_PERIOD = 1_000_000_000             # 1 s: max period
 MAX_CFS_RUNTIME = ((1 << 44) - 1) * NSEC_PER_USEC   # MAX_BW us (BW_SHIFT 20)
 DEFAULT_CFS_PERIOD = 100_000_000                 # default_cfs_period(): 100 ms
 # kernel/sched/fair.c
-SCHED_CFS_BANDWIDTH_SLICE_US = 5_000             # sysctl_sched_cfs_bandwidth_slice
 MIN_CFS_RQ_RUNTIME = 1_000_000                   # runtime a cfs_rq keeps when idle
 CFS_BANDWIDTH_SLACK_PERIOD = 5_000_000           # slack timer delay
 MIN_BANDWIDTH_EXPIRATION = 2_000_000             # no slack this close to a refresh
@@ -190,12 +189,13 @@ class CfsBandwidthControl:
       period in which nothing borrowed, so idle periods are not reported,
       as they are not counted in nr_periods."""
 
-    def __init__(self, policy, machine, slice_us: int = SCHED_CFS_BANDWIDTH_SLICE_US):
+    def __init__(self, policy, machine, slice_us: int):
         self.policy = policy
         self.machine = machine
         self.engine = machine.engine
         self.clock = machine.engine
-        # sched_cfs_bandwidth_slice()
+        # sched_cfs_bandwidth_slice(): the scheduler option's
+        # sched_cfs_bandwidth_slice_us
         self.slice = int(slice_us) * NSEC_PER_USEC
         self.nr_enabled = 0           # groups with a quota (cfs_bandwidth_usage)
         self.assign_observers: list = []

@@ -20,8 +20,8 @@ from sim.engine import Engine
 from sim.rq import CfsRq, Rq, SchedEntity, TaskGroup
 from sim.rt import MAX_RT_PRIO, RtClass, rt_prio
 from sim.sched_class import (CPU_IDLE, CPU_NEWLY_IDLE, CPU_NOT_IDLE, DEQUEUE_SLEEP,
-                             ENQUEUE_INITIAL, ENQUEUE_MIGRATED, ENQUEUE_WAKEUP, SCHED_NORMAL,
-                             SCHED_RR, TASK_POLICIES, WF_FORK, WF_TTWU)
+                             ENQUEUE_INITIAL, ENQUEUE_MIGRATED, ENQUEUE_WAKEUP, SCHED_RR,
+                             TASK_POLICIES, WF_FORK, WF_TTWU)
 from sim.task import BURST_BLOCK, BURST_EXIT, Task
 from sim.topology import Topology
 
@@ -91,13 +91,13 @@ class Machine:
         for rq in self.rqs:
             rq.cfs = CfsRq(rq, self.root_tg)
             self.root_tg.cfs_rq.append(rq.cfs)
-        sched_cfg = sched_cfg or {}
-        # the fair class is the pluggable policy; the RT class ranks above it
+        # the fair class is the pluggable policy; the RT class ranks above
+        # it.  Both read the scheduler option's typed config (its policy's
+        # CONFIG, a sim.sched_class.SchedConfig) here, once.
         self.policy = policy_cls(sched_cfg, self)
         self.rt = RtClass(sched_cfg, self)
         self.rt_rqs = self.rt.rt_rqs
-        self.default_task_policy = (sched_cfg.get("task_policy", SCHED_NORMAL),
-                                    int(sched_cfg.get("rt_priority", 50)))
+        self.default_task_policy = (sched_cfg.task_policy, int(sched_cfg.rt_priority))
         self.group_task_policy: dict[TaskGroup, tuple[str, int]] = {}
         # avg_idle starts at 2 x migration cost, as in sched_init()
         for rq in self.rqs:

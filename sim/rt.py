@@ -56,15 +56,17 @@ class RtRq:
 
 
 class RtClass:
-    def __init__(self, cfg: dict, machine):
+    def __init__(self, cfg, machine):
+        """``cfg``: the scheduler option (a sim.sched_class.SchedConfig),
+        whose sched_rr_timeslice_ms and sched_rt_* sysctls the class reads."""
         self.machine = machine
         self.clock = machine.engine
         tick = machine.tick_ns
         # sched_rr_timeslice is kept in jiffies: round the sysctl to ticks
-        timeslice_ns = int(cfg.get("sched_rr_timeslice_ms", 100)) * 1_000_000
+        timeslice_ns = int(cfg.sched_rr_timeslice_ms) * 1_000_000
         self.rr_timeslice = max(1, round(timeslice_ns / tick))
-        self.rt_period = int(cfg.get("sched_rt_period_us", 1_000_000)) * USEC
-        runtime = int(cfg.get("sched_rt_runtime_us", 950_000))
+        self.rt_period = int(cfg.sched_rt_period_us) * USEC
+        runtime = int(cfg.sched_rt_runtime_us)
         self.rt_runtime = None if runtime < 0 else runtime * USEC   # None: RUNTIME_INF
         self.rt_rqs = [RtRq() for _ in machine.rqs]
         self._period_timer_armed = False

@@ -8,6 +8,7 @@ cdef class KernelScheduler:
     cdef public object cfg
     cdef public object machine
     cdef public long long migration_cost
+    cdef public dict stats
 
     cpdef init_task_group(self, tg)
     cpdef enqueue_task(self, Rq rq, Task p, long flags)

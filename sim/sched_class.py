@@ -4,10 +4,14 @@ policy owns the run-queue order.  A new policy is one file in
 policies/kernel/ exposing ``POLICY`` (a subclass of KernelScheduler) and
 ``CONFIG`` (a dataclass deriving from SchedConfig: its keys, types, defaults
 and allowed values), plus its option file(s) in scenarios/conf/scheduler/.
+
+The policy receives its option as an instance of that dataclass (built by
+``typed_config`` from the scenario's mapping) and reads its attributes once,
+at construction: each default is written once, on the dataclass field.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 # a required key (omegaconf.MISSING, spelled out so sim/ does not import omegaconf)
@@ -23,6 +27,22 @@ def tunable(default: Any = MISSING, *, choices: tuple | None = None,
     return field(default=default, metadata={"choices": choices, "range": range})
 
 
+def typed_config(schema: type, cfg, group: str):
+    """``cfg``, a plug-in's option as a mapping (a plain dict, or an
+    OmegaConf DictConfig whose values it resolves), as an instance of its
+    config dataclass ``schema``; an instance already is one.  Keys the
+    dataclass does not declare are refused, naming them: a misspelt
+    tunable must not silently run with its default."""
+    if isinstance(cfg, schema):
+        return cfg
+    valid = [f.name for f in fields(schema)]
+    unknown = [key for key in cfg if key not in valid]
+    if unknown:
+        raise ValueError(f"{group}.{unknown[0]} is not a valid key; valid keys of {group}: "
+                         f"{', '.join(valid)}")
+    return schema(**{key: cfg[key] for key in cfg})
+
+
 # task scheduling policies (include/uapi/linux/sched.h)
 SCHED_NORMAL = "normal"
 SCHED_RR = "rr"
@@ -34,15 +54,24 @@ RT_PRIORITY_RANGE = (1, 99)      # sched_priority of SCHED_RR
 class SchedConfig:
     """Keys every scheduler option has: its label, the fair-class module in
     policies/kernel that implements it, and the real-time class (always
-    present, as rt_sched_class is in the kernel) with its sysctls."""
+    present, as rt_sched_class is in the kernel) with its sysctls.  The
+    defaults are the kernel's: RT threads may run 950 ms per 1 s period on
+    each CPU, so the fair class keeps 5%."""
     name: str = MISSING            # the option's label in results
     policy: str = MISSING          # module name in policies/kernel
     # scheduling policy of workload threads: normal (the fair class) or rr
+    # (SCHED_RR; a controller may also move threads to it)
     task_policy: str = tunable(SCHED_NORMAL, choices=TASK_POLICIES)
-    rt_priority: int = tunable(50, range=RT_PRIORITY_RANGE)  # of rr threads
+    rt_priority: int = tunable(50, range=RT_PRIORITY_RANGE)  # of rr threads (chrt -r 50)
+    # sysctl_sched_migration_cost (not scaled by CPUs): how long after it ran
+    # a task stays cache hot for balancing, and the machine's rq->avg_idle
+    # cap (2x) that gates newidle balancing
+    migration_cost_ns: int = tunable(500_000, range=(0, None))
+    # /proc/sys/kernel/sched_rr_timeslice_ms: SCHED_RR's round-robin quantum
     sched_rr_timeslice_ms: int = tunable(100, range=(1, None))
+    # RT throttling: RT threads may run sched_rt_runtime_us per
+    # sched_rt_period_us on each CPU; -1: the whole period (no throttling)
     sched_rt_period_us: int = tunable(1_000_000, range=(1, 2**31 - 1))
-    # -1: RT threads may take the whole period (no throttling)
     sched_rt_runtime_us: int = tunable(950_000, range=(-1, 2**31 - 1))
     # CFS bandwidth control: the chunk a CPU borrows from a group's quota
     # (/proc/sys/kernel/sched_cfs_bandwidth_slice_us, at least 1 us)
@@ -74,8 +103,17 @@ class KernelScheduler:
     """The interface.  Compiled (sim/sched_class.pxd) so the machine calls
     it without Python dispatch; a policy written in Python subclasses it (or
     CFS) as usual.  Methods without a default raise NotImplementedError, and
-    a subclass that leaves one out fails at construction, as an ABC would."""
+    a subclass that leaves one out fails at construction, as an ABC would.
+
+    ``cfg`` is the policy's CONFIG instance (a SchedConfig).
+
+    Mechanism counters: ``stats`` maps a counter name to how many times
+    one of the policy's mechanisms acted (an int that only grows; empty
+    for a policy that counts nothing).  The run's summary gets one column
+    ``<stats_prefix>_<counter>`` per counter: its growth over the
+    measurement window (sim/api.py policy_stats)."""
     name = "abstract"
+    stats_prefix = "policy"
 
     def __init__(self, cfg, machine):
         missing = [m for m in REQUIRED_METHODS
@@ -84,8 +122,9 @@ class KernelScheduler:
             raise TypeError(f"{type(self).__name__} does not implement {', '.join(missing)}")
         self.cfg = cfg
         self.machine = machine
-        # sysctl_sched_migration_cost: the machine seeds rq->avg_idle with it
-        self.migration_cost = 500_000
+        # the machine seeds and caps rq->avg_idle with it
+        self.migration_cost = int(cfg.migration_cost_ns)
+        self.stats = {}
 
     def init_task_group(self, tg) -> None:
         """Called once a task group's per-CPU cfs_rqs and entities exist."""

@@ -4,7 +4,6 @@ lower-ratio rule and the multicore aggregation, by hand and on the
 simulator."""
 from __future__ import annotations
 
-import dataclasses
 
 import numpy as np
 import pyarrow.compute as pc
@@ -119,9 +118,7 @@ def test_userspace_approximation_is_labelled_and_close():
 # --- hand cases ---------------------------------------------------------------
 class FakeCtl:
     def __init__(self, **overrides):
-        cfg = dataclasses.asdict(CatcloudConfig(name="catcloud", controller="catcloud"))
-        cfg.update(overrides)
-        self.cfg = cfg
+        self.cfg = CatcloudConfig(name="catcloud", controller="catcloud", **overrides)
         self.records, self.applied = [], []
 
     def record(self, now, cgroup, rec):
@@ -252,11 +249,10 @@ def test_controller_without_the_hook_falls_back_or_refuses():
         def set_cpu_max(self, cgroup, q, t, burst_us=0):
             self.writes.append((q, t))
 
-    ctl = Catcloud(dataclasses.asdict(CatcloudConfig(name="c", controller="catcloud",
-                                                     tracer="kernel")))
+    ctl = Catcloud(CatcloudConfig(name="c", controller="catcloud", tracer="kernel"))
     with pytest.raises(ValueError, match="user-space|userspace"):
         ctl.start(PlainHost())
-    ctl = Catcloud(dataclasses.asdict(CatcloudConfig(name="c", controller="catcloud")))
+    ctl = Catcloud(CatcloudConfig(name="c", controller="catcloud"))
     host = PlainHost()
     ctl.start(host)
     ctl.step(host)

@@ -187,7 +187,7 @@ def test_hrtick_makes_progress_when_curr_stays_leftmost():
     """A task whose slice is used up but which is still leftmost is picked
     again; the slice timer must then fire no sooner than the kernel's 10 us
     minimum, so simulated time advances (regression: it re-armed at now)."""
-    from policies.kernel.cfs import CFS
+    from policies.kernel.cfs import CFS, CfsConfig
     from sim.costmodel import CostModel
     from sim.engine import Engine
     from sim.machine import Machine
@@ -199,7 +199,7 @@ def test_hrtick_makes_progress_when_curr_stays_leftmost():
             return BURST_EXIT
 
     engine = Engine(1)
-    m = Machine(engine, Topology(1, 1), CFS, {"name": "cfs", "hrtick": True}, CostModel())
+    m = Machine(engine, Topology(1, 1), CFS, CfsConfig(name="cfs", hrtick=True), CostModel())
     tg = m.create_group("g")
     a, b, c = (m.new_task(n, tg, 0, d, 0, Exit()) for n, d in
                (("a", 100_000_000), ("b", 1_000_000), ("c", 100_000_000)))

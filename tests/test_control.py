@@ -50,7 +50,7 @@ def test_lags_static_grows_the_lowest_band_while_the_target_holds_then_backs_off
     # 40 functions, 10 bands: the lowest band is the 4 least demanding
     demand = {f"/faas/f{i:02d}": float(40 - i) for i in range(40)}
     host = FakeHost(demand)
-    ctl = LagsStatic(LAGS_STATIC)
+    ctl = LagsStatic(control.config(LAGS_STATIC))
     ctl.start(host)
     assert rr_set(host) == ["/faas/f39"]
     good, bad = np.full(20, 0.2), np.concatenate([np.full(19, 0.2), [3.0]])
@@ -74,7 +74,7 @@ def test_lags_static_grows_the_lowest_band_while_the_target_holds_then_backs_off
 def test_lags_static_never_leaves_the_lowest_bands():
     demand = {f"/f{i}": float(i) for i in range(25)}
     host = FakeHost(demand)
-    ctl = LagsStatic({**LAGS_STATIC, "max_bands": 2, "step": 2})
+    ctl = LagsStatic(control.config({**LAGS_STATIC, "max_bands": 2, "step": 2}))
     ctl.start(host)
     host.windows = [np.full(50, 0.1)] * 10
     for _ in range(10):

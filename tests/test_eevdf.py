@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policies.kernel.eevdf import EEVDF, Timeline
+from policies.kernel.eevdf import EEVDF, EevdfConfig, Timeline
 from sim.api import build
 from sim.costmodel import CostModel
 from sim.engine import Engine, s_to_ns
@@ -190,7 +190,7 @@ def _sporadic_among_hogs(custom_slice, hogs=8, run_ns=500_000, seconds=10.0):
     """One sporadic task and ``hogs`` CPU hogs, all nice 0 in one cgroup on
     one core, base slice 3 ms (the default on hosts with 8 or more CPUs)."""
     engine = Engine(1)
-    m = Machine(engine, Topology(1, 1), EEVDF, {"name": "eevdf", "base_slice_ns": 3_000_000},
+    m = Machine(engine, Topology(1, 1), EEVDF, EevdfConfig(name="eevdf", base_slice_ns=3_000_000),
                 CostModel())
     tg = m.create_group("g")
     owner = _Sporadic(engine, run_ns, 10_000_000)
@@ -316,7 +316,7 @@ def test_pick_eevdf_is_the_earliest_eligible_deadline(spec, v0, with_curr, curr_
     deadline), RUN_TO_PARITY keeping an eligible curr that still has the
     deadline it was picked with."""
     engine = Engine(0)
-    m = Machine(engine, Topology(1, 1), EEVDF, {"name": "eevdf", "run_to_parity": run_to_parity},
+    m = Machine(engine, Topology(1, 1), EEVDF, EevdfConfig(name="eevdf", run_to_parity=run_to_parity),
                 CostModel())
     policy = m.policy
     cfs_rq = CfsRq(Rq(0), TaskGroup("/", None, 1024, 1, None))

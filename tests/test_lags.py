@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from policies.kernel.cfs import CFS
-from policies.kernel.lags import LAGS, ema_rate
+from policies.kernel.lags import LAGS, LagsConfig, ema_rate
 from scenarios.config import compose
 from scenarios.validate import ConfigError
 from sim import simulate
@@ -176,7 +176,7 @@ def _placement_machine(sched=None, ncpus=4):
     """CPUs 0-3 each run a task of a function with a set credit (the rest
     idle); ``w``, credit 500, is the function of the task to place."""
     engine = Engine(1)
-    m = Machine(engine, Topology(1, ncpus), LAGS, {"name": "lags", **(sched or {})},
+    m = Machine(engine, Topology(1, ncpus), LAGS, LagsConfig(name="lags", **(sched or {})),
                 CostModel())
     credits = {"f0": 3000.0, "f1": 100.0, "f2": 2000.0, "f3": 50.0, "w": 500.0}
     tgs = {name: m.create_group(f"faas.slice/{name}") for name in credits}
@@ -240,7 +240,7 @@ def test_order_follows_credits_that_drift_while_queued():
     current credits, so a queued function whose credit drops below the
     running one's takes the core at the next tick."""
     engine = Engine(1)
-    m = Machine(engine, Topology(1, 1), LAGS, {"name": "lags"}, CostModel())
+    m = Machine(engine, Topology(1, 1), LAGS, LagsConfig(name="lags"), CostModel())
     tgs = {n: m.create_group(f"faas.slice/{n}") for n in "abc"}
     for n, credit in zip("abc", (100.0, 200.0, 300.0)):
         m.policy.set_load_credit(tgs[n], credit)

@@ -10,9 +10,11 @@ import pytest
 
 from backends.host import PendingJob, RdtError
 from backends.simhost import SimHost
-from policies.control.dynamic_priority import (DynamicPriority, SocketRdt, _Job,
-                                               find_best_fit_bitmask, longest_free_run)
-from policies.control.least_loaded import CoreAccountant, LeastLoaded, least_committed
+from policies.control.dynamic_priority import (DynamicPriority, DynamicPriorityConfig,
+                                               SocketRdt, _Job, find_best_fit_bitmask,
+                                               longest_free_run)
+from policies.control.least_loaded import (CoreAccountant, LeastLoaded, LeastLoadedConfig,
+                                           least_committed)
 from results.schema import check_table
 from scenarios.config import compose
 from sim import simulate
@@ -268,7 +270,7 @@ def test_least_loaded_picks_fewest_committed_socket():
 
 def test_least_loaded_fifo_without_backfill():
     h = FakeHost(sockets=2, cores=2)
-    ll = LeastLoaded({"interval_s": 1.0, "cpuset": "cores"})
+    ll = LeastLoaded(LeastLoadedConfig(interval_s=1.0, cpuset="cores"))
     ll.start(h)
     h.pending = [PendingJob("/j0", 0.0, 2), PendingJob("/j1", 0.0, 2),
                  PendingJob("/j2", 0.0, 2), PendingJob("/j3", 0.0, 1)]
@@ -285,7 +287,7 @@ def test_least_loaded_fifo_without_backfill():
 
 def test_least_loaded_blocks_head_even_if_later_job_fits():
     h = FakeHost(sockets=1, cores=2)
-    ll = LeastLoaded({"interval_s": 1.0, "cpuset": "cores"})
+    ll = LeastLoaded(LeastLoadedConfig(interval_s=1.0, cpuset="cores"))
     ll.start(h)
     h.pending = [PendingJob("/a", 0.0, 1), PendingJob("/big", 0.0, 2), PendingJob("/s", 0.0, 1)]
     ll.step(h)
@@ -338,8 +340,8 @@ def test_best_fit_property_never_overlaps():
 
 
 def _probed(order="ascending", greedy=False, mb_used=0):
-    ctl = DynamicPriority({"interval_s": 0.1, "target": 0.9, "probe_order": order,
-                           "greedy_allocation": greedy})
+    ctl = DynamicPriority(DynamicPriorityConfig(interval_s=0.1, target=0.9, probe_order=order,
+                                                greedy_allocation=greedy))
     ctl.sock = {0: SocketRdt(12, 1)}
     ctl.sock[0].mb_used = mb_used
     return ctl
@@ -458,8 +460,8 @@ class _MovingHost(FakeHost):
 def _balancer(host, jobs, rebalance=True):
     """A dynamic_priority controller with ``jobs`` running: (cgroup, socket,
     threads, priority, stall cycles over the last tick)."""
-    ctl = DynamicPriority({"interval_s": 1.0, "warmup_s": 3.0, "cpuset": "cores",
-                           "rebalance": rebalance})
+    ctl = DynamicPriority(DynamicPriorityConfig(interval_s=1.0, warmup_s=3.0, cpuset="cores",
+                                                rebalance=rebalance))
     ctl.acct = CoreAccountant(host)
     ctl.sock = {s: SocketRdt(12, 1) for s in ctl.acct.cores}
     ctl.jobs, ctl.job_load = {}, {}

@@ -65,7 +65,7 @@ def test_decay_renormalises_before_the_exponent_overflows():
 
 
 def test_recommendation_applies_margin_confidence_and_minimum():
-    ctl = Vpa(vpa_cfg())
+    ctl = Vpa(VpaConfig(name="vpa", controller="vpa"))
     c = Container(DAY, 0, 0.0)
     for i in range(720):                       # 12 h of one sample a minute at 0.5 cores
         c.histogram.add_sample(0.5, 0.1, 60.0 * i)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from policies.plugins import Plugins
-from sim.sched_class import MISSING, tunable
+from sim.sched_class import MISSING, tunable, typed_config
 
 # Names reserved for controllers that have not landed yet.
 PLANNED: tuple[str, ...] = ()
@@ -38,8 +38,10 @@ class Controller:
     uses_perf_counts = False
 
     def __init__(self, cfg):
+        """``cfg``: the controller's option as its module's CONFIG instance
+        (``config`` builds it from a mapping)."""
         self.cfg = cfg
-        self.interval_s = float(cfg["interval_s"])
+        self.interval_s = float(cfg.interval_s)
 
     def start(self, host) -> None:
         """Called once, at t = 0, before any work arrives."""
@@ -48,8 +50,10 @@ class Controller:
         """Called every ``interval_s`` from then on."""
 
     def summary(self) -> dict:
-        """Extra summary.parquet columns describing what the controller did
-        (named after the controller)."""
+        """Extra summary.parquet columns describing what the controller did,
+        read once when the run ends: column name (prefixed with the
+        controller's module name, e.g. ``catcloud_``) -> one scalar (int,
+        float, bool or str).  Every backend appends them as they are."""
         return {}
 
 
@@ -58,8 +62,23 @@ available = _plugins.available
 module = _plugins.module
 
 
+def config(cfg) -> ControlConfig:
+    """The controller option ``cfg`` (a mapping: a plain dict or a
+    DictConfig) as an instance of its module's CONFIG (ControlConfig for
+    ``none``); unknown keys are refused."""
+    if isinstance(cfg, ControlConfig):
+        return cfg
+    name = cfg["controller"]
+    schema = ControlConfig if name == NONE else module(name).CONFIG
+    return typed_config(schema, cfg, "controller")
+
+
 def build(cfg) -> Controller | None:
-    """The controller a config selects (None for ``controller: none``)."""
-    if cfg is None or cfg.get("controller", NONE) == NONE:
+    """The controller a config selects (None without a controller option
+    or for ``controller: none``)."""
+    if cfg is None:
         return None
-    return module(cfg["controller"]).CONTROLLER(cfg)
+    cfg = config(cfg)
+    if cfg.controller == NONE:
+        return None
+    return module(cfg.controller).CONTROLLER(cfg)

@@ -130,32 +130,54 @@ PERIOD_BOUND = "period-bound"
 
 @dataclass
 class CatcloudConfig(ControlConfig):
+    """Section numbers are the CATCloud thesis's ("CATCloud: closing
+    semantic gaps of CPU interfaces for precise autoscaling in the cloud");
+    the module docstring and docs/autoscalers.md say why each default."""
     # kernel tracer: how often the recommendation is sampled for the summary;
     # user-space approximation: the usage poll interval (use a few ms)
     interval_s: float = tunable(1.0, range=(0.001, None))
+    # auto: also writes cpu.max; recommend: cpu.recommend.max only
     mode: str = tunable("auto", choices=("recommend", "auto"))
+    # auto; kernel (the simulator's hook in the bandwidth controller);
+    # userspace (the usage-polling approximation, for a host without it)
     tracer: str = tunable("auto", choices=("auto", "kernel", "userspace"))
+    # cpu.recommend.history: "default 5 entries" (section 3.5, chapter 4)
     history_period_bound: int = tunable(5, range=(1, None))
     history_period_agnostic: int = tunable(5, range=(1, None))
-    percentile: float = tunable(99.0, range=(0, 100))
+    percentile: float = tunable(99.0, range=(0, 100))   # p99 of runtime and yield (3.3)
+    # numpy's; with 5 entries p99 is about the maximum ("worst-case", 3.1)
     percentile_method: str = tunable("linear", choices=("linear", "higher", "lower",
                                                         "nearest", "midpoint"))
+    # both history buffers full before recommending (3.1, 3.3), or any
     wait_for: str = tunable("both", choices=("both", "any"))
+    # multicore (3.4, ambiguous): per-run-queue models, quotas summed and
+    # the longest period (sum_max), or the mean or sum of periods; or one
+    # cgroup-wide model
     multicore: str = tunable("sum_max", choices=("sum_max", "sum_mean", "sum_sum", "cgroup"))
+    # ring: keep the last N entries; clear: empty after each recommendation
     buffer_policy: str = tunable("ring", choices=("ring", "clear"))
+    # heavy throttle: at least this share of the period-bound history
+    # throttled (Alg. 3.4's text: "the majority (>= 50%)")
     throttle_threshold: float = tunable(0.5, range=(0, 1))
-    scale_periods: int = tunable(5, range=(0, None))      # 0: no quota scaling
-    scale_unit_us: Optional[int] = tunable(None, range=(1, None))  # null: one CPU
-    # period = p99(runtime) + p99(yield) (§3.3, literal), or p99 of the
+    # quota scaling episode length in periods, the quota doubling each
+    # period (Alg. 3.4); 0: no quota scaling
+    scale_periods: int = tunable(5, range=(0, None))
+    # quota added per scaling step; null: one CPU (the period's worth)
+    scale_unit_us: Optional[int] = tunable(None, range=(1, None))
+    # period = p99(runtime) + p99(yield) (3.3, literally), or p99 of the
     # per-entry runtime + yield (the cycle; for period-bound: the period)
     period_formula: str = tunable("sum_of_percentiles",
                                   choices=("sum_of_percentiles", "percentile_of_sums"))
-    margin: float = tunable(0.0, range=(0, None))
+    margin: float = tunable(0.0, range=(0, None))      # no safety margin in the thesis
+    # ms-scale accounting (3.1): quota rounded up, period to the nearest
     granularity_us: int = tunable(1000, range=(1, None))
+    # the kernel's minimum quota and its period range (1 ms .. 1 s)
     min_quota_us: int = tunable(MIN_QUOTA_US, range=(MIN_QUOTA_US, None))
     min_period_us: int = tunable(PERIOD_RANGE_US[0], range=PERIOD_RANGE_US)
     max_period_us: int = tunable(PERIOD_RANGE_US[1], range=PERIOD_RANGE_US)
-    slice_us: Optional[int] = tunable(None, range=(1, None))   # null: the host's (5000)
+    # null: the host's sched_cfs_bandwidth_slice_us
+    slice_us: Optional[int] = tunable(None, range=(1, None))
+    # tracing needs a limit (quota != max): the one cgroups without cpu.max get
     initial_quota_us: Optional[int] = tunable(100_000, range=(MIN_QUOTA_US, None))
     initial_period_us: int = tunable(100_000, range=PERIOD_RANGE_US)
     # unlimited: write the initial limit only on cgroups without a cpu.max
@@ -206,7 +228,7 @@ class CgroupTrace:
         self.ctl, self.cfg, self.cgroup = ctl, ctl.cfg, cgroup
         self.slice_ns = slice_ns
         self.rqs: dict[int, RqTrace] = {}
-        self.pb: deque = deque(maxlen=int(self.cfg["history_period_bound"]))
+        self.pb: deque = deque(maxlen=int(self.cfg.history_period_bound))
         self.current = current                  # (quota_us, period_us) we set, or None
         self.recommendation: tuple[int, int, str] | None = None
         self.applied_rec = None
@@ -220,13 +242,13 @@ class CgroupTrace:
     # --- hooks ------------------------------------------------------------
     def runtime_assigned(self, cpu: int, now: int, exec_ns: int, throttled_ns: int,
                          group_exec_ns: int | None = None) -> None:
-        cgroup_wide = self.cfg["multicore"] == "cgroup"
+        cgroup_wide = self.cfg.multicore == "cgroup"
         if cgroup_wide:
             # the whole cgroup as one runqueue: idle only when no CPU runs it
             cpu, exec_ns = -1, exec_ns if group_exec_ns is None else group_exec_ns
         r = self.rqs.get(cpu)
         if r is None:
-            r = self.rqs[cpu] = RqTrace(int(self.cfg["history_period_agnostic"]))
+            r = self.rqs[cpu] = RqTrace(int(self.cfg.history_period_agnostic))
         r.last_active = now
         if throttled_ns and r.grant_t is not None and r.cycle_start is not None:
             # Alg. 3.3: throttled time is neither yield nor run
@@ -255,10 +277,10 @@ class CgroupTrace:
                 0.01 * self.current[1] * 1000:
             self.pb.append((runtime_ns, period_ns - runtime_ns, bool(throttled)))
             self.entries_pb += 1
-        if cfg["mode"] == "auto" and self._quota_scaling(throttled):
+        if cfg.mode == "auto" and self._quota_scaling(throttled):
             return
         self._recommend(now, prev_boundary)
-        if cfg["mode"] == "auto" and self.recommendation is not None \
+        if cfg.mode == "auto" and self.recommendation is not None \
                 and self.recommendation is not self.applied_rec:
             self.applied_rec = self.recommendation
             q, t, _ = self.recommendation
@@ -270,11 +292,11 @@ class CgroupTrace:
         """True while an over-provisioning episode runs (no recommendation
         is applied then)."""
         cfg = self.cfg
-        periods = int(cfg["scale_periods"])
+        periods = int(cfg.scale_periods)
         if periods == 0 or self.current is None:
             return False
         if self.scaling_left == 0:
-            need = math.ceil(float(cfg["throttle_threshold"]) * self.pb.maxlen - 1e-9)
+            need = math.ceil(float(cfg.throttle_threshold) * self.pb.maxlen - 1e-9)
             if len(self.pb) < self.pb.maxlen or sum(e[2] for e in self.pb) < max(need, 1):
                 return False
             # heavy throttle: start over-provisioning; what was traced
@@ -288,7 +310,7 @@ class CgroupTrace:
         self.scaling_left -= 1
         if throttled:
             q, t = self.current
-            unit = cfg["scale_unit_us"] or t
+            unit = cfg.scale_unit_us or t
             self._apply(q + self.cpu_scale * int(unit), t)
             self.cpu_scale *= 2
         if self.scaling_left == 0:
@@ -298,9 +320,9 @@ class CgroupTrace:
 
     # --- recommendation (§3.3-3.4) ----------------------------------------
     def _model(self, runtimes, yields):
-        pct, method = float(self.cfg["percentile"]), str(self.cfg["percentile_method"])
+        pct, method = float(self.cfg.percentile), str(self.cfg.percentile_method)
         q = percentile(runtimes, pct, method)
-        if self.cfg["period_formula"] == "percentile_of_sums":
+        if self.cfg.period_formula == "percentile_of_sums":
             return q, percentile([r + y for r, y in zip(runtimes, yields)], pct, method)
         return q, q + percentile(yields, pct, method)
 
@@ -315,7 +337,7 @@ class CgroupTrace:
         if models:
             qs = [m[0] for m in models]
             ts = [m[1] for m in models]
-            agg = cfg["multicore"]
+            agg = cfg.multicore
             period = max(ts) if agg in ("sum_max", "cgroup") else (
                 sum(ts) / len(ts) if agg == "sum_mean" else sum(ts))
             out.append((PERIOD_AGNOSTIC, sum(qs), period))
@@ -329,14 +351,14 @@ class CgroupTrace:
         if self.scaling_left:
             return
         cands = [c for c in self._candidates(now, window) if c[1] > 0 and c[2] > 0]
-        if not cands or (cfg["wait_for"] == "both" and len(cands) < 2):
+        if not cands or (cfg.wait_for == "both" and len(cands) < 2):
             return
         source, q_ns, t_ns = lower_ratio(cands)
-        rec = self._clamp(q_ns * (1.0 + float(cfg["margin"])), t_ns) + (source,)
+        rec = self._clamp(q_ns * (1.0 + float(cfg.margin)), t_ns) + (source,)
         if self.recommendation is None or rec[:2] != self.recommendation[:2]:
             self.ctl.record(now, self.cgroup, rec)
         self.recommendation = rec
-        if cfg["buffer_policy"] == "clear":
+        if cfg.buffer_policy == "clear":
             self.pb.clear()
             for r in self.rqs.values():
                 r.runtime.clear()
@@ -344,11 +366,11 @@ class CgroupTrace:
 
     def _clamp(self, q_ns: float, t_ns: float) -> tuple[int, int]:
         cfg = self.cfg
-        g = int(cfg["granularity_us"])
+        g = int(cfg.granularity_us)
         q = int(math.ceil(q_ns / 1000.0 / g - 1e-9)) * g
         t = int(round(t_ns / 1000.0 / g)) * g
-        t = min(max(t, int(cfg["min_period_us"])), int(cfg["max_period_us"]))
-        q = max(q, int(cfg["min_quota_us"]))
+        t = min(max(t, int(cfg.min_period_us)), int(cfg.max_period_us))
+        q = max(q, int(cfg.min_quota_us))
         return q, t
 
     def _apply(self, q: int, t: int) -> None:
@@ -412,26 +434,26 @@ class Catcloud(Controller):
         self.host = host
         cfg = self.cfg
         kernel = hasattr(host, "trace_bandwidth")
-        if cfg["tracer"] == "kernel" and not kernel:
+        if cfg.tracer == "kernel" and not kernel:
             raise ValueError("controller catcloud: tracer=kernel needs a host with in-kernel "
                              "bandwidth tracing (the simulator); this host has none: use "
                              "tracer=auto or userspace (a usage-polling approximation)")
-        kernel = kernel and cfg["tracer"] != "userspace"
+        kernel = kernel and cfg.tracer != "userspace"
         self.tracer = "kernel" if kernel else "userspace-approximation"
-        if cfg["slice_us"] is not None:
-            slice_ns = int(cfg["slice_us"]) * 1000
+        if cfg.slice_us is not None:
+            slice_ns = int(cfg.slice_us) * 1000
         elif hasattr(host, "bandwidth_slice_ns"):
             slice_ns = int(host.bandwidth_slice_ns())
         else:
             slice_ns = DEFAULT_SLICE_US * 1000
         initial = None
-        if cfg["initial_quota_us"] is not None:
-            initial = (int(cfg["initial_quota_us"]), int(cfg["initial_period_us"]))
+        if cfg.initial_quota_us is not None:
+            initial = (int(cfg.initial_quota_us), int(cfg.initial_period_us))
         for cgroup in host.functions():
             # a cgroup that has a cpu.max keeps it; one without gets the
             # initial limit (tracing needs quota != max)
             current = host.cpu_max(cgroup) if hasattr(host, "cpu_max") else (None, 0)
-            write = current[0] is None or cfg["initial_limit"] == "always"
+            write = current[0] is None or cfg.initial_limit == "always"
             if write:
                 current = initial
             trace = CgroupTrace(self, cgroup, slice_ns, current)
@@ -471,7 +493,7 @@ class Catcloud(Controller):
         per_cgroup = ";".join(f"{c}={t.recommendation[0]}/{t.recommendation[1]}"
                               for c, t in self.traces.items() if t.recommendation)
         return {
-            "catcloud_mode": str(self.cfg["mode"]),
+            "catcloud_mode": str(self.cfg.mode),
             "catcloud_tracer": str(self.tracer),
             # cpu.recommend.max at the end (mean over cgroups when several)
             "catcloud_quota_us_final": mean([r[0] for r in finals]),

@@ -125,19 +125,26 @@ def longest_free_run(allocated: int, total_ways: int) -> tuple[int, int]:
 
 @dataclass
 class DynamicPriorityConfig(ControlConfig):
-    target: float = tunable(0.9, range=(0.0, 1.0))          # IPC relative to alone
-    warmup_s: float = tunable(3.0, range=(0.0, None))       # before a probe (>= 3 s)
+    # T_tick; also the shortest probe segment
+    interval_s: float = tunable(0.1, range=(0.001, None))
+    # IPC relative to running alone ("90% of the best possible IPC")
+    target: float = tunable(0.9, range=(0.0, 1.0))
+    # in system/default before a probe (>= 3 s)
+    warmup_s: float = tunable(3.0, range=(0.0, None))
     cooldown_s: float = tunable(1.0, range=(0.0, None))     # after a probe (>= 1 s)
-    probe_s: float = tunable(12.0, range=(0.0, None))       # maximum probing duration
+    probe_s: float = tunable(12.0, range=(0.0, None))       # maximum probing duration (12 s)
+    # the sweep starts at 1 way / 10% MB (the thesis's)
     probe_min_ways: int = tunable(1, range=(1, None))
     probe_min_mb: int = tunable(10, range=(10, 100))
     probe_mb_step: int = tunable(10, range=(10, 100))
-    reserved_ways: int = tunable(1, range=(1, None))        # kept by system/default
+    # the top ways system/default always keeps (1 of 12)
+    reserved_ways: int = tunable(1, range=(1, None))
     buffer_ways: int = tunable(0, range=(0, None))          # extra ways on top of the probe
     # the thesis's reverse_probe_order / greedy_allocation (§4.5.1), off in its
     # evaluation
     probe_order: str = tunable("ascending", choices=("ascending", "descending"))
     greedy_allocation: bool = tunable(False)
+    # cores: distinct free physical cores; socket: the whole socket
     cpuset: str = tunable("cores", choices=("cores", "socket"))
     # the thesis's "balancing and swap option" (Alg. 3 lines 32-33, 37-38;
     # §5.1: on in every presented run); our reading of it, module docstring
@@ -205,8 +212,8 @@ class DynamicPriority(Controller):
         # no mask may be shorter than resctrl's min_cbm_bits (1 on the
         # thesis's Xeons; 2 on some parts): not the root's, not a probe's
         least = max(1, int(info.min_cbm_bits))
-        self.probe_min_ways = max(int(self.cfg["probe_min_ways"]), least)
-        self.sock = {s: SocketRdt(info.ways, max(int(self.cfg["reserved_ways"]), least))
+        self.probe_min_ways = max(int(self.cfg.probe_min_ways), least)
+        self.sock = {s: SocketRdt(info.ways, max(int(self.cfg.reserved_ways), least))
                      for s in self.acct.cores}
         self.domain = {s: d for s, d in zip(sorted(self.acct.cores), info.domains)}
         self.jobs: dict[str, _Job] = {}
@@ -341,7 +348,7 @@ class DynamicPriority(Controller):
                     self._consolidate(host, job.socket)
                     _, run = longest_free_run(st.allocated, st.ways)
                 if run < self.probe_min_ways or 100 - st.mb_used < int(
-                        self.cfg["probe_min_mb"]):
+                        self.cfg.probe_min_mb):
                     break
                 self.q_alloc.pop(0)
                 self._start_probe(host, job, run, now)
@@ -349,9 +356,9 @@ class DynamicPriority(Controller):
                 if now < job.ready_ns:
                     break
                 ways, mb = job.result
-                ways = min(ways + int(self.cfg["buffer_ways"]), st.allocatable)
+                ways = min(ways + int(self.cfg.buffer_ways), st.allocatable)
                 mb = min(mb, 100 - st.mb_used)
-                if mb < int(self.cfg["probe_min_mb"]):
+                if mb < int(self.cfg.probe_min_mb):
                     break
                 try:
                     # not in the run a probe on this socket is still growing in
@@ -377,13 +384,13 @@ class DynamicPriority(Controller):
     def _start_probe(self, host, job: _Job, run: int, now: int) -> None:
         st = self.sock[job.socket]
         lo = self.probe_min_ways
-        mb_lo, mb_step = int(self.cfg["probe_min_mb"]), int(self.cfg["probe_mb_step"])
+        mb_lo, mb_step = int(self.cfg.probe_min_mb), int(self.cfg.probe_mb_step)
         mb_hi = 100 - st.mb_used
         mbs = list(range(mb_lo, mb_hi + 1, mb_step)) or [mb_hi]
         points = [(w, b) for w in range(lo, run + 1) for b in mbs]
-        job.probe_points = points[::-1] if self.cfg.get("probe_order") == "descending" else points
+        job.probe_points = points[::-1] if self.cfg.probe_order == "descending" else points
         job.probe_rel = []
-        seg = max(int(float(self.cfg["probe_s"]) * 1e9 / len(job.probe_points)), self.tick_ns)
+        seg = max(int(float(self.cfg.probe_s) * 1e9 / len(job.probe_points)), self.tick_ns)
         job.seg_len = seg
         job.probe_i = 0
         st.probing = job.cgroup
@@ -423,11 +430,11 @@ class DynamicPriority(Controller):
         one below the target (the largest if that is the first), or the
         smallest.  Greedy (§4.5.1): the whole sweep, then the point at the
         target that fits the socket best (``_greedy_choice``)."""
-        target = float(self.cfg["target"]) - 1e-9
+        target = float(self.cfg.target) - 1e-9
         point, rel = job.probe_rel[-1]
-        if self.cfg.get("greedy_allocation"):
+        if self.cfg.greedy_allocation:
             return self._greedy_choice(job) if last else None
-        if self.cfg.get("probe_order") == "descending":
+        if self.cfg.probe_order == "descending":
             if rel < target:
                 return job.probe_rel[-2][0] if len(job.probe_rel) > 1 else point
             return point if last else None
@@ -442,7 +449,7 @@ class DynamicPriority(Controller):
         (the scarcer resource decides), smallest wins, then fewer ways and
         less MB.  With no point at the target, the largest (as Alg. 1)."""
         st = self.sock[job.socket]
-        target = float(self.cfg["target"]) - 1e-9
+        target = float(self.cfg.target) - 1e-9
         ways_free = max(w for w, _ in job.probe_points)
         mb_free = 100 - st.mb_used
         good = [p for p, rel in job.probe_rel if rel >= target and p[1] <= mb_free]
@@ -455,7 +462,7 @@ class DynamicPriority(Controller):
         st.probing, st.hold = None, 0
         self._drop_class(host, job)                    # back to system/default meanwhile
         job.state = "cooldown"
-        job.ready_ns = now + int(float(self.cfg["cooldown_s"]) * 1e9)
+        job.ready_ns = now + int(float(self.cfg.cooldown_s) * 1e9)
         self.q_alloc.append(job.cgroup)
 
     def _admit(self, host, now: int) -> None:
@@ -465,12 +472,12 @@ class DynamicPriority(Controller):
             if socket is None:
                 break
             host.admit_job(p.cgroup, self.acct.pin(p.cgroup, socket, p.threads,
-                                                   self.cfg.get("cpuset", "cores")))
+                                                   self.cfg.cpuset))
             job = _Job(p.cgroup, socket, p.threads, p.priority, now)
             if p.priority:
                 job.state = "warmup"
-                job.ready_ns = now + int(float(self.cfg["warmup_s"]) * 1e9)
-            elif self.cfg.get("rebalance", True):
+                job.ready_ns = now + int(float(self.cfg.warmup_s) * 1e9)
+            elif self.cfg.rebalance:
                 self._rebalance_after_warmup(now)
             self.jobs[p.cgroup] = job
 
@@ -486,7 +493,7 @@ class DynamicPriority(Controller):
 
     # ---- balancing and swap (our reading; module docstring) ------------------------------
     def _rebalance_after_warmup(self, now: int) -> None:
-        self.rebalance_due_ns = now + int(float(self.cfg["warmup_s"]) * 1e9)
+        self.rebalance_due_ns = now + int(float(self.cfg.warmup_s) * 1e9)
 
     def _batch_on(self, socket: int) -> list[_Job]:
         return [j for j in self.jobs.values() if j.socket == socket and not j.priority]
@@ -496,7 +503,7 @@ class DynamicPriority(Controller):
         system/default, so no RDT class moves with it)."""
         self.acct.release(job.cgroup)
         host.set_cpuset(job.cgroup, self.acct.pin(job.cgroup, socket, job.threads,
-                                                  self.cfg.get("cpuset", "cores")))
+                                                  self.cfg.cpuset))
         job.socket = socket
 
     def _rebalance(self, host, now: int) -> None:
@@ -524,7 +531,7 @@ class DynamicPriority(Controller):
         socket frees enough cores for it, move the smallest such job (then
         the one with the least stall load) and return the socket it freed,
         in the head's order of preference; None if no single move does."""
-        if not self.cfg.get("rebalance", True):
+        if not self.cfg.rebalance:
             return None
         for socket in self._placement_order(p):
             need = p.threads - len(self.acct.free[socket])

@@ -35,22 +35,25 @@ class LagsStaticConfig(ControlConfig):
     bands: int = tunable(10, range=(1, None))                # demand bands (Fig. 2: ten)
     max_bands: int = tunable(1, range=(1, None))             # lowest bands that may go RR
     step: int = tunable(1, range=(1, None))                  # functions promoted at a time
-    latency_target_s: float = tunable(1.0, range=(0, None))  # [§4.1]
+    # "the latency target of 1 second" (LAGS paper, section 4.1)
+    latency_target_s: float = tunable(1.0, range=(0, None))
+    # the target holds while this percentile of latency is within it
     percentile: float = tunable(99.0, range=(0, 100))
+    # fewer completions in a window: keep observing
     min_requests: int = tunable(50, range=(1, None))
-    rt_priority: int = tunable(50, range=RT_PRIORITY_RANGE)
+    rt_priority: int = tunable(50, range=RT_PRIORITY_RANGE)  # chrt -r 50
 
 
 class LagsStatic(Controller):
     def __init__(self, cfg):
         super().__init__(cfg)
-        self.bands = int(cfg["bands"])
-        self.max_bands = min(int(cfg["max_bands"]), self.bands)
-        self.step_size = int(cfg["step"])
-        self.target_s = float(cfg["latency_target_s"])
-        self.percentile = float(cfg["percentile"])
-        self.min_requests = int(cfg["min_requests"])
-        self.rt_priority = int(cfg["rt_priority"])
+        self.bands = int(cfg.bands)
+        self.max_bands = min(int(cfg.max_bands), self.bands)
+        self.step_size = int(cfg.step)
+        self.target_s = float(cfg.latency_target_s)
+        self.percentile = float(cfg.percentile)
+        self.min_requests = int(cfg.min_requests)
+        self.rt_priority = int(cfg.rt_priority)
         self.candidates: list[str] = []
         self.group_low: list[str] = []
         self.last_batch: list[str] = []

@@ -89,7 +89,7 @@ class LeastLoaded(Controller):
             socket = least_committed(self.acct, job.threads)
             if socket is None:
                 break
-            cpus = self.acct.pin(job.cgroup, socket, job.threads, self.cfg.get("cpuset", "cores"))
+            cpus = self.acct.pin(job.cgroup, socket, job.threads, self.cfg.cpuset)
             host.admit_job(job.cgroup, cpus)
             self.admitted += 1
             self.admissions.append((host.now_ns(), job.cgroup, socket))

@@ -18,19 +18,19 @@ PERIOD_RANGE_US = (1_000, 1_000_000)
 class StaticConfig(ControlConfig):
     quota_us: Optional[int] = tunable(None, range=(1_000, None))  # null = max (no limit)
     period_us: int = tunable(100_000, range=PERIOD_RANGE_US)
-    burst_us: int = tunable(0, range=(0, None))
+    burst_us: int = tunable(0, range=(0, None))                    # cpu.max.burst
 
 
 class Static(Controller):
     def start(self, host) -> None:
-        quota = self.cfg["quota_us"]
+        quota = self.cfg.quota_us
         for cgroup in host.functions():
             host.set_cpu_max(cgroup, None if quota is None else int(quota),
-                             int(self.cfg["period_us"]), int(self.cfg["burst_us"]))
+                             int(self.cfg.period_us), int(self.cfg.burst_us))
 
     def summary(self) -> dict:
-        quota = self.cfg["quota_us"]
-        limit = float("nan") if quota is None else 1000.0 * quota / self.cfg["period_us"]
+        quota = self.cfg.quota_us
+        limit = float("nan") if quota is None else 1000.0 * quota / self.cfg.period_us
         return {"static_limit_mcpu": limit}
 
 

@@ -111,16 +111,21 @@ class DecayingHistogram(ExponentialHistogram):
 
 @dataclass
 class VpaConfig(ControlConfig):
-    interval_s: float = tunable(15.0, range=(0.001, None))           # usage sample period
-    recommender_interval_s: float = tunable(60.0, range=(0.001, None))
+    """The upstream recommender's defaults (its flag names in comments)."""
+    # a usage sample per 15 s (metrics-server resolution)
+    interval_s: float = tunable(15.0, range=(0.001, None))
+    recommender_interval_s: float = tunable(60.0, range=(0.001, None))  # recommender loop
+    # the updater applies the target every 300 s
     update_interval_s: float = tunable(300.0, range=(0.001, None))
-    target_percentile: float = tunable(0.9, range=(0, 1))
+    target_percentile: float = tunable(0.9, range=(0, 1))        # target-cpu-percentile
+    # recommendation-lower-bound-cpu-percentile, -upper-bound-
     lower_percentile: float = tunable(0.5, range=(0, 1))
     upper_percentile: float = tunable(0.95, range=(0, 1))
-    margin: float = tunable(0.15, range=(0, None))
-    min_mcpu: float = tunable(25.0, range=(0, None))
-    half_life_h: float = tunable(24.0, range=(0.001, None))
-    sample_weight: float = tunable(0.1, range=(0, None))
+    margin: float = tunable(0.15, range=(0, None))     # recommendation-margin-fraction
+    min_mcpu: float = tunable(25.0, range=(0, None))   # pod-recommendation-min-cpu-millicores
+    half_life_h: float = tunable(24.0, range=(0.001, None))   # CPU histogram decay half-life
+    sample_weight: float = tunable(0.1, range=(0, None))      # minSampleWeight: every sample's
+    # quota = target x period (Kubernetes' default period)
     period_us: int = tunable(100_000, range=PERIOD_RANGE_US)
     # the limit before the first update: null = none (cpu.max "max")
     initial_quota_us: Optional[int] = tunable(None, range=(1_000, None))
@@ -155,17 +160,17 @@ class Vpa(Controller):
     def __init__(self, cfg):
         super().__init__(cfg)
         self.containers: dict[str, Container] = {}
-        self._next_recommend_s = float(cfg["recommender_interval_s"])
-        self._next_update_s = float(cfg["update_interval_s"])
+        self._next_recommend_s = float(cfg.recommender_interval_s)
+        self._next_update_s = float(cfg.update_interval_s)
 
     def start(self, host) -> None:
         t = host.now_ns() / 1e9
-        half_life = float(self.cfg["half_life_h"]) * 3600.0
-        initial = self.cfg["initial_quota_us"]
+        half_life = float(self.cfg.half_life_h) * 3600.0
+        initial = self.cfg.initial_quota_us
         for cgroup in host.functions():
             self.containers[cgroup] = Container(half_life, host.cpu_usage_ns(cgroup), t)
             if initial is not None:
-                self._apply(host, cgroup, initial / self.cfg["period_us"])
+                self._apply(host, cgroup, initial / self.cfg.period_us)
 
     def step(self, host) -> None:
         t = host.now_ns() / 1e9
@@ -173,18 +178,18 @@ class Vpa(Controller):
             usage = host.cpu_usage_ns(cgroup)
             cores = (usage - c.last_usage_ns) / 1e9 / (t - c.last_t_s)
             c.last_usage_ns, c.last_t_s = usage, t
-            c.histogram.add_sample(cores, float(self.cfg["sample_weight"]), t)
+            c.histogram.add_sample(cores, float(self.cfg.sample_weight), t)
             if c.first_sample_s is None:
                 c.first_sample_s = t
             c.last_sample_s = t
             c.samples += 1
         # small epsilon: the intervals are sums of float steps
         if t >= self._next_recommend_s - 1e-9:
-            self._next_recommend_s += float(self.cfg["recommender_interval_s"])
+            self._next_recommend_s += float(self.cfg.recommender_interval_s)
             for c in self.containers.values():
                 c.recommendation = self.recommend(c)
         if t >= self._next_update_s - 1e-9:
-            self._next_update_s += float(self.cfg["update_interval_s"])
+            self._next_update_s += float(self.cfg.update_interval_s)
             for cgroup, c in self.containers.items():
                 if c.recommendation is not None:
                     self._apply(host, cgroup, c.recommendation.target)
@@ -192,18 +197,18 @@ class Vpa(Controller):
     def recommend(self, c: Container) -> Recommendation:
         """logic/estimator.go's chain: percentile, margin, confidence, minimum."""
         h, cfg = c.histogram, self.cfg
-        with_margin = 1.0 + float(cfg["margin"])
+        with_margin = 1.0 + float(cfg.margin)
         conf = c.confidence()
-        floor = float(cfg["min_mcpu"]) / 1000.0
-        target = h.percentile(float(cfg["target_percentile"])) * with_margin
-        lower = h.percentile(float(cfg["lower_percentile"])) * with_margin
-        upper = h.percentile(float(cfg["upper_percentile"])) * with_margin
+        floor = float(cfg.min_mcpu) / 1000.0
+        target = h.percentile(float(cfg.target_percentile)) * with_margin
+        lower = h.percentile(float(cfg.lower_percentile)) * with_margin
+        upper = h.percentile(float(cfg.upper_percentile)) * with_margin
         lower = lower * (1.0 + 0.001 / conf) ** -2 if conf > 0 else 0.0
         upper = upper * (1.0 + 1.0 / conf) if conf > 0 else math.inf
         return Recommendation(max(target, floor), max(lower, floor), max(upper, floor))
 
     def _apply(self, host, cgroup: str, cores: float) -> None:
-        period = int(self.cfg["period_us"])
+        period = int(self.cfg.period_us)
         # the kernel refuses quotas under 1 ms
         quota = max(1_000, int(round(cores * period)))
         host.set_cpu_max(cgroup, quota, period)

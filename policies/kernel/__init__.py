@@ -3,11 +3,15 @@
 Each module exposes ``POLICY`` (a sim.sched_class.KernelScheduler) and
 ``CONFIG`` (its sim.sched_class.SchedConfig dataclass).  Scheduler options in
 scenarios/conf/scheduler/ name their module with ``policy:``; several options
-may share one module (``cfs`` and ``cfs_tuned``).
+may share one module (``cfs`` and ``cfs_tuned``).  An option file sets only
+``name``, ``policy`` and the keys whose values differ from the CONFIG
+defaults: what each key means and why its default was chosen is said once,
+on the dataclass field.
 """
 from __future__ import annotations
 
 from policies.plugins import Plugins
+from sim.sched_class import SchedConfig, typed_config
 
 # Names reserved for policies that have not landed yet.
 PLANNED = ()
@@ -20,3 +24,14 @@ module = _plugins.module
 def load(name: str):
     """Return the KernelScheduler class for ``name``."""
     return module(name).POLICY
+
+
+def config(sched) -> SchedConfig:
+    """The scheduler option ``sched`` (a mapping: a plain dict or a
+    DictConfig) as an instance of its policy module's CONFIG, which is what
+    the policy and the machine read.  A plain dict may leave out ``policy``
+    when the option is named after its module (``{"name": "cfs"}``)."""
+    if isinstance(sched, SchedConfig):
+        return sched
+    policy = sched["policy"] if "policy" in sched else sched["name"]
+    return typed_config(module(policy).CONFIG, {**sched, "policy": policy}, "scheduler")

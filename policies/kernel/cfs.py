@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Optional
 
-from sim.bandwidth import SCHED_CFS_BANDWIDTH_SLICE_US, CfsBandwidthControl
+from sim.bandwidth import CfsBandwidthControl
 from sim.sched_class import (CPU_IDLE, CPU_NEWLY_IDLE, CPU_NOT_IDLE, DEQUEUE_SLEEP,
                              ENQUEUE_INITIAL, ENQUEUE_MIGRATED, ENQUEUE_WAKEUP, WF_FORK,
                              KernelScheduler, SchedConfig, tunable)
@@ -35,7 +35,6 @@ from sim.rq import MIN_SHARES, NICE_0_LOAD
 SCHED_LATENCY_NS = 6_000_000
 SCHED_MIN_GRANULARITY_NS = 750_000
 SCHED_WAKEUP_GRANULARITY_NS = 1_000_000
-SCHED_MIGRATION_COST_NS = 500_000
 BUSY_FACTOR = 16                 # sd_init() since v5.10
 IMBALANCE_PCT = 117
 MAX_LOAD_BALANCE_INTERVAL_MS_PER_CPU = 100   # update_max_interval(): HZ*ncpus/10 jiffies
@@ -52,18 +51,37 @@ TUNABLE_SCALING = ("none", "log", "linear")
 
 
 @dataclass
-class CfsConfig(SchedConfig):
-    """The sysctls and sched_features of CFS.  ``None`` granularities are the
-    kernel defaults times the tunable_scaling factor."""
+class FairConfig(SchedConfig):
+    """The keys every fair class built on this CFS model reads (CFS, EEVDF
+    and CFS-LAGS)."""
+    # sysctl_sched_tunable_scaling: how the slice sysctls whose default is
+    # None scale with the CPU count (sysctl_factor; under log the factor is
+    # 1 + ilog2(min(ncpus, 8)))
     tunable_scaling: str = tunable("log", choices=TUNABLE_SCALING)
+    wakeup_preemption: bool = tunable(True)      # WAKEUP_PREEMPTION
+    # HRTICK: end each slice exactly with a high-resolution timer (off in
+    # the kernel's default features; preemption then waits for the next
+    # tick at HZ)
+    hrtick: bool = tunable(False)
+
+
+@dataclass
+class CfsConfig(FairConfig):
+    """The sysctls and sched_features of CFS.  ``None`` granularities are the
+    kernel defaults (SCHED_LATENCY_NS, SCHED_MIN_GRANULARITY_NS,
+    SCHED_WAKEUP_GRANULARITY_NS) times the tunable_scaling factor
+    (sysctl_factor)."""
     sched_latency_ns: Optional[int] = tunable(None, range=GRANULARITY_RANGE_NS)
     min_granularity_ns: Optional[int] = tunable(None, range=GRANULARITY_RANGE_NS)
     wakeup_granularity_ns: Optional[int] = tunable(None, range=WAKEUP_GRANULARITY_RANGE_NS)
-    migration_cost_ns: int = tunable(SCHED_MIGRATION_COST_NS, range=(0, None))
-    gentle_fair_sleepers: bool = True
-    start_debit: bool = True
-    wakeup_preemption: bool = True
-    hrtick: bool = False
+    gentle_fair_sleepers: bool = tunable(True)   # sched_features
+    start_debit: bool = tunable(True)
+
+
+def scaled(value: Optional[int], kernel_default: int, factor: int) -> int:
+    """A granularity sysctl: its configured value, or (None) the kernel's
+    default times the tunable_scaling factor, as update_sysctl() sets it."""
+    return kernel_default * factor if value is None else int(value)
 
 
 def sysctl_factor(ncpus: int, scaling: str) -> int:
@@ -95,30 +113,15 @@ def rb_node(vruntime: int, seq: int, se) -> RbNode:
     return node
 
 
-def _opt(cfg, key, default):
-    value = cfg.get(key) if cfg is not None else None
-    return default if value is None else value
-
-
 class CFS(KernelScheduler):
     name = "cfs"
 
     def __init__(self, cfg, machine):
         super().__init__(cfg, machine)
-        factor = sysctl_factor(machine.topology.nr_cpus, _opt(cfg, "tunable_scaling", "log"))
-        self.factor = factor
-        self.sched_latency = int(_opt(cfg, "sched_latency_ns", SCHED_LATENCY_NS * factor))
-        self.min_granularity = int(_opt(cfg, "min_granularity_ns",
-                                        SCHED_MIN_GRANULARITY_NS * factor))
-        self.wakeup_granularity = int(_opt(cfg, "wakeup_granularity_ns",
-                                           SCHED_WAKEUP_GRANULARITY_NS * factor))
-        self.migration_cost = int(_opt(cfg, "migration_cost_ns", SCHED_MIGRATION_COST_NS))
-        # sched_nr_latency = DIV_ROUND_UP(latency, min_granularity)
-        self.sched_nr_latency = -(-self.sched_latency // self.min_granularity)
-        self.gentle_fair_sleepers = bool(_opt(cfg, "gentle_fair_sleepers", True))
-        self.start_debit = bool(_opt(cfg, "start_debit", True))
-        self.wakeup_preemption = bool(_opt(cfg, "wakeup_preemption", True))
-        self.hrtick = bool(_opt(cfg, "hrtick", False))
+        self.factor = sysctl_factor(machine.topology.nr_cpus, cfg.tunable_scaling)
+        self.wakeup_preemption = bool(cfg.wakeup_preemption)
+        self.hrtick = bool(cfg.hrtick)
+        self.init_sysctls(cfg)
         self.cache_nice_tries = 1
         self._rb_seq = 0               # the last timeline token handed out
         self.clock = machine.engine
@@ -136,8 +139,21 @@ class CFS(KernelScheduler):
         self._h_load: dict = {}
         self._h_load_at = -1
         # CFS bandwidth control (cpu.max), for the groups that get a quota
-        self.bandwidth = CfsBandwidthControl(
-            self, machine, _opt(cfg, "sched_cfs_bandwidth_slice_us", SCHED_CFS_BANDWIDTH_SLICE_US))
+        self.bandwidth = CfsBandwidthControl(self, machine, cfg.sched_cfs_bandwidth_slice_us)
+
+    def init_sysctls(self, cfg):
+        """The class's own sysctls and sched_features (5.18's: the slice
+        granularities, GENTLE_FAIR_SLEEPERS, START_DEBIT); a fair class of
+        another kernel version overrides it with its own."""
+        factor = self.factor
+        self.sched_latency = scaled(cfg.sched_latency_ns, SCHED_LATENCY_NS, factor)
+        self.min_granularity = scaled(cfg.min_granularity_ns, SCHED_MIN_GRANULARITY_NS, factor)
+        self.wakeup_granularity = scaled(cfg.wakeup_granularity_ns,
+                                         SCHED_WAKEUP_GRANULARITY_NS, factor)
+        # sched_nr_latency = DIV_ROUND_UP(latency, min_granularity)
+        self.sched_nr_latency = -(-self.sched_latency // self.min_granularity)
+        self.gentle_fair_sleepers = bool(cfg.gentle_fair_sleepers)
+        self.start_debit = bool(cfg.start_debit)
 
     # ------------------------------------------------------------------
     # timeline (the rbtree): the kernel's __enqueue_entity,

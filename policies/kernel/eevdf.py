@@ -65,9 +65,8 @@ from bisect import bisect_left, insort
 from dataclasses import dataclass
 from typing import Optional
 
-from policies.kernel.cfs import (CFS, GRANULARITY_RANGE_NS, SCHED_MIGRATION_COST_NS,
-                                 TUNABLE_SCALING, _opt)
-from sim.sched_class import ENQUEUE_INITIAL, ENQUEUE_MIGRATED, SchedConfig, tunable
+from policies.kernel.cfs import CFS, GRANULARITY_RANGE_NS, FairConfig, scaled
+from sim.sched_class import ENQUEUE_INITIAL, ENQUEUE_MIGRATED, tunable
 
 SCHED_BASE_SLICE_NS = 750_000          # normalized_sysctl_sched_base_slice (6.6 .. 6.14)
 # __setparam_fair(): the bounds of a sched_runtime slice request
@@ -75,17 +74,19 @@ CUSTOM_SLICE_RANGE_NS = (100_000, 100_000_000)
 
 
 @dataclass
-class EevdfConfig(SchedConfig):
+class EevdfConfig(FairConfig):
     """The sysctl and sched_features of EEVDF.  ``base_slice_ns: null`` is
-    the kernel default, 0.75 ms times the tunable_scaling factor."""
-    tunable_scaling: str = tunable("log", choices=TUNABLE_SCALING)
+    the kernel default, SCHED_BASE_SLICE_NS times the tunable_scaling
+    factor (debugfs sched/base_slice_ns)."""
     base_slice_ns: Optional[int] = tunable(None, range=GRANULARITY_RANGE_NS)
-    migration_cost_ns: int = tunable(SCHED_MIGRATION_COST_NS, range=(0, None))
+    # sched_features, 6.6 defaults
+    # PLACE_LAG: keep a task's lag across sleep and migration
     place_lag: bool = tunable(True)
+    # PLACE_DEADLINE_INITIAL: a new task's first deadline is half a slice away
     place_deadline_initial: bool = tunable(True)
+    # RUN_TO_PARITY: no wake-up preemption of curr until it uses its slice
+    # or loses eligibility
     run_to_parity: bool = tunable(True)
-    wakeup_preemption: bool = tunable(True)
-    hrtick: bool = tunable(False)
 
 
 def div_s64(a: int, b: int) -> int:
@@ -114,14 +115,18 @@ class EEVDF(CFS):
 
     def __init__(self, cfg, machine):
         super().__init__(cfg, machine)
-        self.sysctl_sched_base_slice = int(_opt(cfg, "base_slice_ns",
-                                                SCHED_BASE_SLICE_NS * self.factor))
-        self.place_lag = bool(_opt(cfg, "place_lag", True))
-        self.place_deadline_initial = bool(_opt(cfg, "place_deadline_initial", True))
-        self.run_to_parity = bool(_opt(cfg, "run_to_parity", True))
         self.tick_nsec = machine.tick_ns
         for rq in machine.rqs:
             rq.cfs.timeline = Timeline()
+
+    def init_sysctls(self, cfg):
+        """6.6's: the base slice replaced the granularities, and lag
+        placement and RUN_TO_PARITY the sleeper credit and buddies."""
+        self.sysctl_sched_base_slice = scaled(cfg.base_slice_ns, SCHED_BASE_SLICE_NS,
+                                              self.factor)
+        self.place_lag = bool(cfg.place_lag)
+        self.place_deadline_initial = bool(cfg.place_deadline_initial)
+        self.run_to_parity = bool(cfg.run_to_parity)
 
     def init_task_group(self, tg):
         for cfs_rq in tg.cfs_rq:

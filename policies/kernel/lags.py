@@ -26,8 +26,8 @@ What the paper specifies, and how it is modelled here:
 * Load balancing uses Load Credit "as a greedy heuristic to identify a
   suitable, preferably idle, target CPU core" [§4.3].
 
-What the paper leaves open is an option with a default (LagsConfig and
-scenarios/conf/scheduler/lags.yaml say why each default was chosen).
+What the paper leaves open is an option with a default (LagsConfig says
+why each default was chosen).
 
 Load Credit in continuous time.  The kernel updates the EMA when
 ``update_tg_load_avg`` runs, so its time constant in the kernel would
@@ -101,7 +101,7 @@ if cython.compiled:            # the C library's exp: no Python call, no boxing
 else:
     from math import exp
 
-from policies.kernel.cfs import CFS, CfsConfig, _opt
+from policies.kernel.cfs import CFS, CfsConfig
 from sim.rq import NICE_0_LOAD, PELT_HALFLIFE_NS
 from sim.sched_class import CPU_NOT_IDLE, WF_FORK, tunable
 
@@ -117,24 +117,81 @@ MIXED_ORDERS = ("vruntime", "aware_first")
 
 @dataclass
 class LagsConfig(CfsConfig):
-    """CFS's keys plus the LAGS ones; lags.yaml documents each default."""
-    # cpu.latency_awareness: "leaves" (every cgroup without child cgroups),
-    # or comma-separated cgroup path globs, "*" matching within one path
-    # component, e.g. "/faas.slice/*"; "" flags none
+    """CFS's keys plus the LAGS ones.  Section numbers are those of the LAGS
+    paper ("Mitigating context switching in densely packed Linux clusters
+    with Latency-Aware Group Scheduling"); each default the paper leaves
+    open says why it was chosen."""
+    # cpu.latency_awareness (Appendix A.2): which cgroups are functions.
+    # "leaves": every cgroup without child cgroups, which in the shipped
+    # workloads is exactly the function cgroups (poisson: faas.slice/func-N;
+    # periodic: each group; worker_pool: server) and never their parent
+    # slices.  Otherwise comma-separated path globs, "*" matching within one
+    # path component, e.g. "/faas.slice/*" as the authors' standalone setup
+    # (section 5), or "/kubepods.slice/kubepods-burstable.slice/*" for
+    # Knative pods (Appendix A.2; flagged pods may have child cgroups, their
+    # threads then count for the pod).  "" flags nothing: LAGS is then CFS.
     latency_aware: str = LEAVES
-    window_ticks: int = tunable(1000, range=(1, None))      # tg_load_avg_ema_window
+    # tg_load_avg_ema_window (Appendix A.2): the Load Credit window in
+    # scheduler ticks; 1000 ticks (4 s at HZ=250) was best in Fig. 6
+    # (section 4.2).
+    window_ticks: int = tunable(1000, range=(1, None))
+    # EMA form (not given by the paper): simple = LC += (load - LC) / window
+    # per tick, the kernel idiom for integer moving averages (cf.
+    # update_avg()); its time constant is the window, matching "roughly
+    # equivalent to 4 seconds" (section 4.2); span = alpha 2 / (window + 1)
+    # (time constant ~window/2); halflife = weights halve every window.  Kept
+    # in continuous time (ema_rate), so it does not depend on how many CPUs
+    # are busy.
     ema_form: str = tunable("simple", choices=EMA_FORMS)
+    # Load signal: runnable = tg->load_avg, PELT load, which in 5.18 counts
+    # runnable (queued + running) time (section 4.2, Appendix A.2); running
+    # = a util_avg-like PELT of running time only (LAS's "attained service").
     load_signal: str = tunable("runnable", choices=LOAD_SIGNALS)
-    tick_preemption: bool = True
-    group_shares_recalc: bool = True
+    # Tick preemption between function entities: true = at each tick,
+    # preempt the running function when a queued one has a lower Load Credit
+    # (a function runs "as long [as] no other cgroup has a lower Load
+    # Credit"; once its credit rises "other tasks are then prioritised",
+    # section 4.2); tied credits share by CFS's slices.  false = no tick
+    # preemption between functions at all (the authors' scripts'
+    # sched_disable_vruntime_preemption=1, not in the paper): a function
+    # keeps the CPU until it blocks or a lower-credit one wakes, so equally
+    # loaded CPU hogs never alternate.
+    tick_preemption: bool = tunable(True)
+    # calc_group_shares for function entities: true keeps CFS's spreading of
+    # tg->shares over CPUs by load; the paper keeps every CFS feature except
+    # cpu.shares (Appendix A.1).  false = each CPU's function entity keeps
+    # the full shares (the authors' scripts'
+    # sched_disable_calc_group_shares=1, not in the paper).
+    group_shares_recalc: bool = tunable(True)
+    # Ties.  Credits closer than tie_margin (load units; 1024 = one runnable
+    # nice-0 thread) are equal: 1 is the resolution of the kernel's integer
+    # tg->load_avg_ema.  Equal credits are then ordered by vruntime (LAS
+    # serves equal attained service as processor sharing, section 4.2) or
+    # fifo (queueing order, as the rbtree inserts equal keys).
     tie_break: str = tunable("vruntime", choices=TIE_BREAKS)
-    tie_margin: float = tunable(1.0, range=(0, None))        # load units
+    tie_margin: float = tunable(1.0, range=(0, None))
+    # A function entity next to a non-function one in the same cfs_rq (the
+    # paper never mixes them, section 4.2): vruntime = compare them as CFS
+    # does (fair.c's entity_before outside function pairs; non-function
+    # cgroups keep their fair share); aware_first = functions always first,
+    # as the SCHED_RR of CFS-LAGS-static (section 4.1; can starve other
+    # cgroups).
     mixed_order: str = tunable("vruntime", choices=MIXED_ORDERS)
-    # ablations: each mechanism of the patch on its own switch
-    lags_ordering: bool = True
-    lags_wakeup_preemption: bool = True
-    lags_placement: bool = True
-    lags_balancing: bool = True
+    # Ablations: each mechanism of the patch on its own switch (Appendix
+    # A.3).  All false gives CFS's results exactly.
+    lags_ordering: bool = tunable(True)           # entity_before by Load Credit
+    lags_wakeup_preemption: bool = tunable(True)  # check_preempt_wakeup by Load Credit
+    lags_placement: bool = tunable(True)          # cpu_has_higher_load_task in select_task_rq
+    # Load Credit pull in load balancing (section 4.3)
+    lags_balancing: bool = tunable(True)
+
+
+def _one_of(key: str, value: str, choices: tuple) -> str:
+    """``value`` of scheduler key ``key`` if it is one of ``choices`` (a
+    plain-dict config reaches the policy without scenarios.validate)."""
+    if value not in choices:
+        raise ValueError(f"scheduler.{key} = {value!r}: choose from {', '.join(choices)}")
+    return value
 
 
 def ema_rate(form: str, window_ticks: int, tick_ns: int) -> float:
@@ -186,40 +243,29 @@ class LoadCredit:
 
 class LAGS(CFS):
     name = "lags"
+    stats_prefix = "lags"         # the summary's lags_<counter> columns
 
     def __init__(self, cfg, machine):
         super().__init__(cfg, machine)
-        d = LagsConfig
-
-        def opt(key, cast):
-            return cast(_opt(cfg, key, getattr(d, key)))
-
-        def choice(key, choices):
-            value = opt(key, str)
-            if value not in choices:
-                raise ValueError(f"scheduler.{key} = {value!r}: choose from "
-                                 f"{', '.join(choices)}")
-            return value
-
-        spec = opt("latency_aware", str).strip()
+        spec = str(cfg.latency_aware).strip()
         self.leaves = spec == LEAVES
         self.globs = [] if self.leaves else _cgroup_globs(spec)
-        self.window_ticks = opt("window_ticks", int)
-        self.ema_form = choice("ema_form", EMA_FORMS)
-        self.load_signal = choice("load_signal", LOAD_SIGNALS)
-        self.tick_preemption = opt("tick_preemption", bool)
-        self.group_shares_recalc = opt("group_shares_recalc", bool)
-        self.tie_break = choice("tie_break", TIE_BREAKS)
+        self.window_ticks = int(cfg.window_ticks)
+        self.ema_form = _one_of("ema_form", cfg.ema_form, EMA_FORMS)
+        self.load_signal = _one_of("load_signal", cfg.load_signal, LOAD_SIGNALS)
+        self.tick_preemption = bool(cfg.tick_preemption)
+        self.group_shares_recalc = bool(cfg.group_shares_recalc)
+        self.tie_break = _one_of("tie_break", cfg.tie_break, TIE_BREAKS)
         self._fifo = self.tie_break == "fifo"
-        self.tie_margin = opt("tie_margin", float)
+        self.tie_margin = float(cfg.tie_margin)
         if self.tie_margin < 0:
             raise ValueError(f"scheduler.tie_margin = {self.tie_margin}: must be >= 0")
-        self.mixed_order = choice("mixed_order", MIXED_ORDERS)
+        self.mixed_order = _one_of("mixed_order", cfg.mixed_order, MIXED_ORDERS)
         self._aware_first = self.mixed_order == "aware_first"
-        self.lags_ordering = opt("lags_ordering", bool)
-        self.lags_wakeup_preemption = opt("lags_wakeup_preemption", bool)
-        self.lags_placement = opt("lags_placement", bool)
-        self.lags_balancing = opt("lags_balancing", bool)
+        self.lags_ordering = bool(cfg.lags_ordering)
+        self.lags_wakeup_preemption = bool(cfg.lags_wakeup_preemption)
+        self.lags_placement = bool(cfg.lags_placement)
+        self.lags_balancing = bool(cfg.lags_balancing)
 
         self._lambda = math.log(2) / PELT_HALFLIFE_NS
         self._beta = ema_rate(self.ema_form, self.window_ticks, machine.tick_ns)
@@ -235,7 +281,6 @@ class LAGS(CFS):
         self._aware_q: dict = {}              # CfsRq -> {queued aware gse: its credit}
         self._curr_credit = [None] * ncpus    # (task, its function's credit) per CPU
         self._running = [None] * ncpus        # the fair task counted running per CPU
-        self.stats_prefix = "lags"        # the summary's lags_<counter> columns
         # how often each mechanism acted: entities queued by credit, credit
         # preemptions at wakeup and tick, placements that differ from CFS's,
         # and credit pulls by the balancer
