@@ -153,8 +153,11 @@ class Calendar:
         """Run every call due before ``until_ns``; the number run."""
         calendar = self._calendar
         events = 0
-        while calendar and calendar[0].key < until_ns:
-            call = heap_pop(calendar)
+        while calendar:
+            call = calendar[0]
+            if call.key >= until_ns:
+                break
+            heap_pop(calendar)
             self._now = call.key
             events += 1
             call.fn(*call.args)
