@@ -10,11 +10,15 @@ cdef class _Call(Node):
 @cython.locals(call=_Call)
 cpdef _Call new_call(long long t, long long seq, fn, tuple args)
 
+cpdef process_event(event)
+
 cdef class Calendar:
     cdef public long long _now
     cdef public long long _seq
     cdef public list _calendar
 
     cpdef push(self, long long t_ns, fn, tuple args)
+    @cython.locals(delay_ns=cython.longlong)
+    cpdef schedule(self, event, long long priority=*, delay=*)
     @cython.locals(call=_Call, calendar=list, events=cython.longlong)
     cpdef long long _run_until(self, long long until_ns)

@@ -28,7 +28,7 @@ import zlib
 
 import numpy as np
 import simpy
-from simpy.core import EmptySchedule, Infinity, StopSimulation
+from simpy.core import BoundClass, EmptySchedule, Infinity, StopSimulation
 from simpy.events import NORMAL, URGENT, Event
 
 from sim.heap import Node, heap_pop, heap_push
@@ -116,6 +116,28 @@ class RngStream:
             return next(self._uni)
 
 
+def process_event(event: Event) -> None:
+    """SimPy's ``Environment.step`` once the event is due: run its callbacks
+    (resuming the processes waiting for it), and crash the run with a copy
+    of a failed event's exception unless it was defused."""
+    callbacks, event.callbacks = event.callbacks, None
+    try:
+        for callback in callbacks:
+            callback(event)
+    except StopSimulation:
+        # run(until=event) stops here: the remaining callbacks run first
+        # when the simulation resumes, as in SimPy
+        event.callbacks = callbacks[callbacks.index(callback) + 1:]
+        event.env.schedule(event, URGENT - 1)
+        raise
+    # _ok and _defused, as SimPy's own step() reads them: the public ok and
+    # defused are Python properties, a fifth of the cost of an event
+    if not event._ok and not hasattr(event, "_defused"):
+        exc = type(event.value)(*event.value.args)
+        exc.__cause__ = event.value
+        raise exc
+
+
 class Calendar:
     """The clock (``_now``, ns) and the calendar of pending ``_Call``s.
 
@@ -149,6 +171,18 @@ class Calendar:
         self._seq += 1
         heap_push(self._calendar, new_call(t_ns, self._seq, fn, args))
 
+    def schedule(self, event: Event, priority: int = NORMAL, delay: int = 0) -> None:
+        """simpy.Environment.schedule: process ``event`` ``delay`` ns from
+        now (SimPy calls this for every triggered event and timeout)."""
+        delay_ns = int(delay)
+        if delay_ns != delay:
+            raise ValueError(f"SimPy delay {delay!r}: the engine's clock counts whole "
+                             f"nanoseconds (round the delay)")
+        self._seq += 1
+        heap_push(self._calendar, new_call(self._now + delay_ns,
+                                           self._seq + (priority - NORMAL) * PRIORITY_STRIDE,
+                                           process_event, (event,)))
+
     def _run_until(self, until_ns: int) -> int:
         """Run every call due before ``until_ns``; the number run."""
         calendar = self._calendar
@@ -176,6 +210,13 @@ class Engine(Calendar, simpy.Environment):
     def __init__(self, seed: int):
         Calendar.__init__(self)
         simpy.Environment.__init__(self, initial_time=0)
+        # SimPy binds its event classes (env.timeout, env.process, ...) to
+        # the instance once, but finds only those of the instance's own class
+        # (BoundClass.bind_early): without this, every env.timeout(...) of a
+        # subclass's instance would build a bound method
+        for name, attr in vars(simpy.Environment).items():
+            if type(attr) is BoundClass:
+                setattr(self, name, getattr(self, name))
         self.seed = int(seed)
         self._streams: dict[str, RngStream] = {}
 
@@ -185,38 +226,7 @@ class Engine(Calendar, simpy.Environment):
             stream = self._streams[name] = RngStream(self.seed, name)
         return stream
 
-    # --- simpy.Environment --------------------------------------------------
-    def schedule(self, event: Event, priority: int = NORMAL, delay: int = 0) -> None:
-        """Process ``event`` ``delay`` ns from now (SimPy calls this for every
-        triggered event and timeout)."""
-        delay_ns = int(delay)
-        if delay_ns != delay:
-            raise ValueError(f"SimPy delay {delay!r}: the engine's clock counts whole "
-                             f"nanoseconds (round the delay)")
-        self._seq += 1
-        heap_push(self._calendar, new_call(self._now + delay_ns,
-                                           self._seq + (priority - NORMAL) * PRIORITY_STRIDE,
-                                           self._process_event, (event,)))
-
-    def _process_event(self, event: Event) -> None:
-        """SimPy's ``Environment.step`` once the event is due: run its
-        callbacks (resuming the processes waiting for it), and crash the run
-        with a copy of a failed event's exception unless it was defused."""
-        callbacks, event.callbacks = event.callbacks, None
-        try:
-            for callback in callbacks:
-                callback(event)
-        except StopSimulation:
-            # run(until=event) stops here: the remaining callbacks run first
-            # when the simulation resumes, as in SimPy
-            event.callbacks = callbacks[callbacks.index(callback) + 1:]
-            self.schedule(event, URGENT - 1)
-            raise
-        if not event.ok and not event.defused:
-            exc = type(event.value)(*event.value.args)
-            exc.__cause__ = event.value
-            raise exc
-
+    # --- simpy.Environment (schedule: Calendar) ----------------------------
     def peek(self) -> int | float:
         """The time of the next call or event (SimPy's ``Infinity`` if none)."""
         return self._calendar[0].key if self._calendar else Infinity
