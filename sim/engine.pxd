@@ -1,4 +1,5 @@
 # Compiled declarations of sim/engine.py (docs/architecture.md, "Compiled core").
+# Engine, the simpy.Environment, stays a Python class (a subclass of Calendar).
 cimport cython
 from sim.heap cimport Node, heap_pop, heap_push
 
@@ -9,14 +10,15 @@ cdef class _Call(Node):
 @cython.locals(call=_Call)
 cpdef _Call new_call(long long t, long long seq, fn, tuple args)
 
-cdef class Engine:
-    cdef public object env
+cpdef process_event(event)
+
+cdef class Calendar:
     cdef public long long _now
     cdef public long long _seq
     cdef public list _calendar
-    cdef public object seed
-    cdef public dict _streams
 
     cpdef push(self, long long t_ns, fn, tuple args)
-    @cython.locals(call=_Call, calendar=list, queue=list, events=cython.longlong)
+    @cython.locals(delay_ns=cython.longlong)
+    cpdef schedule(self, event, long long priority=*, delay=*)
+    @cython.locals(call=_Call, calendar=list, events=cython.longlong)
     cpdef long long _run_until(self, long long until_ns)

@@ -3,17 +3,33 @@
 Everything inside sim/ and policies/ speaks integer nanoseconds; seconds exist
 only at the config and results boundary.  Randomness comes from independent,
 named streams so that adding a component never perturbs another one's draws.
+
+``Engine`` is a ``simpy.Environment``: a workload or a controller may be a
+SimPy process (``env.process``, ``yield env.timeout(ns)``, events,
+``simpy.Resource``) next to the kernel model's plain callbacks
+(``call_at``, ``call_later``, ``push``).  Both kinds live in one calendar,
+a binary heap of ``_Call`` (sim/heap.py), on one clock, ordered by
+
+1. time (ns);
+2. SimPy priority: URGENT (a process's start, an interrupt) before NORMAL
+   (everything else: timeouts, succeeded events, and every callback);
+3. scheduling order.
+
+which is SimPy's own rule (time, priority, event id) with the callbacks as
+NORMAL events sharing the event ids.  A run without SimPy processes orders
+its callbacks by (time, scheduling order), as before SimPy events joined the
+calendar.
 """
 from __future__ import annotations
 
 import gc
 import math
 import zlib
-from heapq import heappop
 
 import numpy as np
 import simpy
-from simpy.events import URGENT
+from simpy.core import BoundClass, EmptySchedule, Infinity, StopSimulation
+from simpy.events import NORMAL, URGENT, Event
 
 from sim.heap import Node, heap_pop, heap_push
 
@@ -22,6 +38,12 @@ NSEC_PER_MSEC = 1_000_000
 NSEC_PER_USEC = 1_000
 # allocations between young-generation collections while a run executes
 GC_YOUNG_THRESHOLD = 100_000
+# a SimPy priority p schedules its event (p - NORMAL) strides from NORMAL in
+# the calendar's sequence numbers: URGENT events precede every NORMAL one due
+# at the same instant, since no run schedules 2**56 calls
+PRIORITY_STRIDE = 1 << 56
+# run(until=None) or run(until=event): no time limit
+NO_LIMIT_NS = (1 << 63) - 1
 
 
 def s_to_ns(seconds: float) -> int:
@@ -30,7 +52,7 @@ def s_to_ns(seconds: float) -> int:
 
 class _Call(Node):
     """A one-shot callback: ``fn(*args)`` at instant ``key`` (ns); ``seq``
-    orders callbacks due at the same instant by when they were scheduled."""
+    orders callbacks due at the same instant (module docstring)."""
 
     __slots__ = ("fn", "args")
 
@@ -94,35 +116,47 @@ class RngStream:
             return next(self._uni)
 
 
-class Engine:
-    """SimPy environment with an int-ns clock and per-component RNG streams.
+def process_event(event: Event) -> None:
+    """SimPy's ``Environment.step`` once the event is due: run its callbacks
+    (resuming the processes waiting for it), and crash the run with a copy
+    of a failed event's exception unless it was defused."""
+    callbacks, event.callbacks = event.callbacks, None
+    try:
+        for callback in callbacks:
+            callback(event)
+    except StopSimulation:
+        # run(until=event) stops here: the remaining callbacks run first
+        # when the simulation resumes, as in SimPy
+        event.callbacks = callbacks[callbacks.index(callback) + 1:]
+        event.env.schedule(event, URGENT - 1)
+        raise
+    # _ok and _defused, as SimPy's own step() reads them: the public ok and
+    # defused are Python properties, a fifth of the cost of an event
+    if not event._ok and not hasattr(event, "_defused"):
+        exc = type(event.value)(*event.value.args)
+        exc.__cause__ = event.value
+        raise exc
 
-    The simulator's own callbacks live in the engine's calendar, a binary
-    heap of ``_Call`` ordered by (time, scheduling order): the machine
-    schedules about two per context switch, and a heap entry that holds its
-    time as a C integer costs a fraction of a SimPy event (an event object,
-    a queue tuple and Python-level comparisons).  SimPy events and processes
-    a component schedules on ``env`` still run, in their own queue, at the
-    right instant: ``Engine.run`` takes whichever is due first (SimPy's
-    first at equal instants) and keeps ``env``'s clock equal to ``_now``."""
 
-    def __init__(self, seed: int):
-        self.env = simpy.Environment(initial_time=0)
+class Calendar:
+    """The clock (``_now``, ns) and the calendar of pending ``_Call``s.
+
+    Compiled (sim/engine.pxd), the machine and the kernel policies read the
+    clock and push callbacks at C speed through this class's typed fields;
+    the machine schedules about two calls per context switch, and a heap
+    entry that holds its time as a C integer costs a fraction of a SimPy
+    queue entry (a tuple compared by Python-level rich comparisons).
+    ``Engine`` adds the SimPy environment on top (a compiled class cannot
+    inherit from a Python one, the other way round is fine)."""
+
+    def __init__(self):
         self._now = 0
         self._seq = 0
         self._calendar: list[_Call] = []
-        self.seed = int(seed)
-        self._streams: dict[str, RngStream] = {}
 
     @property
     def now(self) -> int:
         return self._now
-
-    def rng(self, name: str) -> RngStream:
-        stream = self._streams.get(name)
-        if stream is None:
-            stream = self._streams[name] = RngStream(self.seed, name)
-        return stream
 
     def call_later(self, delay_ns: int, fn, *args) -> None:
         self.push(self._now + int(delay_ns), fn, args)
@@ -137,60 +171,118 @@ class Engine:
         self._seq += 1
         heap_push(self._calendar, new_call(t_ns, self._seq, fn, args))
 
-    def run(self, until_ns: int, progress=None, progress_every_ns: int | None = None) -> int:
-        """Run to ``until_ns`` (what is due exactly then is left for later);
-        returns the number of events processed.
+    def schedule(self, event: Event, priority: int = NORMAL, delay: int = 0) -> None:
+        """simpy.Environment.schedule: process ``event`` ``delay`` ns from
+        now (SimPy calls this for every triggered event and timeout)."""
+        delay_ns = int(delay)
+        if delay_ns != delay:
+            raise ValueError(f"SimPy delay {delay!r}: the engine's clock counts whole "
+                             f"nanoseconds (round the delay)")
+        self._seq += 1
+        heap_push(self._calendar, new_call(self._now + delay_ns,
+                                           self._seq + (priority - NORMAL) * PRIORITY_STRIDE,
+                                           process_event, (event,)))
+
+    def _run_until(self, until_ns: int) -> int:
+        """Run every call due before ``until_ns``; the number run."""
+        calendar = self._calendar
+        events = 0
+        while calendar:
+            call = calendar[0]
+            if call.key >= until_ns:
+                break
+            heap_pop(calendar)
+            self._now = call.key
+            events += 1
+            call.fn(*call.args)
+        return events
+
+
+class Engine(Calendar, simpy.Environment):
+    """The simulation's ``simpy.Environment``: int-ns clock, one calendar
+    for SimPy events and the kernel model's callbacks (module docstring),
+    and per-component RNG streams.
+
+    SimPy's ``schedule``, ``peek``, ``step`` and ``run`` are overridden to
+    use the calendar; SimPy's own queue (``Environment._queue``) stays empty.
+    A SimPy delay must be a whole number of nanoseconds."""
+
+    def __init__(self, seed: int):
+        Calendar.__init__(self)
+        simpy.Environment.__init__(self, initial_time=0)
+        # SimPy binds its event classes (env.timeout, env.process, ...) to
+        # the instance once, but finds only those of the instance's own class
+        # (BoundClass.bind_early): without this, every env.timeout(...) of a
+        # subclass's instance would build a bound method
+        for name, attr in vars(simpy.Environment).items():
+            if type(attr) is BoundClass:
+                setattr(self, name, getattr(self, name))
+        self.seed = int(seed)
+        self._streams: dict[str, RngStream] = {}
+
+    def rng(self, name: str) -> RngStream:
+        stream = self._streams.get(name)
+        if stream is None:
+            stream = self._streams[name] = RngStream(self.seed, name)
+        return stream
+
+    # --- simpy.Environment (schedule: Calendar) ----------------------------
+    def peek(self) -> int | float:
+        """The time of the next call or event (SimPy's ``Infinity`` if none)."""
+        return self._calendar[0].key if self._calendar else Infinity
+
+    def step(self) -> None:
+        """Run the next call or event (``EmptySchedule`` if there is none)."""
+        if not self._calendar:
+            raise EmptySchedule
+        call = heap_pop(self._calendar)
+        self._now = call.key
+        call.fn(*call.args)
+
+    def run(self, until=None, progress=None, progress_every_ns: int | None = None):
+        """Run until ``until``:
+
+        - a time (ns): every call and event due before it runs (what is due
+          exactly then is left for later), then the clock reads ``until``;
+          returns the number of calls and events run.  ``progress(t, until)``,
+          if given, is called every ``progress_every_ns`` and at the end.
+        - a SimPy event: until it has been processed; returns its value
+          (SimPy's ``run(until=event)``).
+        - None: until nothing is left to run; returns the number run.
 
         The cyclic garbage collector skips the objects that existed before
         the run (gc.freeze) and collects the young generation less often
         meanwhile: the run allocates millions of short-lived objects, which
         would otherwise trigger a collection every 700 allocations."""
+        stop = isinstance(until, Event)
+        if stop:
+            if until.callbacks is None:
+                return until.value
+            until.callbacks.append(StopSimulation.callback)
+        until_ns = NO_LIMIT_NS if until is None or stop else int(until)
+        if until_ns < self._now:
+            raise ValueError(f"run(until={until!r}): the clock already reads {self._now} ns")
         if progress is not None and progress_every_ns:
+            if until_ns == NO_LIMIT_NS:
+                raise ValueError("run(progress=...) needs a time for until")
             self.call_later(0, self._report, progress, until_ns, progress_every_ns, 0)
         thresholds = gc.get_threshold()
         gc.set_threshold(GC_YOUNG_THRESHOLD, thresholds[1], thresholds[2])
         gc.freeze()
         try:
             events = self._run_until(until_ns)
+        except StopSimulation as stopped:
+            return stopped.args[0]
         finally:
             gc.set_threshold(*thresholds)
             gc.unfreeze()
-        self._now = until_ns
-        self.env._now = until_ns
-        if progress is not None:
-            progress(until_ns, until_ns)
-        return events
-
-    def _run_until(self, until_ns: int) -> int:
-        env = self.env
-        queue = env._queue
-        calendar = self._calendar
-        events = 0
-        while True:
-            if queue and (not calendar or queue[0][0] <= calendar[0].key):
-                t, priority, _, event = queue[0]
-                if t > until_ns or (t == until_ns and priority > URGENT):
-                    break
-                # Environment.step()
-                heappop(queue)
-                self._now = t
-                env._now = t
-                events += 1
-                callbacks, event.callbacks = event.callbacks, None
-                for callback in callbacks:
-                    callback(event)
-                if not event._ok and not hasattr(event, "_defused"):
-                    exc = type(event._value)(*event._value.args)
-                    exc.__cause__ = event._value
-                    raise exc
-                continue
-            if not calendar or calendar[0].key >= until_ns:
-                break
-            call = heap_pop(calendar)
-            self._now = call.key
-            env._now = call.key
-            events += 1
-            call.fn(*call.args)
+        if stop:
+            raise RuntimeError(f"no calls or events left but run(until={until!r}) "
+                               f"was not processed")
+        if until_ns != NO_LIMIT_NS:
+            self._now = until_ns
+            if progress is not None:
+                progress(until_ns, until_ns)
         return events
 
     def _report(self, progress, until_ns: int, every_ns: int, t: int) -> None:

@@ -4,7 +4,7 @@ cimport cython
 from sim.rq cimport SchedEntity, CfsRq, Rq, TaskGroup
 from sim.task cimport Task, Request
 from sim.sched_class cimport KernelScheduler
-from sim.engine cimport Engine
+from sim.engine cimport Calendar
 from sim.costmodel cimport CostModel
 
 # constants the hot paths use, as C integers rather than module globals
@@ -17,7 +17,7 @@ cpdef long levels_walked(SchedEntity pse, SchedEntity se)
 cpdef double reinsert_log2(SchedEntity pse, SchedEntity se)
 
 cdef class Machine:
-    cdef public Engine engine
+    cdef public Calendar engine
     cdef public object topology
     cdef public CostModel cost
     cdef public list rqs

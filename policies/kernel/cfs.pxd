@@ -4,7 +4,7 @@ cimport cython
 from sim.sched_class cimport KernelScheduler
 from sim.rq cimport SchedEntity, CfsRq, Rq, TaskGroup
 from sim.task cimport Task
-from sim.engine cimport Engine
+from sim.engine cimport Calendar
 from sim.heap cimport Node, heap_pop, heap_push
 from sim.machine cimport Machine
 
@@ -32,7 +32,7 @@ cdef class CFS(KernelScheduler):
     cdef public bint hrtick
     cdef public long cache_nice_tries
     cdef public long long _rb_seq
-    cdef public Engine clock
+    cdef public Calendar clock
     cdef public list blocked_cfs_rqs
     cdef public long long next_blocked
     cdef public dict _h_load
