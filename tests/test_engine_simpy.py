@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import simpy
 
-from policies.kernel.cfs import CFS
+from policies.kernel.cfs import CFS, CfsConfig
 from sim.costmodel import CostModel
 from sim.engine import Engine
 from sim.machine import Machine
@@ -186,7 +186,7 @@ def closed_loop_client(machine, tg, name, demand_ns, think_ns, pool, finished):
 
 
 def one_cpu_machine(engine):
-    return Machine(engine, Topology(1, 1), CFS, {"name": "cfs"}, CostModel())
+    return Machine(engine, Topology(1, 1), CFS, CfsConfig(name="cfs"), CostModel())
 
 
 def run_clients(clients: int, connections: int, demand_ns: int, think_ns: int,
