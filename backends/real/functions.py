@@ -9,9 +9,10 @@ import numpy as np
 import pyarrow as pa
 
 from backends.real.loadgen import client_samplers, closed_loop
-from backends.real.runner import NS, RealRunError, Rows, Runner, Setup, apply_cgroup
+from backends.real.runner import RealRunError, Rows, Runner, Setup, apply_cgroup
 from backends.real.trace import trace_for_real
 from backends.real.workers import WorkerProc
+from sim.engine import NSEC_PER_SEC as NS
 from sim.workloads.trace import TRACE_SCHEMA
 from sim.workloads.worker_pool import NAME as POOL_CGROUP
 

@@ -33,8 +33,9 @@ from backends.real import detect, ipce
 from backends.real.jobs import calibrate, job_args, spawn_in_cgroup, stop_session
 from backends.real.memworker import build_memworker
 from backends.real.perf import DEFAULT_EVENTS
-from backends.real.runner import NS, BurstRunner, RealRunError, Setup, apply_cgroup
+from backends.real.runner import BurstRunner, RealRunError, Setup, apply_cgroup
 from backends.real.workers import LineReader
+from sim.engine import NSEC_PER_SEC as NS
 from sim.memory.progress import MemoryProfile
 from sim.workloads.memlookup import partition_plan
 

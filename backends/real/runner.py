@@ -44,13 +44,12 @@ import pyarrow as pa
 from backends.real.cgroupfs import CgroupError, CgroupFS
 from backends.real.loadgen import ReplayResult, Timer, Worker, replay
 from backends.real.perf import DEFAULT_EVENTS, PerfStat, PerfUnavailable
+from sim.engine import NSEC_PER_SEC as NS
 from sim.workloads.common import cgroup_bandwidth
 from sim.workloads.trace import TRACE_SCHEMA
 
 if TYPE_CHECKING:   # host.py imports jobs.py, whose runner imports this module
     from backends.real.host import RealHost
-
-NS = 1_000_000_000
 
 
 class RealRunError(RuntimeError):
