@@ -1,14 +1,23 @@
 """The real backend dispatches on the capability a workload declares
 (backends/real/run.py ``capability``) to one runner per capability
-(backends/real/runner.py); no root, no processes: the runners' up-front
-checks only."""
+(backends/real/runner.py): the runners' up-front checks (no root, no
+processes), and (hardware: root, cgroups, gcc) teardown when starting the
+workers fails and on SIGTERM during a run."""
 import inspect
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from backends.real import run
+from backends.real import cgroupfs, detect, periodic, run
 from backends.real.functions import FunctionsRunner, WorkerPoolRunner
 from backends.real.jobs import JobProc, JobsRunner
 from backends.real.memlookup import ContainerProc, MemLookupRunner
@@ -17,6 +26,9 @@ from backends.real.loadgen import RequestWorker, Worker
 from backends.real.runner import BurstWorker, RealRunError, Runner, RunWorker
 from backends.real.workers import WorkerProc
 from scenarios.config import compose
+from tests.hardware import cgroups_unavailable
+
+ROOT = str(Path(__file__).resolve().parents[1])
 
 # the workload options shipped in scenarios/conf/workload and how they run here
 SHIPPED = {"poisson": FunctionsRunner, "azure2021": FunctionsRunner, "random": FunctionsRunner,
@@ -130,3 +142,79 @@ def test_workers_have_the_declared_interfaces():
     for cap, runner in run.RUNNERS.items():
         assert issubclass(runner, Runner) and runner.RUNS, cap
         assert not inspect.isabstract(runner), cap
+
+
+# --- teardown on every exit path (root, cgroups, gcc) ----------------------------------
+def _hardware_reason():
+    return cgroups_unavailable() or (
+        None if shutil.which("gcc") else "needs gcc to build the native worker")
+
+
+def _ours(name):
+    return [p for p in cgroupfs.find_leftovers() if p.name.startswith(f"colosim-{name}")]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _two_groups(second_cpuset: str):
+    cfg = _cfg("workload=periodic", "backend.cpus=0", "backend.lateness_action=flag",
+               f"scheduler={detect.fair_scheduler()}")
+    cfg["workload"]["groups"] = [
+        {"name": "first", "threads": 1, "run_ms": 5, "sleep_ms": 5},
+        {"name": "second", "threads": 1, "run_ms": 5, "sleep_ms": 5, "cpuset": second_cpuset}]
+    return cfg
+
+
+@pytest.mark.hardware
+def test_a_failure_while_starting_workers_stops_those_started(monkeypatch):
+    reason = _hardware_reason()
+    if reason:
+        pytest.skip(reason)
+    started = []
+
+    class Recorded(WorkerProc):
+        def __init__(self, *args, **kw):
+            super().__init__(*args, **kw)
+            started.append(self.pid)
+    monkeypatch.setattr(periodic, "WorkerProc", Recorded)
+    name = f"rt-{os.getpid()}-setup"
+    # the second group's cpuset is outside backend.cpus: refused after the
+    # first group's worker is running in its cgroup
+    with pytest.raises(RealRunError, match="group second: cpuset 1 is not inside"):
+        run.run_real(_two_groups("1"), run_name=name)
+    assert len(started) == 1 and not _ours(name)
+    time.sleep(0.1)
+    assert not _alive(started[0])
+
+
+@pytest.mark.hardware
+def test_sigterm_during_a_run_tears_everything_down():
+    reason = _hardware_reason()
+    if reason:
+        pytest.skip(reason)
+    name = f"rt-{os.getpid()}-term"
+    cfg = _two_groups("0")
+    cfg["duration_s"] = 60.0
+    code = ("import json, sys; from backends.real.run import run_real; "
+            f"run_real(json.loads(sys.argv[1]), run_name={name!r})")
+    proc = subprocess.Popen([sys.executable, "-c", code, json.dumps(cfg)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    pids: set[int] = set()
+    deadline = time.monotonic() + 60
+    while len(pids) < 2 and time.monotonic() < deadline and proc.poll() is None:
+        for top in _ours(name):
+            for procs in top.rglob("cgroup.procs"):
+                pids |= {int(p) for p in procs.read_text().split()}
+        time.sleep(0.2)
+    assert len(pids) == 2, proc.stderr.read() if proc.poll() is not None else pids
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == -signal.SIGTERM    # it dies of the signal, after teardown
+    assert not _ours(name)
+    time.sleep(0.1)
+    assert not any(_alive(p) for p in pids)
