@@ -64,8 +64,6 @@ from policies.control import module as controller_module
 from results.schema import request_columns, run_identity
 from sim.engine import NSEC_PER_SEC as NS
 
-__all__ = ["RealResult", "RealRunError", "capability", "run_real"]
-
 # each capability's runner, in the order the refusal message lists them
 RUNNERS: dict[str, type[Runner]] = {
     "functions": FunctionsRunner, "worker_pool": WorkerPoolRunner,
