@@ -1,6 +1,7 @@
 """The simulator's memory summary columns (sim/memory/progress.py) from a
-real host's perf intervals: IPCE = 1 - stall cycles / cycles (seed 004
-Eq. 3.4; the stall event is ``backend.stall_event``), LLC miss rate =
+real host's perf intervals: IPCE = 1 - stall cycles / cycles (Eberhardt,
+"Mitigating the noisy neighbor problem", §3.1.4, Eq. 3.4; the stall event
+is ``backend.stall_event``), LLC miss rate =
 cache-misses / cache-references, and the priority share of CPU time spent
 in intervals at IPCE >= the target.
 

@@ -22,6 +22,9 @@ that stays in L1, so its time is its core work.
 Latency is the job's completion time from its arrival (the wait for
 admission included), as in the simulator; ``start_s`` is its admission.
 
+:class:`JobsRunner` is the ``jobs`` capability's runner
+(backends/real/runner.py): the job table, the gate, the jobs' perf.
+
 Perf.  With ``backend.perf`` (and ``perf`` installed) each job's worker runs
 under ``perf stat -I`` counting :data:`JOB_EVENTS` for the job's process
 tree, so ``Host.perf_counts`` reads the job's cumulative instructions,
@@ -39,19 +42,29 @@ import os
 import signal
 import subprocess
 import tempfile
+import time
 import zlib
 from dataclasses import dataclass
 
+import pyarrow as pa
+
 from backends.host import PendingJob, PerfCounts
+from backends.real.cgroupfs import CgroupFS
 from backends.real.detect import perf_accepts
+from backends.real.functions import FunctionsRunner
 from backends.real.ipce import add_interval, summary
 from backends.real.memworker import MemWorkerError, build_memworker, run_memworker
 from backends.real.perf import PerfUnavailable, die_with_parent, parse_perf_csv, perf_binary
+from backends.real.runner import RealRunError, Setup, apply_cgroup
+from backends.real.trace import jobs_for_real
+from sim.memory.progress import MemoryProfile
+from sim.workloads.noisy_jobs import to_invocations
 
 NS = 1_000_000_000
 MIB = 1 << 20
-# memory stall cycles: the PMU event the thesis's load heuristic sums
-# ("stalled cycles caused by the memory subsystem", seed 004 L495; Intel's
+# memory stall cycles: the PMU event the noisy-neighbor thesis's load
+# heuristic sums ("stalled cycles caused by the memory subsystem": Eberhardt,
+# "Mitigating the noisy neighbor problem", §3.4; Intel's
 # cycle_activity.stalls_mem_any); backend.stall_event names another
 STALL_EVENT = "cycle_activity.stalls_mem_any"
 HW_EVENTS = ("instructions", "cycles", STALL_EVENT, "cache-references", "cache-misses")
@@ -338,7 +351,7 @@ class JobGate:
         self.events = tuple(e for e in wanted if e in known)
         self.unknown = tuple(e for e in wanted if e not in known)
         self.held = False
-        self.warmup_end_ns = 0           # CLOCK_MONOTONIC end of the warm-up (run_real sets it)
+        self.warmup_end_ns = 0           # CLOCK_MONOTONIC end of the warm-up (JobsRunner.go)
         self.queue: list[JobProc] = []
         self.procs = [JobProc(s, self) for s in specs]
         self.by_cgroup = {p.spec.cgroup: p for p in self.procs}
@@ -413,3 +426,79 @@ def job_perf() -> str | None:
         return perf_binary()
     except PerfUnavailable:
         return None
+
+
+class JobsRunner(FunctionsRunner):
+    """The ``jobs`` capability (workload=noisy_jobs): a cgroup per job
+    under ``parent_cgroup``, each job started by the load generator at its
+    arrival (or admitted by a controller) through the run's :class:`JobGate`."""
+
+    RUNS = "job streams"
+
+    def __init__(self, cfg: dict, b: dict, trace: pa.Table | None = None):
+        """``trace``: the job table (None: the workload's own,
+        backends/real/trace.jobs_for_real)."""
+        try:
+            self.jobs = trace if trace is not None else jobs_for_real(cfg)
+        except ValueError as e:
+            raise RealRunError(str(e)) from None
+        super().__init__(cfg, b, to_invocations(self.jobs))
+        self.gate: JobGate | None = None
+        self.memory: dict[str, float] = {}
+
+    def start(self, s: Setup) -> None:
+        for c in s.cgroups:
+            apply_cgroup(s.cg, s.host, c, self.w, self.w)
+        self.gate = self.job_gate(s)
+        s.host.use_jobs(self.gate)
+        self.workers = self.gate.procs
+        self.alone = self.gate.alone
+
+    def job_gate(self, s: Setup) -> JobGate:
+        """The run's jobs, each class's speed alone measured first on one of
+        the run's CPUs."""
+        memory = self.w.get("memory") or {}
+        jobs = self.jobs
+        try:
+            profiles = {c: MemoryProfile.from_spec(dict(spec)) for c, spec in memory.items()}
+            rows = {name: r for r, name in enumerate(jobs.column("job").to_pylist())}
+            cols = {n: jobs.column(n).to_pylist() for n in
+                    ("arrival_s", "length_s", "cores", "sensitivity", "priority")}
+            classes = sorted(set(cols["sensitivity"])) if profiles else ["cpu"]
+            missing = [c for c in classes if profiles and c not in profiles]
+            if missing:
+                raise ValueError(f"workload.memory needs a profile for {missing}")
+            shapes = {c: job_args(profiles.get(c)) for c in classes}
+            binary = build_memworker()
+            alone = calibrate(shapes, min(s.cpus), float(self.b["job_alone_s"]), binary)
+        except (ValueError, JobError) as e:
+            raise RealRunError(str(e)) from None
+        specs = []
+        for f, c in zip(self.names, s.cgroups):
+            r = rows[f]
+            cls = cols["sensitivity"][r] if profiles else "cpu"
+            specs.append(JobSpec(c, cols["arrival_s"][r], cols["length_s"][r], cols["cores"][r],
+                                 bool(cols["priority"][r]), tuple(shapes[cls]), alone[cls],
+                                 job_seed(s.seed, f)))
+        perf = job_perf() if self.b["perf"] else None
+        return JobGate(specs, binary, s.max_s, time.monotonic_ns, s.cg.procs_files,
+                       s.host.cpus_of, perf, int(self.b["perf_interval_ms"]),
+                       str(self.b["stall_event"]), alone)
+
+    def start_perf(self, cg: CgroupFS) -> tuple[None, str]:
+        # each job counts under its own perf stat (JobProc.command)
+        return None, "per job" if self.gate.perf else "off"
+
+    def go(self, t0_ns: int, warmup_end_ns: int) -> None:
+        self.gate.warmup_end_ns = warmup_end_ns
+
+    def finish(self, host) -> None:
+        self.memory = self.gate.summary()     # before the jobs still running are stopped
+
+    def summary_columns(self, perf_samples, perf_offset_s: float,
+                        warmup_ns: int) -> dict[str, float]:
+        return self.memory
+
+    def result_trace(self) -> pa.Table:
+        # a job stream's trace is its job table, as the simulator writes it
+        return self.jobs

@@ -30,6 +30,7 @@ import math
 import select
 import time
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -38,6 +39,29 @@ from sim.engine import RngStream
 from sim.workloads.common import ServiceTime
 
 PR_SET_TIMERSLACK = 29
+
+
+class Worker(Protocol):
+    """What the load generator drains between dispatches:
+    backends/real/workers.WorkerProc (a function's native worker),
+    jobs.JobProc (a job), memlookup.ContainerProc (a container), or a
+    test's fake."""
+
+    name: str
+
+    def read_lines(self) -> list[bytes]:
+        """The complete reply lines written since the last call (never blocks)."""
+
+
+class RequestWorker(Worker, Protocol):
+    """A worker the load generator sends requests to: the worker of a
+    replayed row, or of a closed-loop client (WorkerProc, JobProc).
+    ``closed_loop`` also waits in select() on a worker's ``fd`` (its
+    stdout) where it has one, so a response wakes it at once; without one
+    it finds responses at its next poll."""
+
+    def send(self, line: bytes) -> None:
+        """Hand over one protocol line (``R <id> <demand_ns> <threads>``)."""
 
 
 def set_timer_slack(ns: int = 1) -> bool:
@@ -99,7 +123,7 @@ class _Timers:
             heapq.heappush(self.heap, (due_ns + t.period_ns, k, t))
 
 
-def _drain(workers, on_msg, errors: list) -> None:
+def _drain(workers: list[Worker], on_msg, errors: list) -> None:
     """Parse the lines every worker has written; ``on_msg(worker index,
     msg)`` for Done/Burst/Dropped, anything else is an error."""
     for wi, w in enumerate(workers):
@@ -127,11 +151,11 @@ class ReplayResult:
 
 
 def replay(arrival_ns: np.ndarray, worker_of_row: np.ndarray, demand_ns: np.ndarray,
-           threads: np.ndarray, workers: list, t0_ns: int, end_ns: int,
+           threads: np.ndarray, workers: list[Worker], t0_ns: int, end_ns: int,
            timers: list[Timer] = (), on_done=None, spin_ns: int = 100_000,
            max_sleep_ns: int = 20_000_000) -> ReplayResult:
-    """Dispatch row i to ``workers[worker_of_row[i]]`` at ``t0_ns +
-    arrival_ns[i]`` (rows sorted by arrival), until ``t0_ns + end_ns``.
+    """Dispatch row i to ``workers[worker_of_row[i]]`` (a RequestWorker) at
+    ``t0_ns + arrival_ns[i]`` (rows sorted by arrival), until ``t0_ns + end_ns``.
     ``on_done(row, Done)`` is called as completions are read."""
     n = len(arrival_ns)
     dispatch = np.full(n, -1, dtype=np.int64)
@@ -216,7 +240,7 @@ class ClosedLoopResult:
         return (self.dispatch_ns - self.due_ns) / 1e9
 
 
-def closed_loop(workers: list, client_worker, demand: list, think: list, t0_ns: int,
+def closed_loop(workers: list[RequestWorker], client_worker, demand: list, think: list, t0_ns: int,
                 end_ns: int, threads: int = 1, timers: list[Timer] = (), on_done=None,
                 spin_ns: int = 100_000, max_sleep_ns: int = 20_000_000) -> ClosedLoopResult:
     """Client c sends to ``workers[client_worker[c]]`` requests of

@@ -20,15 +20,22 @@ partitions: the containers then share the root group with the whole host);
 the miss rate and IPCE columns come from the run's per-cgroup perf
 intervals after the warm-up (backends/real/ipce.py), where the PMU has the
 events.
+
+:class:`MemLookupRunner` is the ``memlookup`` capability's runner
+(backends/real/runner.py).
 """
 from __future__ import annotations
 
 import math
 import subprocess
 
-from backends.real import ipce
+from backends.real import detect, ipce
 from backends.real.jobs import calibrate, job_args, spawn_in_cgroup, stop_session
+from backends.real.memworker import build_memworker
+from backends.real.perf import DEFAULT_EVENTS
+from backends.real.runner import BurstRunner, RealRunError, Setup, apply_cgroup
 from backends.real.workers import LineReader
+from sim.engine import NSEC_PER_SEC as NS
 from sim.memory.progress import MemoryProfile
 from sim.workloads.memlookup import partition_plan
 
@@ -182,7 +189,6 @@ def occupancy_mb(host, classes: list[str]) -> float:
     return total / (1 << 20)
 
 
-
 def perf_summary(samples, offset_s: float, warmup_s: float, stall_event: str,
                  priority: bool) -> dict[str, float]:
     """The memory summary columns from the run's ``perf stat -G`` samples
@@ -197,3 +203,55 @@ def perf_summary(samples, offset_s: float, warmup_s: float, stall_event: str,
     for (cgroup, _), values in sorted(intervals.items()):
         ipce.add_interval(windows.setdefault(cgroup, {}), values, stall_event)
     return ipce.summary([(priority, w) for w in windows.values()], stall_event)
+
+
+class MemLookupRunner(BurstRunner):
+    """The ``memlookup`` capability: the containers under
+    ``/<parent_cgroup>`` (default ``memlookup``), planned once the run's
+    topology is known; the memory columns at the end."""
+
+    RUNS = "memory-lookup containers"
+
+    def __init__(self, cfg: dict, b: dict, trace=None):
+        super().__init__(cfg, b)
+        try:
+            self.names = container_names(self.w)
+        except MemLookupError as e:
+            raise RealRunError(str(e)) from None
+        missing = detect.rdt_missing() if needs_rdt(self.w) else None
+        if missing:
+            raise RealRunError(f"workload.partitions needs RDT (resctrl), which backend=real "
+                               f"cannot provide on this host: {missing}; run without "
+                               f"partitions (workload.partitions=null) to share the LLC")
+        self.parent = str(self.w.get("parent_cgroup") or "memlookup").strip("/")
+        self.classes: list[str] = []
+        self.occupancy_mb = math.nan
+
+    def start(self, s: Setup) -> None:
+        for c in s.cgroups:
+            apply_cgroup(s.cg, s.host, c, self.w, self.w)
+        try:
+            self.groups = plan(self.w, s.host.cores_by_socket())
+            # start_containers stops the ones it started if a later one fails
+            self.workers, ns, self.classes = start_containers(
+                self.w, self.groups, s.cgroups, s.host, s.cg, build_memworker(), s.max_s,
+                float(self.b["job_alone_s"]), s.seed)
+        except MemLookupError as e:
+            raise RealRunError(str(e)) from None
+        self.alone = {"memlookup": ns}
+
+    def perf_events(self) -> tuple[str, ...]:
+        # the memory columns: miss rate, IPCE
+        return DEFAULT_EVENTS + tuple(detect.perf_accepts(
+            ("cache-references", "cache-misses", str(self.b["stall_event"]))))
+
+    def finish(self, host) -> None:
+        # before the run's classes are removed
+        self.occupancy_mb = occupancy_mb(host, self.classes)
+
+    def summary_columns(self, perf_samples, perf_offset_s: float,
+                        warmup_ns: int) -> dict[str, float]:
+        return {**perf_summary(perf_samples or [], perf_offset_s, warmup_ns / NS,
+                               str(self.b["stall_event"]),
+                               str(self.w.get("tag") or "priority") == "priority"),
+                "llc_occupancy_mb": self.occupancy_mb}

@@ -1,0 +1,220 @@
+"""The real backend dispatches on the capability a workload declares
+(backends/real/run.py ``capability``) to one runner per capability
+(backends/real/runner.py): the runners' up-front checks (no root, no
+processes), and (hardware: root, cgroups, gcc) teardown when starting the
+workers fails and on SIGTERM during a run."""
+import inspect
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from backends.real import cgroupfs, detect, periodic, run
+from backends.real.functions import FunctionsRunner, WorkerPoolRunner
+from backends.real.jobs import JobProc, JobsRunner
+from backends.real.memlookup import ContainerProc, MemLookupRunner
+from backends.real.periodic import PeriodicRunner
+from backends.real.loadgen import RequestWorker, Worker
+from backends.real.runner import BurstWorker, RealRunError, Runner, RunWorker
+from backends.real.workers import WorkerProc
+from scenarios.config import compose
+from tests.hardware import cgroups_unavailable
+
+ROOT = str(Path(__file__).resolve().parents[1])
+
+# the workload options shipped in scenarios/conf/workload and how they run here
+SHIPPED = {"poisson": FunctionsRunner, "azure2021": FunctionsRunner, "random": FunctionsRunner,
+           "worker_pool": WorkerPoolRunner, "periodic": PeriodicRunner,
+           "ebizzy": PeriodicRunner, "noisy_jobs": JobsRunner, "memlookup": MemLookupRunner,
+           "azure2019": None, "webserver": None, "resctl": None, "resctl_mix": None,
+           "resctl_parallel": None}
+# what a shipped option needs to compose with backend=real and make cgroups
+OVERRIDES = {"azure2019": ["workload.request_path=direct"], "noisy_jobs": ["duration_s=30"]}
+
+
+def _cfg(*overrides):
+    cfg = compose(["host=this-vm", "scheduler=eevdf", "backend=real", "duration_s=2",
+                   "warmup_s=0.5", *overrides])
+    return OmegaConf.to_container(cfg, resolve=True)
+
+
+def _runner(cfg, trace=None):
+    return run.runner_for(cfg, run.backend_keys(cfg), trace)
+
+
+@pytest.mark.parametrize("workload", sorted(SHIPPED))
+def test_every_shipped_workload_has_its_runner_or_a_refusal_naming_what_runs(workload):
+    cfg = _cfg(f"workload={workload}", *OVERRIDES.get(workload, []))
+    want = SHIPPED[workload]
+    assert run.capability(cfg["workload"]) == next(
+        (c for c, r in run.RUNNERS.items() if r is want), None)
+    if want is None:
+        with pytest.raises(RealRunError) as e:
+            _runner(cfg)
+        msg = str(e.value)
+        assert msg.startswith(f"workload={workload} is not supported by backend=real yet")
+        # every runnable workload is named, under what it runs
+        for name, runner in SHIPPED.items():
+            if runner is not None:
+                assert f"workload={name}" in msg, name
+        assert "periodic threads (workload=periodic, workload=ebizzy)" in msg
+        assert "a function workload with a trace_file" in msg
+        return
+    r = _runner(cfg)
+    assert type(r) is want and r.cgroups and len(r.cgroups) == len(set(r.cgroups))
+
+
+def test_runners_name_the_cgroups_the_simulator_makes():
+    r = _runner(_cfg("workload=poisson", "workload.functions=3"))
+    # every function, also one that drew no arrival
+    assert r.cgroups == ["/faas.slice/func-0", "/faas.slice/func-1", "/faas.slice/func-2"]
+    assert r.trace.num_rows > 0 and r.result_trace() is r.trace
+    pool = _runner(_cfg("workload=worker_pool"))
+    assert pool.cgroups == ["/server"] and pool.trace.num_rows > 0
+    assert (pool.rows(2 * 10**9).worker == 0).all()    # the pool serves every row
+    closed = _runner(_cfg("workload=worker_pool", "workload.clients=2"))
+    assert closed.trace.num_rows == 0 and closed.result_trace() is None
+    periodic = _runner(_cfg("workload=periodic"))
+    assert periodic.host_trace() is None and periodic.cgroups == ["/periodic"]
+    ml = _runner(_cfg("workload=memlookup", "workload.containers=2",
+                      "workload.partitions=null"))
+    assert ml.cgroups == ["/memlookup/c0", "/memlookup/c1"]
+    jobs = _runner(_cfg("workload=noisy_jobs"))
+    assert jobs.result_trace() is jobs.jobs       # trace.parquet is the job table
+    assert set(jobs.names) == set(jobs.jobs.column("job").to_pylist())
+
+
+def test_rows_are_sorted_by_arrival_and_cut_at_the_end():
+    r = _runner(_cfg("workload=poisson", "workload.functions=2"))
+    rows = r.rows(10**9)
+    assert (np.diff(rows.arrival_ns) >= 0).all() and (rows.arrival_ns < 10**9).all()
+    assert [r.names[w] for w in rows.worker] == list(rows.function)
+    assert (rows.demand_ns >= 1).all()
+
+
+def test_dispatch_follows_the_capability_not_the_name(monkeypatch):
+    cfg = _cfg("workload=periodic")
+    cfg["workload"]["name"] = "my_hog"
+    with pytest.raises(RealRunError, match="workload=my_hog is not supported"):
+        _runner(cfg)
+    monkeypatch.setattr(run, "capabilities", lambda: {"my_hog": "periodic"})
+    r = _runner(cfg)
+    assert type(r) is PeriodicRunner and r.cgroups == ["/my_hog"]
+    # a function workload without a capability of its own replays its trace_file
+    cfg = _cfg("workload=azure2019", *OVERRIDES["azure2019"])
+    cfg["workload"]["trace_file"] = "x.parquet"
+    with pytest.raises(RealRunError, match="x.parquet"):
+        _runner(cfg)        # a FunctionsRunner, reading the (missing) file
+
+
+def test_up_front_refusals_are_real_run_errors():
+    cfg = _cfg("workload=periodic")
+    cfg["workload"]["run_ms"] = 0       # past the validator: the runner still refuses
+    with pytest.raises(RealRunError, match="run_ms must be > 0"):
+        _runner(cfg)
+    cfg = _cfg("workload=memlookup")
+    cfg["workload"]["containers"] = 0
+    with pytest.raises(RealRunError, match="containers, threads and burst_ms must be >= 1"):
+        _runner(cfg)
+
+
+def test_workers_have_the_declared_interfaces():
+    def members(protocol):
+        return {n for n, v in vars(protocol).items()
+                if inspect.isfunction(v) and not n.startswith("_")}
+    assert members(RequestWorker) == {"send"} and members(Worker) == {"read_lines"}
+    assert members(BurstWorker) == {"go"} and members(RunWorker) == {"quit", "kill"}
+    for cls, protocols in ((WorkerProc, (RunWorker, RequestWorker, BurstWorker)),
+                           (JobProc, (RunWorker, RequestWorker)),
+                           (ContainerProc, (RunWorker, BurstWorker))):
+        for p in protocols:
+            for name in members(p) | members(Worker):
+                assert callable(getattr(cls, name, None)), (cls, name)
+        assert "name" in Worker.__annotations__
+    for cap, runner in run.RUNNERS.items():
+        assert issubclass(runner, Runner) and runner.RUNS, cap
+        assert not inspect.isabstract(runner), cap
+
+
+# --- teardown on every exit path (root, cgroups, gcc) ----------------------------------
+def _hardware_reason():
+    return cgroups_unavailable() or (
+        None if shutil.which("gcc") else "needs gcc to build the native worker")
+
+
+def _ours(name):
+    return [p for p in cgroupfs.find_leftovers() if p.name.startswith(f"colosim-{name}")]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _two_groups(second_cpuset: str):
+    cfg = _cfg("workload=periodic", "backend.cpus=0", "backend.lateness_action=flag",
+               f"scheduler={detect.fair_scheduler()}")
+    cfg["workload"]["groups"] = [
+        {"name": "first", "threads": 1, "run_ms": 5, "sleep_ms": 5},
+        {"name": "second", "threads": 1, "run_ms": 5, "sleep_ms": 5, "cpuset": second_cpuset}]
+    return cfg
+
+
+@pytest.mark.hardware
+def test_a_failure_while_starting_workers_stops_those_started(monkeypatch):
+    reason = _hardware_reason()
+    if reason:
+        pytest.skip(reason)
+    started = []
+
+    class Recorded(WorkerProc):
+        def __init__(self, *args, **kw):
+            super().__init__(*args, **kw)
+            started.append(self.pid)
+    monkeypatch.setattr(periodic, "WorkerProc", Recorded)
+    name = f"rt-{os.getpid()}-setup"
+    # the second group's cpuset is outside backend.cpus: refused after the
+    # first group's worker is running in its cgroup
+    with pytest.raises(RealRunError, match="group second: cpuset 1 is not inside"):
+        run.run_real(_two_groups("1"), run_name=name)
+    assert len(started) == 1 and not _ours(name)
+    time.sleep(0.1)
+    assert not _alive(started[0])
+
+
+@pytest.mark.hardware
+def test_sigterm_during_a_run_tears_everything_down():
+    reason = _hardware_reason()
+    if reason:
+        pytest.skip(reason)
+    name = f"rt-{os.getpid()}-term"
+    cfg = _two_groups("0")
+    cfg["duration_s"] = 60.0
+    code = ("import json, sys; from backends.real.run import run_real; "
+            f"run_real(json.loads(sys.argv[1]), run_name={name!r})")
+    proc = subprocess.Popen([sys.executable, "-c", code, json.dumps(cfg)], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    pids: set[int] = set()
+    deadline = time.monotonic() + 60
+    while len(pids) < 2 and time.monotonic() < deadline and proc.poll() is None:
+        for top in _ours(name):
+            for procs in top.rglob("cgroup.procs"):
+                pids |= {int(p) for p in procs.read_text().split()}
+        time.sleep(0.2)
+    assert len(pids) == 2, proc.stderr.read() if proc.poll() is not None else pids
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == -signal.SIGTERM    # it dies of the signal, after teardown
+    assert not _ours(name)
+    time.sleep(0.1)
+    assert not any(_alive(p) for p in pids)
