@@ -274,8 +274,6 @@ def readme_table_problems(text: str) -> list[str]:
         for o in sorted(opts - options[group]):
             problems.append(f"README lists {group}={o}, which does not exist")
     for group, opts in options.items():
-        if group == "experiment":       # experiments are listed where they are run
-            continue
         for o in sorted(opts - listed.get(group, set())):
             problems.append(f"README's config-group table does not list {group}={o}")
     return problems
