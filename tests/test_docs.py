@@ -19,6 +19,9 @@ README.md and docs/*.md are scanned for:
 - README's config-group table must list every option of every group, and
   only existing ones.
 
+The code's own pointers into the docs (``docs/<page>.md`` in comments,
+docstrings and option files) must name pages that exist.
+
 ``check(text, doc)`` returns the problems of one document;
 ``test_checker_reports_stale_names`` shows it finds each kind.
 """
@@ -283,6 +286,20 @@ def test_docs_name_only_what_exists():
     problems = [f"{doc.relative_to(ROOT)}: {p}"
                 for doc in DOCS for p in check(doc.read_text(), doc)]
     assert problems == []
+
+
+def test_code_names_only_docs_that_exist():
+    """Comments, docstrings and option files point at docs/*.md pages that
+    exist (a renamed or removed page leaves no dangling pointer)."""
+    missing = []
+    for pkg in PACKAGES:
+        for f in sorted((ROOT / pkg).rglob("*")):
+            if f.suffix not in (".py", ".pxd", ".yaml") or not f.is_file():
+                continue
+            for page in set(re.findall(r"\bdocs/[\w-]+\.md", f.read_text())):
+                if not (ROOT / page).exists():
+                    missing.append(f"{f.relative_to(ROOT)}: {page}")
+    assert missing == []
 
 
 def test_readme_lists_every_config_option():
