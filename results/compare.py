@@ -9,8 +9,9 @@ samples. The value shown is their mean, and its CI is a percentile bootstrap
 of that mean. The delta against the baseline policy is paired by seed when
 both policies ran the same seeds (same seed = same arrivals, so pairing
 removes the workload's own noise), and an unpaired difference of means
-otherwise. With a single seed there is nothing to resample: the cell says
-"n=1, no CI".
+otherwise. Resampling is seeded per cell, so a table is reproducible and
+adding a metric changes no other cell. With a single seed there is nothing
+to resample: the cell says "n=1, no CI".
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Read run and sweep directories back as pyarrow Tables and pandas DataFrames.
 
-Two layouts are recognised (scenarios/sweep.py):
+Two layouts are recognised (README.md, "Run directory"; scenarios/sweep.py):
 
 - a **run directory**: ``summary.parquet``, ``requests.parquet``,
   ``intervals.parquet``, ``config.yaml``;
@@ -17,7 +17,9 @@ join.
 The keys that tell runs apart are the sweep's own key columns plus every
 config key (from ``config.yaml``) whose value differs between the runs read:
 a handful of run directories made by hand reads like a sweep, and two sweeps
-that fixed ``workload.functions`` at different values compare by it.
+that fixed ``workload.functions`` at different values compare by it.  Keys
+that only follow a group option (every ``workload.*`` key changes with
+``workload=``) are dropped, so runs are told apart by what was chosen.
 """
 from __future__ import annotations
 

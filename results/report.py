@@ -4,6 +4,14 @@ Plots are drawn with matplotlib's Agg canvas (no display, no pyplot global
 state) and embedded as base64 PNG, so the file can be mailed or archived
 alone. Every section either shows data read from the run directories or says
 why it has none; nothing is interpolated or made up.
+
+Sections: latency CDFs per policy from ``requests`` (at most ``MAX_PANELS``
+parameter groups, sampled evenly); goodput, throughput, scheduler overhead
+and cost per switch against the density key (the first of ``DENSITY_KEYS``
+that varies, else the first numeric key) from the comparison; CPU
+entitlement per interval from ``intervals`` (``cpu_limit_mcpu``, or
+``quota_us / period_us``) when a controller limited CPU; the comparison
+tables.
 """
 from __future__ import annotations
 

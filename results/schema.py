@@ -1,4 +1,5 @@
-"""Columns of the run-directory tables (one run's directory).
+"""Columns of the run-directory tables (README.md, "Run directory"; what
+each column means: docs/results.md).
 
 Each table has required columns with fixed types. Extra columns are allowed
 everywhere (later models add summary and interval columns); a few known
