@@ -7,21 +7,9 @@ and allowed values), plus its option file(s) in scenarios/conf/scheduler/.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-# a required key (omegaconf.MISSING, spelled out so sim/ does not import omegaconf)
-MISSING: Any = "???"
-
-
-def tunable(default: Any = MISSING, *, choices: tuple | None = None,
-            range: tuple | None = None) -> Any:
-    """A scheduler config field with its allowed values, checked by
-    scenarios.validate before a run: ``choices`` (a tuple of values) or an
-    inclusive numeric ``range`` (low, high); high may be None (no upper
-    bound).  ``None`` is always allowed for Optional fields (kernel default)."""
-    return field(default=default, metadata={"choices": choices, "range": range})
-
+from sim.config import MISSING, tunable
 
 # task scheduling policies (include/uapi/linux/sched.h)
 SCHED_NORMAL = "normal"

@@ -10,7 +10,7 @@ import pytest
 
 from scenarios.config import compose
 from scenarios.validate import ConfigError
-from scenarios.workloads import azure2019
+from sim.workloads import azure2019
 from sim import simulate
 from sim.cluster import consolidate, simulate_cluster, static_nodes
 from sim.cluster.placement import NodeAllocation, place

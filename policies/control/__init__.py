@@ -13,11 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from policies.plugins import Plugins
+from sim.plugins import Plugins
 from sim.sched_class import MISSING, tunable
 
-# Modules DESIGN.md reserves that have not landed yet.
-PLANNED: tuple[str, ...] = ()
 # the option that runs no controller
 NONE = "none"
 
@@ -53,7 +51,7 @@ class Controller:
         return {}
 
 
-_plugins = Plugins(__name__, __path__, "controller", PLANNED)
+_plugins = Plugins(__name__, __path__, "controller policy", "controller")
 available = _plugins.available
 module = _plugins.module
 

@@ -7,12 +7,9 @@ may share one module (``cfs`` and ``cfs_tuned``).
 """
 from __future__ import annotations
 
-from policies.plugins import Plugins
+from sim.plugins import Plugins
 
-# Modules DESIGN.md reserves that have not landed yet.
-PLANNED = ()
-
-_plugins = Plugins(__name__, __path__, "scheduler", PLANNED)
+_plugins = Plugins(__name__, __path__, "scheduler policy", "scheduler")
 available = _plugins.available
 module = _plugins.module
 

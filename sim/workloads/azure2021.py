@@ -97,8 +97,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from dataclasses import dataclass
+from typing import Optional
+
+from sim.config import MISSING, tunable
 from sim.engine import RngStream
-from sim.workloads.trace import TraceError, make_trace
+from sim.workloads.common import SERVICE_DISTRIBUTIONS
+from sim.workloads.functions import GeneratedConfig
+from sim.workloads.trace import TraceError, TraceWorkload, make_trace
 
 SOURCES = ("synthetic", "azure2019", "azure2021")
 DEMAND_FROM = ("service", "trace")
@@ -283,31 +289,52 @@ class RecordedCounts:
 
 # --- building the trace ---------------------------------------------------------------
 
-def generate(wcfg, seed: int, duration_s: float) -> pa.Table:
+@dataclass
+class Azure2021Config(GeneratedConfig):
+    service: str = tunable("det", choices=SERVICE_DISTRIBUTIONS)
+    mean_service_s: float = tunable(MEAN_SERVICE_S, above=0)
+    source: str = tunable("synthetic", choices=SOURCES)
+    # the public trace's file or directory (source azure2019 or azure2021)
+    source_path: Optional[str] = None
+    demand_from: str = tunable("service", choices=DEMAND_FROM)
+
+    @classmethod
+    def check(cls, c, key: str) -> None:
+        super().check(c, key)
+        source = c.get(f"{key}.source")
+        if source == "synthetic":
+            c.require(f"{key}.demand_from", c.get(f"{key}.demand_from") != "trace",
+                      f"needs a recorded trace ({key}.source = azure2019 or azure2021)")
+        elif source in SOURCES:
+            c.require(f"{key}.source_path", bool(c.get(f"{key}.source_path")),
+                      f"must name the trace file or directory when {key}.source = {source}")
+
+
+def generate(wcfg: GeneratedConfig, seed: int, duration_s: float) -> pa.Table:
     """The invocation trace of an ``azure2021`` workload config over [0, duration_s)."""
-    source = wcfg.get("source", "synthetic")
-    demand_from = wcfg.get("demand_from", "service")
+    source = wcfg.source
+    demand_from = wcfg.demand_from
     if source == "synthetic":
         if demand_from == "trace":
             raise ValueError("workload.demand_from = trace needs a recorded source "
                              "(workload.source = azure2019 or azure2021)")
         functions = [Synthetic(r) for r in population()]
     elif source == "azure2021":
-        functions = load_azure2021(wcfg["source_path"])
+        functions = load_azure2021(wcfg.source_path)
     elif source == "azure2019":
-        functions = load_azure2019(wcfg["source_path"], durations=demand_from == "trace")
+        functions = load_azure2019(wcfg.source_path, durations=demand_from == "trace")
     else:
         raise ValueError(f"workload.source = {source!r}: choose from {', '.join(SOURCES)}")
-    picks = draw(bands([f.rate_rps for f in functions]), int(wcfg["functions"]),
+    picks = draw(bands([f.rate_rps for f in functions]), wcfg.functions,
                  rng(seed, "workload/bands"))
     return build_trace(functions, picks, wcfg, seed, duration_s,
-                       float(wcfg["mean_service_s"]), demand_from)
+                       float(wcfg.mean_service_s), demand_from)
 
 
-def build_trace(functions, picks, wcfg, seed: int, duration_s: float,
+def build_trace(functions, picks, wcfg: GeneratedConfig, seed: int, duration_s: float,
                 mean_service_s: float, demand_from: str = "service") -> pa.Table:
     """Instance ``i`` (``func-<i>``) replays ``functions[picks[i]]``."""
-    burstiness = float(wcfg.get("burstiness", 1.0))
+    burstiness = float(wcfg.burstiness)
     names, times, demands = [], [], []
     copies: Counter = Counter()
     for i, p in enumerate(picks):
@@ -321,8 +348,8 @@ def build_trace(functions, picks, wcfg, seed: int, duration_s: float,
         if demand_from == "trace":
             d = recorded[keep]
         else:
-            d = service_demands(len(t), wcfg.get("service", "det"), mean_service_s,
-                                float(wcfg.get("service_sigma", 1.0)),
+            d = service_demands(len(t), wcfg.service, mean_service_s,
+                                float(wcfg.service_sigma),
                                 rng(seed, f"workload/{name}/service"))
         names.append(np.full(len(t), name, dtype=object))
         times.append(t)
@@ -330,7 +357,7 @@ def build_trace(functions, picks, wcfg, seed: int, duration_s: float,
     name, t, d = np.concatenate(names), np.concatenate(times), np.concatenate(demands)
     order = np.argsort(t, kind="stable")
     return make_trace(name[order], t[order], d[order],
-                      np.full(len(t), int(wcfg.get("threads_per_request", 1))))
+                      np.full(len(t), wcfg.threads_per_request))
 
 
 # --- loaders for the public traces ----------------------------------------------------
@@ -516,3 +543,11 @@ def _raise_first_bad_line(path: Path, fmt: str, kinds: dict[str, str], why: str)
                 if not _valid(kind, value):
                     raise TraceError(f"{where}: column {column} = {raw!r} {_RULES[kind]}")
     raise TraceError(f"{path}: {why}; expected {fmt}")
+
+
+class Azure2021Workload(TraceWorkload):
+    CONFIG = Azure2021Config
+    generate_trace = staticmethod(generate)
+
+
+WORKLOAD = Azure2021Workload
