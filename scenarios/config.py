@@ -44,12 +44,10 @@ def _compose(overrides: list[str], return_hydra_config: bool = False) -> DictCon
     """Hydra's compose on scenarios/conf, resolved, with errors that name the key."""
     _check_group_choices(overrides)
     schema.register()
-    plugin_confs = [f"'file://{d}'" for d in schema.conf_dirs()[1:]]
-    if plugin_confs:
-        overrides = overrides + [f"hydra.searchpath=[{','.join(plugin_confs)}]"]
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cfg = hydra_compose(config_name="config", overrides=overrides,
+            cfg = hydra_compose(config_name="config",
+                                overrides=overrides + schema.searchpath_overrides(),
                                 return_hydra_config=return_hydra_config)
         if not return_hydra_config:     # hydra's own node has runtime-only interpolations
             OmegaConf.resolve(cfg)

@@ -173,6 +173,13 @@ def conf_dirs() -> list[Path]:
     return [CONF_DIR] + [d / "conf" for d in plugin_dirs() if (d / "conf").is_dir()]
 
 
+def searchpath_overrides() -> list[str]:
+    """The Hydra override adding the plug-in conf directories to the search
+    path (none without COLOSIM_PLUGIN_PATH)."""
+    extra = [f"'file://{d}'" for d in conf_dirs()[1:]]
+    return [f"hydra.searchpath=[{','.join(extra)}]"] if extra else []
+
+
 def list_options() -> dict[str, list[str]]:
     """Config groups and their options, as found in the conf directories."""
     options: dict[str, set[str]] = {}

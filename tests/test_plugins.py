@@ -164,3 +164,36 @@ def test_without_the_plugin_path_the_option_is_unknown(plugin_dir, monkeypatch):
     monkeypatch.delenv("COLOSIM_PLUGIN_PATH")
     with pytest.raises(ConfigError, match="workload=bursts is not a known option"):
         compose(RUN)
+
+
+def test_every_workload_option_composes_into_its_modules_typed_config():
+    from omegaconf import OmegaConf
+    for option in list_options()["workload"]:
+        wl = compose([f"workload={option}"]).workload
+        cls = workloads.workload_class(wl)
+        assert OmegaConf.get_type(wl) is cls.CONFIG
+        # the simulator's plain-dict path builds the same instance as OmegaConf's own
+        plain = OmegaConf.to_container(wl, resolve=True)
+        assert workloads.typed_config(cls, plain) == OmegaConf.to_object(wl)
+
+
+def test_shipped_workloads_declare_how_the_real_backend_runs_them():
+    assert {name: workloads.workload_class(name).REAL_BACKEND
+            for name in workloads.available()} == {
+        "azure2019": "functions", "azure2021": "functions", "ebizzy": "periodic",
+        "memlookup": "memlookup", "noisy_jobs": "jobs", "periodic": "periodic",
+        "pingpong": None, "poisson": "functions", "random": "functions", "resctl": None,
+        "trace": "functions", "webserver": None, "worker_pool": "worker_pool"}
+    # options sharing a module name it with `model`
+    resctl_mix = compose(["workload=resctl_mix"]).workload
+    assert workloads.workload_class(resctl_mix) is workloads.workload_class("resctl")
+
+
+def test_a_plain_workload_config_names_a_bad_or_missing_key():
+    with pytest.raises(ValueError, match="workload.bogus is not a valid key"):
+        workloads.typed_config(workloads.workload_class("poisson"),
+                               {"name": "poisson", "bogus": 1})
+    with pytest.raises(ValueError, match="workload.rate_rps is required"):
+        workloads.typed_config(workloads.workload_class("poisson"),
+                               {"name": "poisson", "functions": 1, "mean_service_s": 0.01,
+                                "parent_cgroup": "faas.slice"})

@@ -1,5 +1,5 @@
-"""``workload=azure2019``: the cluster trace of the LAGS case study (seed 001
-§5.3 [L252]): "a downscaled Azure Functions Trace 2019 ... proportionally
+"""``workload=azure2019``: the cluster trace of the LAGS case study (the
+LAGS paper, §5.3): "a downscaled Azure Functions Trace 2019 ... proportionally
 scaled to fit within this cluster size, preserving the original temporal
 distribution", about 800 containers.
 
@@ -35,7 +35,7 @@ Downscaling (both sources): the counts are scaled by one factor so that the
 busiest minute of the replayed window offers ``peak_cores`` CPUs of demand
 (count x ``mean_service_s`` / ``minute_s`` summed over functions); scaled
 counts are ``floor(k c)`` plus a Bernoulli(``k c - floor(k c)``) draw.  The
-paper states the trace's actual peak use, "about 60 cores" [L254], so that
+paper states the trace's actual peak use, "about 60 cores", so that
 is the default: a description of the workload, which the cluster results
 (node counts, perceived utilisation) are then predicted from, never fitted
 to.  CPU demand per request: ``service`` with mean ``mean_service_s``

@@ -1,6 +1,7 @@
-"""``workload=azure2021``: the LAGS benchmark's trace-driven load (seed 001 §3).
+"""``workload=azure2021``: the LAGS benchmark's trace-driven load (the LAGS
+paper, §3).
 
-The construction the paper publishes [L89-90]: cut each of the Azure
+The construction the paper publishes: cut each of the Azure
 Functions Invocation Trace 2021's 119 functions into 5-minute segments,
 keep each function's busiest segment, sort the functions by that load
 into ten equal demand bands (Fig. 2), and build a host with ``functions``
@@ -55,11 +56,11 @@ Sources (``source``):
 
 With fewer than ten functions in a source, each function is its own band.
 
-CPU demand per request (``demand_from``): the paper does not give it
-(digest §9).  ``service`` (default) samples ``service`` (det, exp,
+CPU demand per request (``demand_from``): the paper does not give it.
+``service`` (default) samples ``service`` (det, exp,
 lognormal) with mean ``mean_service_s``; det is the default because the
-benchmark runs one fixed CPU-bound Fibonacci computation per request
-[L107].  ``trace`` (recorded sources only) uses the trace's durations
+benchmark runs one fixed CPU-bound Fibonacci computation per request.
+``trace`` (recorded sources only) uses the trace's durations
 unscaled: 2021 the invocation's own duration, 2019 a draw from the
 function's duration percentiles (``function_durations_percentiles.anon.dNN.csv``
 of the segment's day, interpolated linearly between the 0/1/25/50/75/99/100th
@@ -70,7 +71,7 @@ as 0.5 ms.
 Calibrating ``mean_service_s``.  Fig. 3a: CFS throughput (requests within
 1 s) on the e5-2430l peaks at density 9x, 108 functions, "the point at
 which the total demand from multiplexed workloads exhausts the available
-CPU capacity" [L126-130].  DESIGN allows CFS results as calibration points.
+CPU capacity".  A CFS result may serve as a calibration point.
 What a request costs the host on the lags experiments' rd-hashd path is its
 Fibonacci work plus the dispatcher's work and the switches, so the size is
 found by simulation (calibration/fit_azure_demand.py): CFS under
@@ -109,7 +110,7 @@ from sim.workloads.trace import TraceError, TraceWorkload, make_trace
 SOURCES = ("synthetic", "azure2019", "azure2021")
 DEMAND_FROM = ("service", "trace")
 
-FUNCTIONS = 119            # functions in the Azure 2021 trace the paper segments [L89]
+FUNCTIONS = 119            # functions in the Azure 2021 trace the paper segments
 BANDS = 10
 SEGMENT_S = 300.0
 PEAK_MEDIAN_RPS = 60.0

@@ -1,5 +1,5 @@
 """``workload=ebizzy``: sleeping ebizzy, the CATCloud thesis's web-search
-microbenchmark (seed 002 §2.3.1; github pratiksampat/sleeping-ebizzy).
+microbenchmark (the CATCloud thesis, §2.3.1; github pratiksampat/sleeping-ebizzy).
 
 Each thread runs ``run_ms`` of CPU, then sleeps ``sleep_ms``, for ever: the
 periodic model (sim/workloads/periodic.py) in a cgroup named ``ebizzy``, each

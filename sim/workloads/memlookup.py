@@ -1,5 +1,5 @@
 """``workload=memlookup``: the noisy-neighbor thesis's ``neighbor``
-microbenchmark (seed 004 Listing A.7): containers that look up random lines
+microbenchmark (the thesis's Listing A.7): containers that look up random lines
 of a buffer, each in an optional RDT partition.
 
 Each container is a cgroup ``parent_cgroup/c<i>`` with ``threads`` CPU-bound

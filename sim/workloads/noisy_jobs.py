@@ -1,4 +1,4 @@
-"""``workload=noisy_jobs``: the noisy-neighbor thesis's job stream (seed 004
+"""``workload=noisy_jobs``: the noisy-neighbor thesis's job stream (its
 §5.1, Table 5.1), replayed from a job trace.
 
 A job trace is a table with one row per job:

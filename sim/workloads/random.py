@@ -1,4 +1,4 @@
-"""``workload=random``: many small functions (LAGS §5.2.1 [L261-264]).
+"""``workload=random``: many small functions (the LAGS paper, §5.2.1).
 
 "Each function has between 0-5 invocations per second, uniformly drawn,
 with peak aggregate demand matching that of azure2021."  Function ``i``

@@ -1,4 +1,5 @@
-"""``workload=webserver``: seed 000's HTTP server (notes/affinity-000 §A.3).
+"""``workload=webserver``: the HTTP server of the affinity thesis
+(Affinity Aware CPU Scheduling for Container Hosts, §A.3).
 
 Connections complete their handshake into the kernel's listen queue
 (``backlog``, 512 in the thesis; a connection that finds it full is refused,
@@ -21,7 +22,7 @@ arrivals and demands the on-the-fly draw would make; every row is one
 request to this server, whatever its ``function``, and ``threads`` is
 ignored); or ``clients``
 closed-loop clients, each sending its next request ``think_s`` after the
-response (or the refusal) of its last, as seed 000's ``hey -c 10`` load test
+response (or the refusal) of its last, as the affinity thesis's ``hey -c 10`` load test
 (all clients send their first request at time 0; a connection refused by a
 full backlog is retried after at least TCP's 1 s SYN retransmission timeout).
 

@@ -1,4 +1,5 @@
-"""``workload=worker_pool``: the server of seed 000.  Poisson arrivals join
+"""``workload=worker_pool``: the server of the affinity thesis (Affinity
+Aware CPU Scheduling for Container Hosts).  Poisson arrivals join
 a FIFO queue of at most ``capacity`` waiting requests (arrivals to a full
 queue are dropped and counted); ``workers`` threads serve it.  Worker
 threads are spawned on first demand, then block on the queue when it is
