@@ -4,6 +4,11 @@ The structured schemas (scenarios.schema) already guarantee types; this
 module checks ranges and cross-key rules before anything runs. Every problem
 is reported as "<full.key> = <value> is invalid: <rule>" and all problems are
 reported together, so a user fixes a command line in one go.
+
+Plug-in groups (workload, scheduler, controller) are checked from what their
+config dataclass declares (sim/config.py): each field's allowed values, then
+the dataclass's own ``check`` for rules across keys; nothing here names a
+plug-in.
 """
 
 import dataclasses

@@ -98,8 +98,8 @@ def check_bandwidth(c, prefix: str) -> None:
 def check_nice(c, key: str, threads: int) -> None:
     """nice is one int, or a list with one int per thread."""
     value = c.get(key)
-    if isinstance(value, (list, tuple)) or (hasattr(value, "__len__") and not isinstance(value, str)):
-        values = list(value)
+    if isinstance(value, list):
+        values = value
         c.require(key, len(values) == threads,
                   f"must have one value per thread ({threads} threads)", values)
         for i, v in enumerate(values):
