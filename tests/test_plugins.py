@@ -6,6 +6,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+from hydra.core.config_store import ConfigStore
 
 from scenarios.config import compose, list_options
 from scenarios.validate import ConfigError
@@ -130,7 +131,12 @@ def plugin_dir(tmp_path, monkeypatch):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text(textwrap.dedent(text))
     monkeypatch.setenv("COLOSIM_PLUGIN_PATH", str(tmp_path))
-    return tmp_path
+    yield tmp_path
+    # compose stored the plug-ins' schemas in Hydra's process-wide ConfigStore;
+    # later tests (sweeps pickle the store for their workers) must not see them
+    repo = ConfigStore.instance().repo
+    repo["workload"].pop("base_bursts.yaml", None)
+    repo["controller"].pop("base_count.yaml", None)
 
 
 RUN = ["workload=bursts", "host=generic", "calibration=ideal", "duration_s=1", "warmup_s=0",
