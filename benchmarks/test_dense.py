@@ -13,14 +13,14 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.configs import azure_lags, dense, small, small_lags, tiny
-from scenarios.workloads import GENERATED, trace_for
+from sim.workloads import generated, trace_for
 from sim import simulate
 
 
 def _run(benchmark, cfg: dict, rounds: int = 1) -> dict:
     walls: list[float] = []
     # generated trace workloads are drawn once, outside the timed rounds
-    trace = trace_for(cfg) if cfg["workload"]["name"] in GENERATED else None
+    trace = trace_for(cfg) if cfg["workload"]["name"] in generated() else None
 
     def once():
         result = simulate(cfg, trace=trace)

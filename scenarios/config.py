@@ -1,8 +1,8 @@
-"""Compose a run's config from scenarios/conf with Hydra overrides."""
+"""Compose a run's config from scenarios/conf (and the ``conf`` directories
+of COLOSIM_PLUGIN_PATH, sim/plugins.py) with Hydra overrides."""
 
 import dataclasses
 import re
-from pathlib import Path
 from typing import Iterable
 
 import yaml
@@ -19,18 +19,8 @@ from omegaconf.errors import (
 )
 
 from scenarios import schema
-from scenarios.validate import ConfigError, not_available_message, unknown_key_message, validate
-
-CONF_DIR = Path(__file__).resolve().parent / "conf"
-
-
-def list_options() -> dict[str, list[str]]:
-    """Config groups and their options, as found in the conf directory."""
-    return {
-        group.name: sorted(p.stem for p in group.glob("*.yaml"))
-        for group in sorted(CONF_DIR.iterdir())
-        if group.is_dir() and group.name != "hydra"   # conf/hydra: launcher presets
-    }
+from scenarios.schema import CONF_DIR, list_options
+from scenarios.validate import ConfigError, unknown_key_message, validate
 
 
 def default_options() -> dict[str, str]:
@@ -56,7 +46,8 @@ def _compose(overrides: list[str], return_hydra_config: bool = False) -> DictCon
     schema.register()
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cfg = hydra_compose(config_name="config", overrides=overrides,
+            cfg = hydra_compose(config_name="config",
+                                overrides=overrides + schema.searchpath_overrides(),
                                 return_hydra_config=return_hydra_config)
         if not return_hydra_config:     # hydra's own node has runtime-only interpolations
             OmegaConf.resolve(cfg)
@@ -118,8 +109,6 @@ def _check_group_choices(overrides: list[str]) -> None:
         choice = override.value()
         if not isinstance(choice, str) or choice in options[group]:
             continue
-        if choice in schema.PLANNED_OPTIONS.get(group, ()):
-            raise ConfigError(not_available_message(group, choice))
         raise ConfigError(
             f"{group}={choice} is not a known option; choose from: {', '.join(options[group])}"
         )

@@ -9,16 +9,16 @@ import pyarrow as pa
 from omegaconf import DictConfig, OmegaConf
 
 from results.rundir import write_run_dir
+from sim import workloads
 
 
 def generated_trace(cfg: DictConfig):
-    """The invocation trace of a generated workload (None for the others,
-    and for a workload replaying its own trace_file)."""
-    from scenarios.workloads import GENERATED, trace_for
-
-    if cfg.workload.name not in GENERATED or cfg.workload.get("trace_file"):
+    """The trace a generated workload replays, from its class's generator
+    (None for the others, and for a workload replaying its own trace_file)."""
+    if (workloads.workload_class(cfg.workload).generate_trace is None
+            or cfg.workload.get("trace_file")):
         return None
-    return trace_for(OmegaConf.to_container(cfg, resolve=True))
+    return workloads.trace_for(OmegaConf.to_container(cfg, resolve=True))
 
 
 def run_scenario(cfg: DictConfig, out_dir: Path, progress=None) -> pa.Table:

@@ -2,17 +2,24 @@
 
 The YAML files hold the values; these dataclasses only fix the keys and their
 types, so a typo or a string where a number belongs fails at compose time.
-Domain ranges are checked separately in scenarios.validate.
+Domain ranges are checked separately in scenarios.validate.  Plug-ins
+(workloads, kernel policies, controllers) bring their own dataclass
+(``CONFIG``), found through their registries.
 """
 
 from dataclasses import dataclass, field, make_dataclass
+from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-from policies.control import PLANNED as PLANNED_CONTROLLERS
+from policies import control, kernel
+from sim import workloads
 from sim.costmodel import LEVELS, PARAMS as COST_PARAMS, SIZE, CostParam
+from sim.plugins import plugin_dirs
+
+CONF_DIR = Path(__file__).resolve().parent / "conf"
 
 
 @dataclass
@@ -68,224 +75,6 @@ CalibrationConfig = make_dataclass("CalibrationConfig", [
     ("worker_thread_us", Optional[float], field(default=None)),
 ])
 CalibrationConfig.__module__ = __name__   # importable by name: pickled configs refer to it
-
-
-@dataclass
-class FunctionsWorkload:
-    """Keys every workload of function cgroups (parent_cgroup/func-N) has."""
-    name: str = MISSING
-    functions: int = MISSING
-    service: str = MISSING
-    mean_service_s: float = MISSING
-    service_sigma: float = MISSING
-    threads_per_request: int = MISSING
-    working_set_kb: int = MISSING
-    cgroup_weight: int = MISSING
-    cgroup_shares: Optional[int] = None
-    nice: int = MISSING
-    parent_cgroup: str = MISSING
-    # CFS bandwidth per function cgroup: v1 cpu.cfs_quota_us (null or -1: no
-    # limit), cpu.cfs_period_us, cpu.cfs_burst_us; or v2 cpu.max, cpu.max.burst
-    quota_us: Optional[int] = None
-    period_us: Optional[int] = 100_000
-    burst_us: Optional[int] = 0
-    cpu_max: Optional[str] = None  # "max 100000", "15000 100000" or "15000"
-    cpu_max_burst: Optional[int] = None
-    # the hops of a request (sim/workloads/request_path.py): direct (threads
-    # forked in the function cgroup) | knative (a pod: queue-proxy in, the
-    # user container, queue-proxy out, each in its container's cgroup) |
-    # bentoml (knative's pod running a BentoML service: API server, the
-    # runner's batching dispatcher, PyTorch's threads) |
-    # worker (the real backend's native worker: a dispatcher thread per cgroup) |
-    # rdhashd (resctl-demo's rd-hashd: dispatch thread, worker pool, sleeps)
-    request_path: str = "direct"
-    # worker path: dispatcher CPU per request and per thread it creates
-    # (null: the calibration profile's worker_dispatch_us, worker_thread_us);
-    # rdhashd: dispatch_us per request or completion
-    dispatch_us: Optional[float] = None
-    thread_us: Optional[float] = None
-    # rdhashd path: rd-hashd's per-request sleep, N(mean, ratio x mean)
-    # clamped to [0, 2 mean], in three parts (null: rd-hashd's 20 ms, 0.33;
-    # 0 drops the sleeps)
-    sleep_mean_s: Optional[float] = None
-    sleep_stdev_ratio: Optional[float] = None
-    # bentoml path (null: the defaults in sim/workloads/request_path.py):
-    # API server CPU per request in and out, runner event loop CPU per pass,
-    # BentoML's runners.batching.max_batch_size and max_latency_ms, API
-    # server workers and torch.set_num_threads (null: the container's CPUs)
-    api_us: Optional[float] = None
-    api_out_us: Optional[float] = None
-    batch_us: Optional[float] = None
-    max_batch_size: Optional[int] = None
-    max_latency_ms: Optional[float] = None
-    api_workers: Optional[int] = None
-    torch_threads: Optional[int] = None
-
-
-@dataclass
-class PoissonWorkload(FunctionsWorkload):
-    rate_rps: float = MISSING
-
-
-@dataclass
-class WorkerPoolWorkload:
-    name: str = MISSING
-    rate_rps: float = MISSING
-    service: str = MISSING
-    mean_service_s: float = MISSING
-    service_sigma: float = MISSING
-    workers: int = MISSING
-    capacity: int = MISSING
-    working_set_kb: int = MISSING
-    nice: int = MISSING
-    clients: Optional[int] = None  # null: open loop at rate_rps; N: N closed-loop clients
-    think_s: float = 0.0  # closed loop: a client's pause between response and next request
-
-
-@dataclass
-class PeriodicGroup:
-    # Groups are usually written on the command line, so every field but the
-    # name has a default here (there is no YAML to supply one).
-    name: str = MISSING
-    threads: int = 1
-    nice: Any = 0  # int, or a list with one nice per thread
-    cgroup_weight: int = 100
-    cgroup_shares: Optional[int] = None
-    cpuset: Optional[str] = None  # e.g. "0-3,6"
-    run_ms: Optional[float] = None    # null: the workload's run_ms
-    sleep_ms: Optional[float] = None  # null: the workload's sleep_ms
-    task_policy: Optional[str] = None  # normal | rr; null: scheduler.task_policy
-    rt_priority: Optional[int] = None  # 1..99 for rr; null: scheduler.rt_priority
-    # cpu.max of this group; all null: the workload's (see PeriodicWorkload)
-    quota_us: Optional[int] = None
-    period_us: Optional[int] = None
-    burst_us: Optional[int] = None
-    cpu_max: Optional[str] = None
-    cpu_max_burst: Optional[int] = None
-
-
-@dataclass
-class PeriodicWorkload:
-    name: str = MISSING
-    threads: int = MISSING
-    run_ms: float = MISSING
-    sleep_ms: float = MISSING
-    nice: Any = MISSING  # int, or a list with one nice per thread
-    cgroup_weight: int = MISSING
-    cgroup_shares: Optional[int] = None
-    groups: Optional[List[PeriodicGroup]] = None
-    working_set_kb: int = MISSING
-    # CFS bandwidth of each group's cgroup, spelled as in FunctionsWorkload
-    # (period_us null: 100000, burst_us null: 0)
-    quota_us: Optional[int] = None
-    period_us: Optional[int] = 100_000
-    burst_us: Optional[int] = 0
-    cpu_max: Optional[str] = None
-    cpu_max_burst: Optional[int] = None
-
-
-@dataclass
-class EbizzyWorkload(PeriodicWorkload):
-    """Sleeping ebizzy: periodic threads with CATCloud's presets (sim/workloads/ebizzy.py)."""
-    preset: Optional[str] = None  # exp1 (20/150) | exp2 (40/30) | null: run_ms/sleep_ms as given
-    run_ms: Optional[float] = None  # null: the preset's
-    sleep_ms: Optional[float] = None
-
-
-@dataclass
-class WebserverWorkload(WorkerPoolWorkload):
-    """Seed 000's server (sim/workloads/webserver.py): batched accept thread,
-    bounded app queue (capacity), worker pool."""
-    backlog: int = MISSING  # listen backlog: connections waiting to be accepted
-    batch_size: int = MISSING  # connections per batch handed to the queue
-    batch_window_ms: float = MISSING  # a batch is handed over at most this long after its first
-    accept_us: float = MISSING  # accept thread CPU per connection
-    trace_file: Optional[str] = None  # open loop: replay these arrivals (invocation trace)
-
-
-@dataclass
-class NoisyJobsWorkload:
-    """The noisy-neighbor thesis's job stream (scenarios/workloads/noisy_jobs.py)."""
-    name: str = MISSING
-    scenario: str = MISSING  # low_demand | high_utilization | exceeding_demand
-    priority_share: Optional[float] = None  # null: the scenario's (0.1 / 0.2 / 0.5)
-    interarrival_mean_s: float = MISSING
-    interarrival_sd_s: float = MISSING
-    length_mean_s: float = MISSING
-    length_sd_s: float = MISSING
-    length_min_s: float = MISSING
-    cores: List[int] = MISSING  # threads per job, drawn uniformly from this list
-    high_sensitivity_frac: float = MISSING
-    working_set_kb: int = MISSING
-    cgroup_weight: int = MISSING
-    cgroup_shares: Optional[int] = None
-    nice: int = MISSING
-    parent_cgroup: str = MISSING
-    trace_file: Optional[str] = None  # set: replay this job trace instead of generating one
-    # memory profiles by sensitivity class ({moderate: {...}, high: {...}}; keys of
-    # sim.memory.progress.MemoryProfile); null: the jobs have no memory model
-    memory: Optional[Any] = None
-
-
-@dataclass
-class MemLookupWorkload:
-    """Random-lookup containers in RDT partitions (sim/workloads/memlookup.py)."""
-    name: str = MISSING
-    containers: int = MISSING
-    threads: int = MISSING  # per container, one physical core each
-    burst_ms: float = MISSING  # CPU per request, as alone
-    socket: int = 0
-    memory: Any = MISSING  # sim.memory.progress.MemoryProfile keys
-    partitions: Optional[List[Optional[str]]] = None  # per container: null or "lo-hi" ways
-    mb: Optional[List[int]] = None  # per container MB percent
-    exclusive: bool = True
-    tag: str = "priority"
-    cgroup_weight: int = 100
-    cgroup_shares: Optional[int] = None
-    parent_cgroup: str = MISSING
-
-
-@dataclass
-class GeneratedWorkload(FunctionsWorkload):
-    """Functions whose invocation trace scenarios/workloads generates."""
-    burstiness: float = MISSING  # inter-arrival coefficient of variation
-    trace_file: Optional[str] = None  # set: replay this trace instead of generating one
-
-
-@dataclass
-class Azure2021Workload(GeneratedWorkload):
-    source: str = MISSING  # synthetic | azure2019 | azure2021
-    source_path: Optional[str] = None  # the public trace's file or directory
-    demand_from: str = MISSING  # service | trace
-
-
-@dataclass
-class Azure2019Workload(GeneratedWorkload):
-    """The LAGS cluster case study's trace (scenarios/workloads/azure2019.py)."""
-    source: str = MISSING  # synthetic | azure2019
-    source_path: Optional[str] = None  # invocations_per_function_md.anon.dNN.csv or its directory
-    minute_s: float = MISSING  # simulated seconds per trace minute (60: real time)
-    start_minute: Optional[int] = None  # first trace minute replayed; null: the busiest window
-    peak_cores: float = MISSING  # the replayed window's busiest minute offers this many CPUs
-
-
-@dataclass
-class RandomWorkload(GeneratedWorkload):
-    max_rate_rps: float = MISSING
-    mean_service_s: Optional[float] = None  # null: matched to azure2021's CPU demand
-
-
-@dataclass
-class ResctlWorkload(FunctionsWorkload):
-    model: str = MISSING  # the simulator workload (resctl for every variant)
-    mix_s: Optional[List[float]] = None  # service = mix: demands (s) and their probabilities
-    mix_p: Optional[List[float]] = None
-    lat_target_s: float = MISSING
-    lat_target_pct: float = MISSING
-    control_period_s: float = MISSING
-    rps_target: Optional[float] = None
-    initial_concurrency: int = MISSING
-    concurrency_max: int = MISSING
 
 
 @dataclass
@@ -380,55 +169,53 @@ class Config:
 
 SCHEMA_PREFIX = "base_"
 
-WORKLOAD_SCHEMAS = {
-    "poisson": PoissonWorkload,
-    "worker_pool": WorkerPoolWorkload,
-    "periodic": PeriodicWorkload,
-    "azure2021": Azure2021Workload,
-    "azure2019": Azure2019Workload,
-    "random": RandomWorkload,
-    "resctl": ResctlWorkload,
-    "resctl_parallel": ResctlWorkload,
-    "resctl_mix": ResctlWorkload,
-    "ebizzy": EbizzyWorkload,
-    "webserver": WebserverWorkload,
-    "noisy_jobs": NoisyJobsWorkload,
-    "memlookup": MemLookupWorkload,
-}
+
+def conf_dirs() -> list[Path]:
+    """scenarios/conf, then the ``conf`` directory of each COLOSIM_PLUGIN_PATH
+    entry that has one (sim/plugins.py), in search order."""
+    return [CONF_DIR] + [d / "conf" for d in plugin_dirs() if (d / "conf").is_dir()]
+
+
+def searchpath_overrides() -> list[str]:
+    """The Hydra override adding the plug-in conf directories to the search
+    path (none without COLOSIM_PLUGIN_PATH)."""
+    extra = [f"'file://{d}'" for d in conf_dirs()[1:]]
+    return [f"hydra.searchpath=[{','.join(extra)}]"] if extra else []
+
+
+def list_options() -> dict[str, list[str]]:
+    """Config groups and their options, as found in the conf directories."""
+    options: dict[str, set[str]] = {}
+    for conf in conf_dirs():
+        for group in conf.iterdir():
+            if group.is_dir() and group.name != "hydra":   # conf/hydra: launcher presets
+                options.setdefault(group.name, set()).update(
+                    p.stem for p in group.glob("*.yaml"))
+    return {group: sorted(names) for group, names in sorted(options.items())}
+
+
+def workload_schemas() -> dict[str, type]:
+    """Each workload module brings its own config dataclass (CONFIG)."""
+    return workloads.schemas()
 
 
 def scheduler_schemas() -> dict[str, type]:
     """Each kernel policy module brings its own config dataclass (CONFIG)."""
-    from policies import kernel
     return {name: kernel.module(name).CONFIG for name in kernel.available()}
 
 
 def controller_schemas() -> dict[str, type]:
     """Each controller module brings its own config dataclass (CONFIG);
     ``none`` runs no controller and has only the common keys."""
-    from policies import control
     schemas = {name: control.module(name).CONFIG for name in control.available()}
     return {control.NONE: control.ControlConfig, **schemas}
-
-
-# Names DESIGN.md reserves for options that do not exist yet; selecting one
-# says so instead of "unknown option".
-PLANNED_OPTIONS = {
-    "host": (),
-    "calibration": (),
-    "scheduler": (),
-    "controller": PLANNED_CONTROLLERS,
-    "workload": (),
-    "backend": (),
-    "cluster": (),
-}
 
 
 def register() -> None:
     """Store the schemas in Hydra's ConfigStore (idempotent)."""
     cs = ConfigStore.instance()
     cs.store(name=f"{SCHEMA_PREFIX}config", node=Config)
-    for name, node in WORKLOAD_SCHEMAS.items():
+    for name, node in workload_schemas().items():
         cs.store(group="workload", name=f"{SCHEMA_PREFIX}{name}", node=node)
     for name, node in scheduler_schemas().items():
         cs.store(group="scheduler", name=f"{SCHEMA_PREFIX}{name}", node=node)

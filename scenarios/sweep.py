@@ -165,7 +165,7 @@ def launch(overrides: list[str], sweep_dir: Path, total: int, swept: list[str]) 
                 # inherit ours (a Ray cluster, SLURM nodes, reused Ray workers)
                 f"++hydra.job.env_set.{ENV_TOTAL}={total}",
                 f"++hydra.job.env_set.{ENV_QUIET}={int(quiet())}",
-                *overrides]
+                *schema.searchpath_overrides(), *overrides]
     try:
         with _Progress(sweep_dir, total):
             sweep_job()

@@ -100,7 +100,7 @@ def simulate(cfg, progress=None, trace=None) -> SimResult:
     ``progress(sim_time_s, duration_s)``, if given, is called as simulated
     time advances.  ``trace`` (a table of sim.workloads.trace.TRACE_SCHEMA)
     is what a trace-driven workload replays when its ``trace_file`` is
-    null; ``scenarios.workloads.trace_for(cfg)`` generates one."""
+    null; ``sim.workloads.trace_for(cfg)`` generates one."""
     cfg = _plain(cfg)
     duration_ns = s_to_ns(float(cfg["duration_s"]))
     warmup_ns = s_to_ns(float(cfg.get("warmup_s", 0.0)))

@@ -6,42 +6,14 @@ policies/kernel/ exposing ``POLICY`` (a subclass of KernelScheduler) and
 and allowed values), plus its option file(s) in scenarios/conf/scheduler/.
 
 The policy receives its option as an instance of that dataclass (built by
-``typed_config`` from the scenario's mapping) and reads its attributes once,
+``sim.config.from_mapping`` from the scenario's mapping) and reads its attributes once,
 at construction: each default is written once, on the dataclass field.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass
 
-# a required key (omegaconf.MISSING, spelled out so sim/ does not import omegaconf)
-MISSING: Any = "???"
-
-
-def tunable(default: Any = MISSING, *, choices: tuple | None = None,
-            range: tuple | None = None) -> Any:
-    """A scheduler config field with its allowed values, checked by
-    scenarios.validate before a run: ``choices`` (a tuple of values) or an
-    inclusive numeric ``range`` (low, high); high may be None (no upper
-    bound).  ``None`` is always allowed for Optional fields (kernel default)."""
-    return field(default=default, metadata={"choices": choices, "range": range})
-
-
-def typed_config(schema: type, cfg, group: str):
-    """``cfg``, a plug-in's option as a mapping (a plain dict, or an
-    OmegaConf DictConfig whose values it resolves), as an instance of its
-    config dataclass ``schema``; an instance already is one.  Keys the
-    dataclass does not declare are refused, naming them: a misspelt
-    tunable must not silently run with its default."""
-    if isinstance(cfg, schema):
-        return cfg
-    valid = [f.name for f in fields(schema)]
-    unknown = [key for key in cfg if key not in valid]
-    if unknown:
-        raise ValueError(f"{group}.{unknown[0]} is not a valid key; valid keys of {group}: "
-                         f"{', '.join(valid)}")
-    return schema(**{key: cfg[key] for key in cfg})
-
+from sim.config import MISSING, tunable
 
 # task scheduling policies (include/uapi/linux/sched.h)
 SCHED_NORMAL = "normal"

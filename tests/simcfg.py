@@ -42,6 +42,12 @@ def poisson(functions=1, rate_rps=10.0, mean_service_s=0.01, service="exp", **kw
             "nice": 0, "parent_cgroup": "faas.slice", **kw}
 
 
+def trace_replay(**kw) -> dict:
+    """Function cgroups replaying the trace handed to simulate (sim/workloads/trace.py)."""
+    return {"name": "trace", "working_set_kb": 256, "cgroup_weight": 100, "nice": 0,
+            "parent_cgroup": "faas.slice", **kw}
+
+
 def periodic(threads=2, run_ms=10.0, sleep_ms=0.0, **kw) -> dict:
     return {"name": "periodic", "threads": threads, "run_ms": run_ms, "sleep_ms": sleep_ms,
             "nice": 0, "cgroup_weight": 100, "working_set_kb": 256, **kw}

@@ -3,6 +3,7 @@ and the equivalences the design relies on (one node = one host; Ray =
 serial)."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -10,7 +11,8 @@ import pytest
 
 from scenarios.config import compose
 from scenarios.validate import ConfigError
-from scenarios.workloads import azure2019
+from sim.workloads import azure2019
+from sim.workloads.azure2019 import Azure2019Config
 from sim import simulate
 from sim.cluster import consolidate, simulate_cluster, static_nodes
 from sim.cluster.placement import NodeAllocation, place
@@ -89,7 +91,9 @@ def test_one_node_cluster_equals_the_single_host_simulator():
                        trace.column("demand_s").to_pylist(), [1] * len(names))
     cfg = cluster_cfg(duration_s=8.0, nodes=1, cold_start_s=0.0, keep_alive_s=100.0)
     cluster = simulate_cluster(cfg, trace)
+    # the same function cgroups replaying the trace on one host
     single_cfg = {k: v for k, v in cfg.items() if k != "cluster"}
+    single_cfg["workload"] = {**cfg["workload"], "name": "trace"}
     single = simulate(single_cfg, trace=trace)
     a = without(cluster.requests, "cgroup", "node").sort_by([("arrival_s", "ascending")])
     b = without(single.requests, "cgroup").sort_by([("arrival_s", "ascending")])
@@ -258,8 +262,8 @@ def test_cli_consolidation_writes_its_tables_and_report(tmp_path):
 
 # --- the trace and the config ---------------------------------------------------------
 
-WCFG = {"functions": 200, "source": "synthetic", "minute_s": 2.0, "start_minute": None,
-        "peak_cores": 20.0, "service": "det", "mean_service_s": 0.1, "burstiness": 1.0}
+WCFG = Azure2019Config(functions=200, source="synthetic", minute_s=2.0, start_minute=None,
+                       peak_cores=20.0, service="det", mean_service_s=0.1, burstiness=1.0)
 
 
 def test_azure2019_scales_the_busiest_minute_to_peak_cores():
@@ -274,13 +278,14 @@ def test_azure2019_scales_the_busiest_minute_to_peak_cores():
 
 
 def test_azure2019_loads_the_public_format():
-    wcfg = {**WCFG, "source": "azure2019", "functions": 2,
-            "source_path": "tests/data/azure2019", "minute_s": 60.0, "peak_cores": 1.0}
+    wcfg = dataclasses.replace(WCFG, source="azure2019", functions=2,
+                               source_path="tests/data/azure2019", minute_s=60.0,
+                               peak_cores=1.0)
     trace = azure2019.generate(wcfg, seed=0, duration_s=120.0)
     assert set(trace.column("function").to_pylist()) <= {"fn-0", "fn-1"}
     assert trace.num_rows > 0
     with pytest.raises(Exception, match="fewer than workload.functions"):
-        azure2019.generate({**wcfg, "functions": 50}, seed=0, duration_s=120.0)
+        azure2019.generate(dataclasses.replace(wcfg, functions=50), seed=0, duration_s=120.0)
 
 
 def test_cluster_config_checks_name_the_key():

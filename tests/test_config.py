@@ -2,7 +2,9 @@ import pytest
 from omegaconf import DictConfig, OmegaConf
 
 from scenarios.config import compose, default_options, list_options
-from scenarios.schema import HostConfig, PeriodicWorkload, PoissonWorkload
+from scenarios.schema import HostConfig
+from sim.workloads.periodic import PeriodicConfig
+from sim.workloads.poisson import PoissonConfig
 from scenarios.validate import ConfigError, validate
 
 
@@ -39,7 +41,7 @@ def test_default_config_is_typed_and_complete():
     cfg = compose()
     assert isinstance(cfg, DictConfig)
     assert OmegaConf.get_type(cfg.host) is HostConfig
-    assert OmegaConf.get_type(cfg.workload) is PoissonWorkload
+    assert OmegaConf.get_type(cfg.workload) is PoissonConfig
     assert (cfg.experiment, cfg.seed, cfg.duration_s, cfg.warmup_s) == ("default", 0, 10.0, 1.0)
     assert (cfg.slo_s, cfg.interval_s, cfg.output_dir) == (1.0, 1.0, None)
     assert cfg.host.name == "e5-2430l" and cfg.host.cores == 6 and cfg.host.threads_per_core == 2
@@ -89,7 +91,7 @@ def test_periodic_accepts_per_thread_nice_and_groups():
             "workload.groups=[{name:a,threads:2,nice:[1,2],cpuset:'0-1'},{name:b,cgroup_shares:512}]",
         ]
     )
-    assert OmegaConf.get_type(cfg.workload) is PeriodicWorkload
+    assert OmegaConf.get_type(cfg.workload) is PeriodicConfig
     assert list(cfg.workload.nice) == [0, 5]
     assert cfg.workload.groups[1].threads == 1 and cfg.workload.groups[1].cgroup_shares == 512
 
@@ -195,12 +197,6 @@ def test_schema_entries_are_not_selectable_options():
     assert "is not a known option" in _error(["workload=base_poisson"])
 
 
-def test_planned_schedulers_say_they_are_not_available_yet():
-    from scenarios.schema import PLANNED_OPTIONS
-    for name in PLANNED_OPTIONS["scheduler"]:
-        assert _error([f"scheduler={name}"]) == f"scheduler {name} is not available yet"
-
-
 def test_scheduler_policy_must_be_a_policy_module():
     assert _error(["scheduler.policy=foo"]) == (
         "scheduler.policy = foo is invalid: must be one of cfs, eevdf, lags")
@@ -214,11 +210,7 @@ def test_scheduler_fields_are_checked_from_their_declared_ranges():
     assert "scheduler.min_granularity_ns = 5 is invalid: must be in [100000, 1000000000]" in err
 
 
-def test_planned_scheduler_name_inside_cfs_option_is_caught_too():
-    from scenarios.schema import PLANNED_OPTIONS
-    for name in PLANNED_OPTIONS["scheduler"]:
-        assert f"scheduler {name} is not available yet" in _error([f"scheduler.name={name}"])
-    # once landed, another policy's name is caught as a mislabel
+def test_another_policys_name_inside_cfs_option_is_a_mislabel():
     assert _error(["scheduler.name=lags"]) == (
         "scheduler.name = lags is invalid: names the lags scheduler but scheduler.policy = cfs")
 

@@ -182,7 +182,7 @@ def test_memlookup_fits_with_1g_pages():
 def host():
     from sim.api import _plain
     cfg = _plain(_cfg(["workload=noisy_jobs", "host=silver-4314-2s", "duration_s=10"]))
-    from scenarios.workloads import trace_for
+    from sim.workloads import trace_for
     engine, machine, recorder, workload = build(cfg, trace_for(cfg))
     return SimHost(machine, None, "jobs.slice", workload=workload)
 
@@ -409,7 +409,7 @@ def _checked_run(overrides: list, duration_s: float):
     controller step that no two priority classes share a way of a socket."""
     from sim.api import _plain
     from sim.engine import s_to_ns
-    from scenarios.workloads import trace_for
+    from sim.workloads import trace_for
     cfg = _plain(_cfg(["experiment=noisy_scenarios", "controller=dynamic_priority",
                        "workload.scenario=exceeding_demand", *overrides]))
     engine, machine, recorder, workload = build(cfg, trace_for(cfg))

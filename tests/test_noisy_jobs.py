@@ -14,7 +14,8 @@ from results.rundir import TRACE_FILE
 from scenarios.config import compose
 from scenarios.runner import run_scenario
 from scenarios.validate import ConfigError
-from scenarios.workloads import noisy_jobs, trace_for
+from sim.config import from_mapping
+from sim.workloads import noisy_jobs, trace_for
 from sim import simulate
 from sim.workloads.noisy_jobs import JOB_SCHEMA, make_jobs, read_jobs, write_jobs
 from sim.workloads.trace import TraceError
@@ -27,10 +28,15 @@ def _wcfg(**keys):
     return OmegaConf.to_container(compose(overrides), resolve=True)["workload"]
 
 
+def _generate(wcfg: dict, seed: int, duration_s: float):
+    return noisy_jobs.generate(from_mapping(noisy_jobs.NoisyJobsConfig, wcfg, "workload"),
+                               seed, duration_s)
+
+
 @pytest.fixture(scope="module")
 def long_draws():
     """~20,000 jobs per scenario, seed 0."""
-    return {s: noisy_jobs.generate(_wcfg(scenario=s), 0, 100_000.0) for s in noisy_jobs.SCENARIOS}
+    return {s: _generate(_wcfg(scenario=s), 0, 100_000.0) for s in noisy_jobs.SCENARIOS}
 
 
 def test_long_draw_matches_the_published_parameters(long_draws):
@@ -73,15 +79,15 @@ def test_scenarios_differ_only_in_priority_share(long_draws):
     assert np.all(prio["low_demand"] <= prio["high_utilization"])
     assert np.all(prio["high_utilization"] <= prio["exceeding_demand"])
     # an explicit share overrides the scenario's
-    jobs = noisy_jobs.generate(_wcfg(priority_share=1.0), 0, 600.0)
+    jobs = _generate(_wcfg(priority_share=1.0), 0, 600.0)
     assert all(jobs.column("priority").to_pylist())
 
 
 def test_same_seed_same_file_and_seeds_differ(tmp_path):
     wcfg = _wcfg()
-    a = write_jobs(noisy_jobs.generate(wcfg, 7, 3600.0), tmp_path / "a.parquet")
-    b = write_jobs(noisy_jobs.generate(wcfg, 7, 3600.0), tmp_path / "b.parquet")
-    c = write_jobs(noisy_jobs.generate(wcfg, 8, 3600.0), tmp_path / "c.parquet")
+    a = write_jobs(_generate(wcfg, 7, 3600.0), tmp_path / "a.parquet")
+    b = write_jobs(_generate(wcfg, 7, 3600.0), tmp_path / "b.parquet")
+    c = write_jobs(_generate(wcfg, 8, 3600.0), tmp_path / "c.parquet")
     assert a.read_bytes() == b.read_bytes()
     assert not read_jobs(a).equals(read_jobs(c))
     cfg = {"seed": 7, "duration_s": 3600.0, "workload": wcfg}
@@ -90,7 +96,7 @@ def test_same_seed_same_file_and_seeds_differ(tmp_path):
 
 @pytest.mark.parametrize("suffix", [".parquet", ".csv"])
 def test_job_trace_round_trips(tmp_path, suffix):
-    jobs = noisy_jobs.generate(_wcfg(), 1, 600.0)
+    jobs = _generate(_wcfg(), 1, 600.0)
     assert jobs.schema.equals(JOB_SCHEMA)
     assert read_jobs(write_jobs(jobs, tmp_path / f"jobs{suffix}")).equals(jobs)
 

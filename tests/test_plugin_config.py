@@ -16,7 +16,8 @@ from policies.kernel.eevdf import EevdfConfig
 from policies.kernel.lags import LAGS, LagsConfig
 from scenarios.config import CONF_DIR
 from sim.api import build, simulate
-from sim.sched_class import KernelScheduler, SchedConfig, typed_config
+from sim.config import from_mapping
+from sim.sched_class import KernelScheduler, SchedConfig
 from tests.simcfg import make_cfg, periodic, poisson
 
 
@@ -114,8 +115,8 @@ def test_policy_stats_are_a_declared_interface():
         "lags_placements", "lags_pulls"}
 
 
-def test_typed_config_keeps_an_instance_and_reads_a_mapping():
+def test_from_mapping_keeps_an_instance_and_reads_a_mapping():
     cfg = EevdfConfig(name="eevdf", policy="eevdf", run_to_parity=False)
-    assert typed_config(EevdfConfig, cfg, "scheduler") is cfg
-    assert typed_config(EevdfConfig, {"name": "e", "place_lag": False}, "scheduler") == \
+    assert from_mapping(EevdfConfig, cfg, "scheduler") is cfg
+    assert from_mapping(EevdfConfig, {"name": "e", "place_lag": False}, "scheduler") == \
         EevdfConfig(name="e", place_lag=False)

@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 
 from scenarios.config import compose
 from scenarios.validate import ConfigError
-from scenarios.workloads import trace_for
+from sim.workloads import trace_for
 from sim import simulate
 from sim.api import build
 from sim.engine import s_to_ns

@@ -10,7 +10,8 @@ from omegaconf import OmegaConf
 
 from scenarios.config import compose
 from scenarios.validate import ConfigError
-from scenarios.workloads import GENERATED, azure2021, random_fns, trace_for
+from sim.workloads import azure2021, generated, trace_for
+from sim.workloads import random as random_workload
 from sim.workloads.trace import TraceError, make_trace, read_trace, write_trace
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -37,7 +38,7 @@ def _cpus(table, duration_s):
 
 
 def test_generated_names_and_unknown_workload():
-    assert GENERATED == ("azure2019", "azure2021", "random", "webserver", "noisy_jobs")
+    assert generated() == ["azure2019", "azure2021", "noisy_jobs", "random", "webserver"]
     with pytest.raises(ValueError, match="no trace generator"):
         trace_for({"seed": 0, "duration_s": 1.0, "workload": {"name": "poisson"}})
 
@@ -120,7 +121,7 @@ def test_random_matches_azure2021_cpu_demand(n):
 
 def test_random_demand_is_matched_exactly_or_fixed():
     rates = azure2021.rng(7, "workload/rates").uniform(0.0, 5.0, 108)
-    demand = random_fns.matched_service_s(rates, 7)
+    demand = random_workload.matched_service_s(rates, 7)
     target = azure2021.selection_rates(108, 7).sum() * azure2021.MEAN_SERVICE_S
     assert rates.sum() * demand == pytest.approx(target, rel=1e-12)
     assert 0.01 < demand < 0.05

@@ -5,7 +5,7 @@ Every scenario the real backend runs is replayed from an invocation trace
 
 - generated workloads (``azure2021``, ``random``) and any workload with a
   ``trace_file``: the same table the simulator replays
-  (scenarios.runner.generated_trace / sim.workloads.trace.read_trace);
+  (sim.workloads.trace_for / sim.workloads.trace.read_trace);
 - ``poisson``: :func:`poisson_trace` draws the arrivals and demands from the
   very RNG streams ``sim/workloads/poisson.py`` uses
   (``workload/func-N/arrivals`` and ``workload/func-N/service``, seeded from
@@ -25,6 +25,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from sim.engine import NSEC_PER_SEC, RngStream, s_to_ns
+from sim.workloads import trace_for
 from sim.workloads.common import ServiceTime
 from sim.workloads.trace import make_trace, read_trace
 
@@ -67,7 +68,6 @@ def trace_for_real(cfg: dict) -> pa.Table:
         from sim.workloads.webserver import arrival_trace
         return arrival_trace(w, int(cfg.get("seed", 0)), float(cfg["duration_s"]))
     if name in ("azure2021", "random"):
-        from scenarios.workloads import trace_for
         return trace_for(cfg)
     raise ValueError(f"workload={name} is not supported by backend=real yet; it replays "
                      f"invocation traces: workload={', workload='.join(SUPPORTED)}, or any "
@@ -81,5 +81,4 @@ def jobs_for_real(cfg: dict) -> pa.Table:
     if w.get("trace_file"):
         from sim.workloads.noisy_jobs import read_jobs
         return read_jobs(w["trace_file"])
-    from scenarios.workloads import trace_for
     return trace_for(cfg)

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from policies.plugins import Plugins
-from sim.sched_class import MISSING, tunable, typed_config
+from sim.config import from_mapping
+from sim.plugins import Plugins
+from sim.sched_class import MISSING, tunable
 
-# Names reserved for controllers that have not landed yet.
-PLANNED: tuple[str, ...] = ()
 # the option that runs no controller
 NONE = "none"
 
@@ -57,7 +56,7 @@ class Controller:
         return {}
 
 
-_plugins = Plugins(__name__, __path__, "controller", PLANNED)
+_plugins = Plugins(__name__, __path__, "controller policy", "controller")
 available = _plugins.available
 module = _plugins.module
 
@@ -70,7 +69,7 @@ def config(cfg) -> ControlConfig:
         return cfg
     name = cfg["controller"]
     schema = ControlConfig if name == NONE else module(name).CONFIG
-    return typed_config(schema, cfg, "controller")
+    return from_mapping(schema, cfg, "controller")
 
 
 def build(cfg) -> Controller | None:

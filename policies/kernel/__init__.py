@@ -10,13 +10,11 @@ on the dataclass field.
 """
 from __future__ import annotations
 
-from policies.plugins import Plugins
-from sim.sched_class import SchedConfig, typed_config
+from sim.config import from_mapping
+from sim.plugins import Plugins
+from sim.sched_class import SchedConfig
 
-# Names reserved for policies that have not landed yet.
-PLANNED = ()
-
-_plugins = Plugins(__name__, __path__, "scheduler", PLANNED)
+_plugins = Plugins(__name__, __path__, "scheduler policy", "scheduler")
 available = _plugins.available
 module = _plugins.module
 
@@ -34,4 +32,4 @@ def config(sched) -> SchedConfig:
     if isinstance(sched, SchedConfig):
         return sched
     policy = sched["policy"] if "policy" in sched else sched["name"]
-    return typed_config(module(policy).CONFIG, {**sched, "policy": policy}, "scheduler")
+    return from_mapping(module(policy).CONFIG, {**sched, "policy": policy}, "scheduler")

@@ -1,47 +1,93 @@
 """Workloads: the threads a scenario runs and the requests they serve.
 
-Each module exposes ``WORKLOAD`` (a class taking ``(cfg, machine, recorder)``
-with ``start()`` and ``burst_done(task)``); the module name is the
-``workload.name`` of the config.  Trace-driven workloads (a ``trace_file``
-in their config, or a trace table handed in) are replayed by
-``trace.TraceWorkload`` whatever their name; their generators live in
-scenarios/workloads.
+Workloads are plug-ins (sim/workloads/base.py says what one declares): the
+modules here, or in ``<dir>/workload/`` of COLOSIM_PLUGIN_PATH, that expose
+``WORKLOAD``.  A config's ``workload.model`` (if the option has one), else
+its ``workload.name``, names the module.  A workload whose config has
+no module of its own but a trace to replay (a ``trace_file``, or a trace
+table handed in) is replayed by ``trace.TraceWorkload``.
 """
 from __future__ import annotations
 
-import importlib
+import pyarrow as pa
 
-from sim.workloads.trace import TraceWorkload, read_trace
+from sim.config import from_mapping
+from sim.plugins import Plugins
+from sim.workloads.base import Workload
+from sim.workloads.trace import TraceWorkload
+
+_plugins = Plugins(__name__, __path__, "workload", "workload")
+# the module that replays an invocation trace for any function workload
+TRACE = "trace"
 
 
-def build(cfg, machine, recorder, trace=None):
-    name = cfg["name"]
-    own = _module(cfg.get("model") or name)
-    # workloads with an input format or a load of their own (noisy_jobs' job
-    # trace, the webserver's backlog and closed loop) read their trace themselves
-    if own is not None and getattr(own, "READS_TRACE", False):
-        return own.WORKLOAD(cfg, machine, recorder, trace)
-    if cfg.get("trace_file"):
-        trace = read_trace(cfg["trace_file"])
+def available() -> list[str]:
+    """The workload modules (those exposing ``WORKLOAD``)."""
+    return [name for name in _plugins.available()
+            if isinstance(getattr(_plugins.module(name), "WORKLOAD", None), type)]
+
+
+def workload_class(name_or_model) -> type[Workload]:
+    """The Workload class of a module name, or of a workload config (a
+    mapping or config dataclass: its ``model``, else its ``name``)."""
+    model = name_or_model if isinstance(name_or_model, str) else model_of(name_or_model)
+    module = _plugins.module(model)
+    cls = getattr(module, "WORKLOAD", None)
+    if not isinstance(cls, type):
+        raise ValueError(f"unknown workload {model!r}; choose from: {', '.join(available())}")
+    return cls
+
+
+def model_of(wcfg) -> str:
+    """The module a workload config runs: its ``model`` key if it has one
+    (options sharing a module), else its ``name``."""
+    return wcfg.get("model") or wcfg["name"]
+
+
+def schemas() -> dict[str, type]:
+    """Each workload module's config dataclass, by module name."""
+    return {name: workload_class(name).CONFIG for name in available()}
+
+
+def typed_config(cls: type[Workload], wcfg):
+    """``wcfg`` (a plain mapping, as sim.api hands every config on) as an
+    instance of ``cls.CONFIG``."""
+    return from_mapping(cls.CONFIG, wcfg, "workload")
+
+
+def generated() -> list[str]:
+    """The workload modules that generate the trace they replay."""
+    return [name for name in available() if workload_class(name).generate_trace is not None]
+
+
+def trace_for(cfg) -> pa.Table | None:
+    """The trace ``cfg["workload"]`` generates for ``cfg``'s seed and
+    duration (None where it has none to give, e.g. closed-loop clients)."""
+    wcfg = cfg["workload"]
+    cls = workload_class(wcfg)
+    if cls.generate_trace is None:
+        raise ValueError(f"workload {wcfg['name']!r} has no trace generator; "
+                         f"generated workloads: {', '.join(generated())}")
+    return cls.generate_trace(typed_config(cls, wcfg), int(cfg["seed"]),
+                              float(cfg["duration_s"]))
+
+
+def build(wcfg, machine, recorder, trace=None) -> Workload:
+    """The workload of config ``wcfg`` on ``machine``, with the trace it
+    replays (generated: scenarios/runner.py hands it in)."""
+    name = wcfg["name"]
+    model = model_of(wcfg)
+    if model not in available():
+        # no module of its own: a trace replay of function cgroups
+        if wcfg.get("trace_file") or trace is not None:
+            model = TRACE
+        else:
+            raise ValueError(f"workload {name!r} is not available; choose from: "
+                             f"{', '.join(available())}")
+    cls = workload_class(model)
+    cfg = typed_config(cls, wcfg)
+    if cls.READS_TRACE:
+        return cls(cfg, machine, recorder, trace)
     if trace is not None:
         return TraceWorkload(cfg, machine, recorder, trace)
-    if "trace_file" in cfg:
-        raise ValueError(f"workload {name} replays a trace: set workload.trace_file, or pass "
-                         "trace=scenarios.workloads.trace_for(cfg) to simulate()")
-    # options that share a model name it (resctl_mix is a resctl)
-    model = cfg.get("model") or name
-    try:
-        module = importlib.import_module(f"{__name__}.{model}")
-    except ModuleNotFoundError:
-        raise ValueError(f"workload {name!r} is not available") from None
-    return module.WORKLOAD(cfg, machine, recorder)
-
-
-def _module(model: str):
-    """The workload module named ``model``, or None if there is none."""
-    try:
-        return importlib.import_module(f"{__name__}.{model}")
-    except ModuleNotFoundError as err:
-        if err.name != f"{__name__}.{model}":
-            raise
-        return None
+    return cls(cfg, machine, recorder)

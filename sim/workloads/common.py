@@ -1,10 +1,25 @@
-"""Pieces the workloads share: service-time sampling and cgroup settings."""
+"""Pieces the workloads share: service-time sampling, cgroup settings and
+the allowed values of their keys."""
 from __future__ import annotations
 
-from sim.bandwidth import DEFAULT_CFS_PERIOD, NSEC_PER_USEC, parse_cpu_max
+import re
+
+from sim.bandwidth import (DEFAULT_CFS_PERIOD, MAX_CFS_QUOTA_PERIOD, MAX_CFS_RUNTIME,
+                           MIN_CFS_QUOTA_PERIOD, NSEC_PER_USEC, parse_cpu_max)
 from sim.engine import NSEC_PER_SEC, RngStream
 from sim.rq import MAX_SHARES, MIN_SHARES
 from sim.task import BURST_EXIT, Request
+
+SERVICE_DISTRIBUTIONS = ("exp", "det", "lognormal")
+NICE_RANGE = (-20, 19)
+CPU_WEIGHT_RANGE = (1, 10000)  # cgroup v2 cpu.weight
+CPU_SHARES_RANGE = (MIN_SHARES, MAX_SHARES)  # cgroup v1 cpu.shares
+# tg_set_cfs_bandwidth()'s bounds, in us
+CFS_PERIOD_US_RANGE = (MIN_CFS_QUOTA_PERIOD // NSEC_PER_USEC, MAX_CFS_QUOTA_PERIOD // NSEC_PER_USEC)
+CFS_QUOTA_US_RANGE = (MIN_CFS_QUOTA_PERIOD // NSEC_PER_USEC, MAX_CFS_RUNTIME // NSEC_PER_USEC)
+CGROUP_PATH = (r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*",
+               "must be a relative cgroup path of letters, digits, '_', '.', '-' and '/'")
+_CPU_LIST = re.compile(r"\d+(-\d+)?(,\d+(-\d+)?)*")
 
 
 def cgroup_shares(cfg) -> int:
@@ -39,6 +54,75 @@ def cgroup_bandwidth(cfg) -> tuple[int | None, int, int] | None:
     else:
         return None
     return (None if quota == -1 else quota), period, int(burst or 0)
+
+
+def check_bandwidth(c, prefix: str) -> None:
+    """A cgroup's cpu.max in one of its two spellings: v1 quota_us (null or
+    -1: no limit), period_us, burst_us, or v2 cpu_max and cpu_max_burst;
+    the kernel's ranges (tg_set_cfs_bandwidth).  ``c`` as in sim/config.py."""
+    quota_key, period_key, burst_key = (f"{prefix}.{k}" for k in
+                                        ("quota_us", "period_us", "burst_us"))
+    max_key, max_burst_key = f"{prefix}.cpu_max", f"{prefix}.cpu_max_burst"
+    period = c.get(period_key)
+    if period is not None:
+        c.within(period_key, CFS_PERIOD_US_RANGE)
+    if c.get(max_key) is not None:
+        for key in (quota_key, burst_key):
+            c.require(key, not c.get(key), f"conflicts with {max_key}: set the limit in one "
+                      "spelling (v1 quota_us/period_us/burst_us or v2 cpu_max/cpu_max_burst)")
+        try:
+            quota, period = parse_cpu_max(c.get(max_key), period or 100_000)
+        except ValueError as err:
+            c.require(max_key, False, str(err))
+            return
+        c.require(max_key, CFS_PERIOD_US_RANGE[0] <= period <= CFS_PERIOD_US_RANGE[1],
+                  f"$PERIOD must be in [{CFS_PERIOD_US_RANGE[0]}, {CFS_PERIOD_US_RANGE[1]}] us")
+        quota_key, burst_key = max_key, max_burst_key
+    else:
+        c.require(max_burst_key, c.get(max_burst_key) is None,
+                  f"needs {max_key} (or use burst_us with quota_us)")
+        quota = c.get(quota_key)
+        if quota == -1:
+            quota = None
+    if quota is not None:
+        low, high = CFS_QUOTA_US_RANGE
+        c.require(quota_key, low <= quota <= high,
+                  f"the quota must be in [{low}, {high}] us, or -1/null/max for no limit",
+                  quota if quota_key.endswith("quota_us") else None)
+    burst = c.get(burst_key)
+    if burst is not None:
+        high = quota if quota is not None else CFS_QUOTA_US_RANGE[1]
+        c.within(burst_key, (0, high))
+
+
+def check_nice(c, key: str, threads: int) -> None:
+    """nice is one int, or a list with one int per thread."""
+    value = c.get(key)
+    if isinstance(value, list):
+        values = value
+        c.require(key, len(values) == threads,
+                  f"must have one value per thread ({threads} threads)", values)
+        for i, v in enumerate(values):
+            if c.require(f"{key}[{i}]", _is_int(v), "must be an integer", v):
+                c.within(f"{key}[{i}]", NICE_RANGE, v)
+    elif c.require(key, _is_int(value), "must be an integer or a list of integers"):
+        c.within(key, NICE_RANGE)
+
+
+def check_cpuset(c, key: str, ncpus: int) -> None:
+    """A CPU list such as "0-3,6" of CPUs the host has."""
+    value = c.get(key)
+    if not c.require(key, bool(_CPU_LIST.fullmatch(value)), 'must be a CPU list such as "0-3,6"'):
+        return
+    for part in value.split(","):
+        low, _, high = part.partition("-")
+        low, high = int(low), int(high or low)
+        c.require(key, low <= high, "ranges must be ascending (low-high)")
+        c.require(key, high < ncpus, f"CPUs must be in 0..{ncpus - 1} (the host has {ncpus})")
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def apply_cgroup_bandwidth(machine, tg, cfg) -> None:

@@ -1,5 +1,5 @@
 """``workload=ebizzy``: sleeping ebizzy, the CATCloud thesis's web-search
-microbenchmark (seed 002 §2.3.1; github pratiksampat/sleeping-ebizzy).
+microbenchmark (the CATCloud thesis, §2.3.1; github pratiksampat/sleeping-ebizzy).
 
 Each thread runs ``run_ms`` of CPU, then sleeps ``sleep_ms``, for ever: the
 periodic model (sim/workloads/periodic.py) in a cgroup named ``ebizzy``, each
@@ -15,14 +15,34 @@ with ``preset`` null both must be given.
 """
 from __future__ import annotations
 
-from sim.workloads.periodic import PeriodicWorkload
+from dataclasses import dataclass
+from typing import Optional
+
+from sim.config import from_mapping, tunable
+from sim.workloads.periodic import PeriodicConfig, PeriodicWorkload
 
 # preset -> (run_ms, sleep_ms)
 PRESETS = {"exp1": (20.0, 150.0), "exp2": (40.0, 30.0)}
 
 
+@dataclass
+class EbizzyConfig(PeriodicConfig):
+    # exp1 (20/150) | exp2 (40/30) | null: run_ms/sleep_ms as given
+    preset: Optional[str] = tunable(None, choices=tuple(PRESETS))
+    run_ms: Optional[float] = tunable(None, above=0)  # null: the preset's
+    sleep_ms: Optional[float] = tunable(None, range=(0, None))
+
+    @classmethod
+    def check(cls, c, key: str) -> None:
+        if c.get(f"{key}.preset") is None:
+            for k in (f"{key}.run_ms", f"{key}.sleep_ms"):
+                c.require(k, c.get(k) is not None, f"must be set when {key}.preset is null")
+        super().check(c, key)
+
+
 def resolve(cfg) -> dict:
-    """The config with run_ms and sleep_ms taken from the preset where null."""
+    """The config (a mapping) with run_ms and sleep_ms taken from the preset
+    where null."""
     cfg = dict(cfg)
     preset = cfg.get("preset")
     if preset is not None and preset not in PRESETS:
@@ -36,8 +56,10 @@ def resolve(cfg) -> dict:
 
 
 class EbizzyWorkload(PeriodicWorkload):
-    def __init__(self, cfg, machine, recorder):
-        super().__init__(resolve(cfg), machine, recorder)
+    CONFIG = EbizzyConfig
+
+    def __init__(self, cfg: EbizzyConfig, machine, recorder):
+        super().__init__(from_mapping(EbizzyConfig, resolve(cfg), "workload"), machine, recorder)
 
 
 WORKLOAD = EbizzyWorkload

@@ -1,7 +1,7 @@
 """``workload.request_path: rdhashd``: a function served as resctl-demo's
 rd-hashd serves its requests (facebookexperimental/resctl-demo,
 rd-hashd/src/hasher.rs and workqueue.rs), the program the LAGS benchmark
-ran once per function (seed 001, L100-116).
+ran once per function (the LAGS paper, §3).
 
 Per function cgroup:
 

@@ -1,5 +1,5 @@
 """``workload=memlookup``: the noisy-neighbor thesis's ``neighbor``
-microbenchmark (seed 004 Listing A.7): containers that look up random lines
+microbenchmark (the thesis's Listing A.7): containers that look up random lines
 of a buffer, each in an optional RDT partition.
 
 Each container is a cgroup ``parent_cgroup/c<i>`` with ``threads`` CPU-bound
@@ -22,10 +22,45 @@ resctrl's wording.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, List, Optional
+
+from sim.config import MISSING, tunable
 from sim.memory.progress import MemoryProfile
 from sim.memory.resctrl import ResctrlError
 from sim.task import Request
-from sim.workloads.common import cgroup_shares
+from sim.workloads.base import Workload, WorkloadConfig
+from sim.workloads.common import CGROUP_PATH, CPU_SHARES_RANGE, CPU_WEIGHT_RANGE, cgroup_shares
+
+
+def check_memory_profile(c, key: str) -> None:
+    """The memory profile at ``key`` (sim.memory.progress.MemoryProfile keys) builds."""
+    spec = c.get(key)
+    try:
+        MemoryProfile.from_spec(spec)
+    except (TypeError, ValueError) as err:
+        c.require(key, False, str(err), spec)
+
+
+@dataclass
+class MemLookupConfig(WorkloadConfig):
+    """Random-lookup containers in RDT partitions."""
+    containers: int = tunable(1, range=(1, None))
+    threads: int = tunable(1, range=(1, None))  # per container, one physical core each
+    burst_ms: float = tunable(10.0, above=0)  # CPU per request, as alone
+    socket: int = tunable(0, range=(0, None))
+    memory: Any = MISSING  # sim.memory.progress.MemoryProfile keys
+    partitions: Optional[List[Optional[str]]] = None  # per container: null or "lo-hi" ways
+    mb: Optional[List[int]] = None  # per container MB percent
+    exclusive: bool = True
+    tag: str = "priority"
+    cgroup_weight: int = tunable(100, range=CPU_WEIGHT_RANGE)
+    cgroup_shares: Optional[int] = tunable(None, range=CPU_SHARES_RANGE)
+    parent_cgroup: str = tunable("memlookup", pattern=CGROUP_PATH)
+
+    @classmethod
+    def check(cls, c, key: str) -> None:
+        check_memory_profile(c, f"{key}.memory")
 
 
 def parse_ways(spec: str, ways: int) -> int:
@@ -64,18 +99,19 @@ def partition_plan(parts, ways: int, exclusive: bool):
     return ((1 << ways) - 1) & ~used, out
 
 
-class MemLookupWorkload:
-    def __init__(self, cfg, machine, recorder, trace=None):
-        self.machine = machine
-        self.engine = machine.engine
-        self.recorder = recorder
-        n = int(cfg.get("containers", 1))
-        self.threads = int(cfg.get("threads", 1))
-        self.burst_ns = int(round(float(cfg.get("burst_ms", 10.0)) * 1e6))
+class MemLookupWorkload(Workload):
+    CONFIG = MemLookupConfig
+    REAL_BACKEND = "memlookup"
+
+    def __init__(self, cfg: MemLookupConfig, machine, recorder):
+        super().__init__(cfg, machine, recorder)
+        n = cfg.containers
+        self.threads = cfg.threads
+        self.burst_ns = int(round(float(cfg.burst_ms) * 1e6))
         if n < 1 or self.threads < 1 or self.burst_ns < 1:
             raise ValueError("memlookup: containers, threads and burst_ms must be >= 1")
         topo = machine.topology
-        socket = int(cfg.get("socket", 0))
+        socket = cfg.socket
         if not 0 <= socket < topo.sockets:
             raise ValueError(f"memlookup.socket must be in 0..{topo.sockets - 1}")
         # one hardware thread per physical core of the socket
@@ -88,14 +124,14 @@ class MemLookupWorkload:
         if n * self.threads > len(cpus):
             raise ValueError(f"memlookup: {n} x {self.threads} threads do not fit the "
                              f"{len(cpus)} cores of socket {socket}")
-        spec = dict(cfg.get("memory") or {})
+        spec = dict(cfg.memory or {})
         if not spec:
             raise ValueError("memlookup needs workload.memory (buffer_mb, pages, pattern, ...)")
-        parts = list(cfg.get("partitions") or [None] * n)
-        mbs = list(cfg.get("mb") or [100] * n)
+        parts = list(cfg.partitions or [None] * n)
+        mbs = list(cfg.mb or [100] * n)
         if len(parts) != n or len(mbs) != n:
             raise ValueError(f"memlookup: partitions and mb need one entry per container ({n})")
-        parent = str(cfg.get("parent_cgroup") or "memlookup").strip("/")
+        parent = cfg.parent_cgroup.strip("/")
         mem = machine.memory_model()
         shares = cgroup_shares(cfg)
         self.groups = []
@@ -104,9 +140,9 @@ class MemLookupWorkload:
             tg = machine.create_group(f"{parent}/c{i}", shares, mine)
             profile = MemoryProfile.from_spec({**spec, "layout_seed":
                                                int(spec.get("layout_seed", 0)) + i})
-            mem.set_profile(tg, profile, tag=str(cfg.get("tag") or "priority"))
+            mem.set_profile(tg, profile, tag=cfg.tag)
             self.groups.append(tg)
-        self._partition(mem, parts, mbs, bool(cfg.get("exclusive", True)))
+        self._partition(mem, parts, mbs, bool(cfg.exclusive))
 
     def _partition(self, mem, parts, mbs, exclusive) -> None:
         rc = mem.resctrl

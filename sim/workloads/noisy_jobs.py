@@ -1,4 +1,4 @@
-"""``workload=noisy_jobs``: the noisy-neighbor thesis's job stream (seed 004
+"""``workload=noisy_jobs``: the noisy-neighbor thesis's job stream (its
 §5.1, Table 5.1), replayed from a job trace.
 
 A job trace is a table with one row per job:
@@ -15,7 +15,31 @@ A job trace is a table with one row per job:
 Files are Parquet (``.parquet``) or CSV with that header (``.csv``; booleans
 ``true``/``false``).  Reading checks every row and names the file, the line
 (CSV) or row (Parquet) and what is wrong, before anything runs.
-scenarios/workloads/noisy_jobs.py generates traces from a seed.
+
+Generation (``generate``): the thesis's three load scenarios share
+inter-arrival times Normal(5 s, 2 s), job lengths Normal(140 s, 30 s) with a
+minimum of 30 s, 1.5 cores per job on average, 75% of jobs moderately and 25%
+highly sensitive to LLC/memory bandwidth, a 1-hour horizon; they differ only
+in the share of priority jobs (``scenario``):
+
+| scenario | priority share | RDT demand of priority jobs |
+|---|---|---|
+| ``low_demand`` | 10% | well below what the host has |
+| ``high_utilization`` | 20% | about what the host has |
+| ``exceeding_demand`` | 50% | well beyond it |
+
+Choices the thesis leaves open (each a key of the config):
+- a negative Normal inter-arrival draw is taken as 0 (simultaneous
+  submissions; P = 0.6% at 5 s / 2 s);
+- a job's length is ``max(length_min_s, Normal(length_mean_s, length_sd_s))``;
+- cores per job are drawn uniformly from ``cores`` ([1, 2]: mean 1.5);
+- jobs whose draw falls below ``priority_share`` are priority jobs, below
+  ``high_sensitivity_frac`` highly sensitive; each quantity has its own
+  random stream, so the three scenarios of one seed share every job and
+  differ only in the priority flags (the 10% are among the 20%, which are
+  among the 50%).
+
+Jobs are submitted over [0, duration_s).
 
 Replay: each job starts at its arrival (admission control, as the thesis's
 FIFO scheduler does it, is a controller's job) as ``cores`` threads in its
@@ -32,9 +56,19 @@ may hold arrivals (``Host.hold_jobs``) and admit them itself
 """
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, List, Optional
+
 import numpy as np
 import pyarrow as pa
 
+from sim.config import MISSING, tunable
+from sim.memory.progress import MemoryProfile
+from sim.workloads.azure2021 import rng
+from sim.workloads.common import CGROUP_PATH, CPU_SHARES_RANGE, CPU_WEIGHT_RANGE, NICE_RANGE
+from sim.workloads.base import WorkloadConfig
+from sim.workloads.memlookup import check_memory_profile
 from sim.workloads.tablefile import TableFormat, TraceError
 from sim.workloads.trace import TraceWorkload, make_trace
 
@@ -50,8 +84,8 @@ SENSITIVITIES = ("moderate", "high")
 JOB_FORMAT = ("a job trace: Parquet or CSV with columns job (string), arrival_s (float, >= 0), "
               "length_s (float, > 0), cores (int, >= 1), sensitivity (moderate | high), "
               "priority (bool)")
-# the workload reads its trace itself (sim.workloads.build)
-READS_TRACE = True
+# scenario -> share of priority jobs (Table 5.1)
+SCENARIOS = {"low_demand": 0.10, "high_utilization": 0.20, "exceeding_demand": 0.50}
 
 
 def make_jobs(job, arrival_s, length_s, cores, sensitivity, priority) -> pa.Table:
@@ -125,28 +159,101 @@ def to_invocations(jobs: pa.Table) -> pa.Table:
                       jobs.column("length_s").to_numpy() * cores, cores)
 
 
+@dataclass
+class NoisyJobsConfig(WorkloadConfig):
+    """The job stream and the settings of each job's cgroup."""
+    scenario: str = tunable(MISSING, choices=tuple(SCENARIOS))
+    # null: the scenario's (0.1 / 0.2 / 0.5)
+    priority_share: Optional[float] = tunable(None, range=(0, 1))
+    interarrival_mean_s: float = tunable(MISSING, above=0)
+    interarrival_sd_s: float = tunable(MISSING, range=(0, None))
+    length_mean_s: float = tunable(MISSING, above=0)
+    length_sd_s: float = tunable(MISSING, range=(0, None))
+    length_min_s: float = tunable(MISSING, above=0)
+    cores: List[int] = MISSING  # threads per job, drawn uniformly from this list
+    high_sensitivity_frac: float = tunable(MISSING, range=(0, 1))
+    working_set_kb: int = tunable(0, range=(0, None))
+    cgroup_weight: int = tunable(100, range=CPU_WEIGHT_RANGE)
+    cgroup_shares: Optional[int] = tunable(None, range=CPU_SHARES_RANGE)
+    nice: int = tunable(0, range=NICE_RANGE)
+    parent_cgroup: str = tunable(MISSING, pattern=CGROUP_PATH)
+    trace_file: Optional[str] = None  # set: replay this job trace instead of generating one
+    # memory profiles by sensitivity class ({moderate: {...}, high: {...}}; keys of
+    # sim.memory.progress.MemoryProfile); null: the jobs have no memory model
+    memory: Optional[Any] = None
+
+    @classmethod
+    def check(cls, c, key: str) -> None:
+        cores = c.get(f"{key}.cores")
+        if c.require(f"{key}.cores", len(cores) > 0, "must list at least one core count",
+                     list(cores)):
+            for i in range(len(cores)):
+                c.at_least(f"{key}.cores[{i}]", 1)
+        if c.get(f"{key}.trace_file") is not None:
+            c.require(f"{key}.trace_file", bool(c.get(f"{key}.trace_file")),
+                      "must be a path (or null to generate the job trace)")
+        for cls_name in c.get(f"{key}.memory") or ():
+            check_memory_profile(c, f"{key}.memory.{cls_name}")
+
+
+def priority_share(wcfg: NoisyJobsConfig) -> float:
+    share = wcfg.priority_share
+    return SCENARIOS[wcfg.scenario] if share is None else float(share)
+
+
+def generate(wcfg: NoisyJobsConfig, seed: int, duration_s: float) -> pa.Table:
+    """The job trace of ``wcfg`` over [0, duration_s) (module docstring)."""
+    mean, sd = float(wcfg.interarrival_mean_s), float(wcfg.interarrival_sd_s)
+    gaps_rng = rng(seed, "workload/jobs/arrivals")
+    arrivals = np.empty(0)
+    t = 0.0
+    # draw in chunks until the horizon is passed; chunks continue one stream,
+    # so the trace does not depend on the chunk size
+    while t < duration_s:
+        gaps = np.maximum(0.0, gaps_rng.normal(mean, sd, int(duration_s / mean) + 64))
+        times = t + np.cumsum(gaps)
+        arrivals = np.concatenate([arrivals, times])
+        t = float(times[-1])
+    arrivals = arrivals[arrivals < duration_s]
+    n = len(arrivals)
+    lengths = np.maximum(float(wcfg.length_min_s),
+                         rng(seed, "workload/jobs/length").normal(
+                             float(wcfg.length_mean_s), float(wcfg.length_sd_s), n))
+    cores = rng(seed, "workload/jobs/cores").choice(np.asarray(list(wcfg.cores), int), n)
+    high = rng(seed, "workload/jobs/sensitivity").uniform(size=n) < float(
+        wcfg.high_sensitivity_frac)
+    priority = rng(seed, "workload/jobs/priority").uniform(size=n) < priority_share(wcfg)
+    return make_jobs([f"job-{i:05d}" for i in range(n)], arrivals, lengths, cores,
+                     np.where(high, "high", "moderate").tolist(), priority)
+
+
 class NoisyJobsWorkload(TraceWorkload):
-    def __init__(self, cfg, machine, recorder, trace: pa.Table | None = None):
-        if cfg.get("trace_file"):
-            trace = read_jobs(cfg["trace_file"])
+    CONFIG = NoisyJobsConfig
+    REAL_BACKEND = "jobs"
+    generate_trace = staticmethod(generate)
+
+    def __init__(self, cfg: NoisyJobsConfig, machine, recorder, trace: pa.Table | None = None):
+        if cfg.trace_file:
+            trace = read_jobs(cfg.trace_file)
         if trace is None:
             raise ValueError("workload noisy_jobs replays a job trace: set workload.trace_file, "
-                             "or pass trace=scenarios.workloads.trace_for(cfg) to simulate()")
+                             "or pass trace=sim.workloads.trace_for(cfg) to simulate()")
         if trace.schema.names != JOB_SCHEMA.names:
             raise TraceError(f"workload noisy_jobs needs {JOB_FORMAT}; "
                              f"got columns {', '.join(trace.schema.names)}")
         self.jobs = trace
-        super().__init__(cfg, machine, recorder, to_invocations(trace))
-        parent = str(cfg.get("parent_cgroup") or "").strip("/")
+        # the invocation trace, not the job trace's file
+        super().__init__(dataclasses.replace(cfg, trace_file=None), machine, recorder,
+                         to_invocations(trace))
+        parent = cfg.parent_cgroup.strip("/")
         # what the memory model and the isolation controllers will read, by cgroup
         self.job_class = {
             f"/{parent}/{job}" if parent else f"/{job}": (sensitivity, priority)
             for job, sensitivity, priority in zip(*(trace.column(n).to_pylist() for n in
                                                     ("job", "sensitivity", "priority")))}
         # memory profiles by sensitivity class (sim/memory/progress.py)
-        memory = cfg.get("memory")
+        memory = cfg.memory
         if memory:
-            from sim.memory.progress import MemoryProfile
             profiles = {cls: MemoryProfile.from_spec(dict(spec)) for cls, spec in memory.items()}
             missing = set(SENSITIVITIES) - set(profiles)
             if missing:

@@ -5,10 +5,90 @@ in one cgroup, or in the cgroups listed under ``groups`` (each may set its
 own ``run_ms`` and ``sleep_ms``, and a ``task_policy`` such as rr)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, List, Optional
+
+from sim.config import MISSING, MappingReads, tunable
 from sim.engine import NSEC_PER_MSEC
+from sim.sched_class import RT_PRIORITY_RANGE, TASK_POLICIES
 from sim.task import Request
-from sim.workloads.common import (BANDWIDTH_KEYS, apply_cgroup_bandwidth, cgroup_shares,
-                                   parse_cpuset)
+from sim.workloads.base import Workload, WorkloadConfig
+from sim.workloads.common import (BANDWIDTH_KEYS, CGROUP_PATH, CPU_SHARES_RANGE,
+                                  CPU_WEIGHT_RANGE, apply_cgroup_bandwidth, cgroup_shares,
+                                  check_bandwidth, check_cpuset, check_nice, parse_cpuset)
+
+
+@dataclass
+class PeriodicGroup(MappingReads):
+    """A group of threads in a cgroup of its own (``workload.groups[i]``)."""
+    # Groups are usually written on the command line, so every field but the
+    # name has a default here (there is no YAML to supply one).
+    name: str = tunable(MISSING, pattern=CGROUP_PATH)
+    threads: int = tunable(1, range=(1, None))
+    nice: Any = 0  # int, or a list with one nice per thread
+    cgroup_weight: int = tunable(100, range=CPU_WEIGHT_RANGE)
+    cgroup_shares: Optional[int] = tunable(None, range=CPU_SHARES_RANGE)
+    cpuset: Optional[str] = None  # e.g. "0-3,6"
+    run_ms: Optional[float] = tunable(None, above=0)    # null: the workload's run_ms
+    sleep_ms: Optional[float] = tunable(None, range=(0, None))  # null: the workload's
+    # normal | rr; null: scheduler.task_policy
+    task_policy: Optional[str] = tunable(None, choices=TASK_POLICIES)
+    # 1..99 for rr; null: scheduler.rt_priority
+    rt_priority: Optional[int] = tunable(None, range=RT_PRIORITY_RANGE)
+    # cpu.max of this group; all null: the workload's (see PeriodicConfig)
+    quota_us: Optional[int] = None
+    period_us: Optional[int] = None
+    burst_us: Optional[int] = None
+    cpu_max: Optional[str] = None
+    cpu_max_burst: Optional[int] = None
+
+    @classmethod
+    def check(cls, c, key: str) -> None:
+        threads = c.get(f"{key}.threads")
+        if threads >= 1:
+            check_nice(c, f"{key}.nice", threads)
+        if c.get(f"{key}.cpuset") is not None:
+            check_cpuset(c, f"{key}.cpuset", _host_cpus(c))
+        check_bandwidth(c, key)
+
+
+def _host_cpus(c) -> int:
+    return c.get("host.sockets") * c.get("host.cores") * c.get("host.threads_per_core")
+
+
+@dataclass
+class PeriodicConfig(WorkloadConfig):
+    threads: int = tunable(MISSING, range=(1, None))
+    run_ms: float = tunable(MISSING, above=0)
+    sleep_ms: float = tunable(0.0, range=(0, None))  # 0 = CPU hog
+    nice: Any = 0  # int, or a list with one nice per thread
+    cgroup_weight: int = tunable(100, range=CPU_WEIGHT_RANGE)
+    cgroup_shares: Optional[int] = tunable(None, range=CPU_SHARES_RANGE)
+    # thread groups in cgroups of their own; when set they replace threads,
+    # nice, cgroup_weight and cgroup_shares above
+    groups: Optional[List[PeriodicGroup]] = None
+    working_set_kb: int = tunable(0, range=(0, None))
+    # CFS bandwidth of each group's cgroup, spelled as in
+    # sim/workloads/functions.py (period_us null: 100000, burst_us null: 0)
+    quota_us: Optional[int] = None
+    period_us: Optional[int] = 100_000
+    burst_us: Optional[int] = 0
+    cpu_max: Optional[str] = None
+    cpu_max_burst: Optional[int] = None
+
+    @classmethod
+    def check(cls, c, key: str) -> None:
+        if c.get(f"{key}.threads") >= 1:
+            check_nice(c, f"{key}.nice", c.get(f"{key}.threads"))
+        check_bandwidth(c, key)
+        groups = c.get(f"{key}.groups")
+        if groups is None:
+            return
+        c.require(f"{key}.groups", len(groups) > 0, "must not be empty (use null for no groups)")
+        names = [g["name"] for g in groups]
+        for i, name in enumerate(names):
+            c.require(f"{key}.groups[{i}].name", names.count(name) == 1,
+                      "must be unique among groups")
 
 
 def _nices(nice, threads: int, where: str) -> list[int]:
@@ -24,36 +104,35 @@ def _ms_to_ns(value, default) -> int:
     return int(round(float(default if value is None else value) * NSEC_PER_MSEC))
 
 
-class PeriodicWorkload:
-    def __init__(self, cfg, machine, recorder):
-        self.machine = machine
-        self.engine = machine.engine
-        self.recorder = recorder
-        ws_bytes = int(cfg.get("working_set_kb", 0)) * 1024
+class PeriodicWorkload(Workload):
+    CONFIG = PeriodicConfig
+    REAL_BACKEND = "periodic"
+
+    def __init__(self, cfg: PeriodicConfig, machine, recorder):
+        super().__init__(cfg, machine, recorder)
+        ws_bytes = cfg.working_set_kb * 1024
         # without groups, one cgroup named after the workload (ebizzy reuses this model)
-        groups = cfg.get("groups") or [{
-            "name": cfg.get("name") or "periodic", "threads": cfg["threads"],
-            "nice": cfg.get("nice", 0),
-            "cgroup_weight": cfg.get("cgroup_weight"), "cgroup_shares": cfg.get("cgroup_shares"),
-            "cpuset": cfg.get("cpuset")}]
+        groups = cfg.groups or [PeriodicGroup(
+            name=cfg.name, threads=cfg.threads, nice=cfg.nice,
+            cgroup_weight=cfg.cgroup_weight, cgroup_shares=cfg.cgroup_shares)]
         self.threads = []
         # per thread: (run_ns, sleep_ns), by pid
         self.period: dict[int, tuple[int, int]] = {}
         for g in groups:
-            gname = str(g["name"])
-            run_ns = _ms_to_ns(g.get("run_ms"), cfg["run_ms"])
-            sleep_ns = _ms_to_ns(g.get("sleep_ms"), cfg.get("sleep_ms", 0.0))
+            gname = g.name
+            run_ns = _ms_to_ns(g.run_ms, cfg.run_ms)
+            sleep_ns = _ms_to_ns(g.sleep_ms, cfg.sleep_ms)
             if run_ns <= 0 or sleep_ns < 0:
                 raise ValueError(f"workload group {gname}: run_ms must be > 0, sleep_ms >= 0")
-            tg = machine.create_group(gname, cgroup_shares(g), parse_cpuset(g.get("cpuset")))
+            tg = machine.create_group(gname, cgroup_shares(g), parse_cpuset(g.cpuset))
             # a group's own cpu.max keys, if it sets any, else the workload's
             own = any(g.get(k) is not None for k in BANDWIDTH_KEYS)
             apply_cgroup_bandwidth(machine, tg, g if own else cfg)
-            if g.get("task_policy") is not None:
-                machine.set_group_task_policy(tg, g["task_policy"],
-                                              int(g.get("rt_priority") or 50))
-            n = int(g["threads"])
-            for j, nice in enumerate(_nices(g.get("nice", 0), n, f"workload.groups[{gname}]")):
+            if g.task_policy is not None:
+                machine.set_group_task_policy(tg, g.task_policy,
+                                              int(g.rt_priority or 50))
+            n = g.threads
+            for j, nice in enumerate(_nices(g.nice, n, f"workload.groups[{gname}]")):
                 t = machine.new_task(f"{gname}/{j}", tg, nice, run_ns, ws_bytes, self)
                 self.threads.append(t)
                 self.period[t.pid] = (run_ns, sleep_ns)

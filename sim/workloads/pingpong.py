@@ -19,7 +19,12 @@ material of the benchmark's timed batches.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import List, Optional
+
+from sim.config import MISSING, tunable
 from sim.task import BURST_BLOCK
+from sim.workloads.base import Workload, WorkloadConfig
 
 MIN_SHARES = 2
 ROOT = "pingpong"
@@ -37,25 +42,37 @@ def partner_paths(levels: int) -> tuple[str, str]:
     return f"{ROOT}/{a}", f"{ROOT}/{b}"
 
 
-class PingPongWorkload:
-    def __init__(self, cfg, machine, recorder):
-        self.machine = machine
-        self.engine = machine.engine
-        self.recorder = recorder
-        self.hop_ns = int(cfg["hop_ns"])
+@dataclass
+class PingPongConfig(WorkloadConfig):
+    """Written by calibration/simbench.py (there is no option file)."""
+    hop_ns: int = tunable(MISSING, range=(1, None))
+    ws_bytes: int = tunable(0, range=(0, None))
+    cpus: Optional[List[int]] = None    # null: the last CPU
+    migrate: bool = False
+    partners: int = tunable(2, choices=(1, 2))
+    levels: int = tunable(0, range=(0, None))   # even
+    busy_cgroups: int = tunable(0, range=(0, None))
+
+
+class PingPongWorkload(Workload):
+    CONFIG = PingPongConfig
+
+    def __init__(self, cfg: PingPongConfig, machine, recorder):
+        super().__init__(cfg, machine, recorder)
+        self.hop_ns = int(cfg.hop_ns)
         if self.hop_ns <= 0:
             raise ValueError("pingpong hop_ns must be > 0")
-        ws = int(cfg.get("ws_bytes", 0))
-        self.cpus = [int(c) for c in cfg.get("cpus") or [machine.topology.nr_cpus - 1]]
-        self.migrate = bool(cfg.get("migrate", False))
+        ws = int(cfg.ws_bytes)
+        self.cpus = [int(c) for c in cfg.cpus or [machine.topology.nr_cpus - 1]]
+        self.migrate = bool(cfg.migrate)
         if self.migrate and len(self.cpus) != 2:
             raise ValueError("pingpong migrate needs two cpus")
         self.where = 0
         pin = frozenset([self.cpus[0]])
-        partners = int(cfg.get("partners", 2))
+        partners = int(cfg.partners)
         if partners not in (1, 2):
             raise ValueError("pingpong partners must be 1 or 2")
-        paths = partner_paths(int(cfg.get("levels", 0)))[:partners]
+        paths = partner_paths(int(cfg.levels))[:partners]
         groups = {}
         for path in dict.fromkeys(paths):
             groups[path] = machine.create_group(path)
@@ -64,7 +81,7 @@ class PingPongWorkload:
         for t in self.tasks:
             t.cpus_allowed = pin
         self.hogs = []
-        for i in range(int(cfg.get("busy_cgroups", 0))):
+        for i in range(int(cfg.busy_cgroups)):
             tg = machine.create_group(f"busy{i}", MIN_SHARES)
             hog = machine.new_task(f"busy{i}/hog", tg, 0, 1 << 62, 0, self)
             hog.cpus_allowed = pin

@@ -3,34 +3,45 @@ new thread per request (fork-join over ``threads_per_request`` threads,
 the demand split evenly; the request ends when its last thread exits)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from sim.config import MISSING, tunable
 from sim.engine import NSEC_PER_SEC
 from sim.workloads import request_path
+from sim.workloads.base import Workload
 from sim.workloads.common import ForkJoin, ServiceTime, apply_cgroup_bandwidth, cgroup_shares
+from sim.workloads.functions import FunctionsConfig
 
 
-class PoissonWorkload(ForkJoin):
-    def __init__(self, cfg, machine, recorder):
-        self.machine = machine
-        self.engine = machine.engine
-        self.recorder = recorder
-        self.k = int(cfg.get("threads_per_request", 1))
-        self.nice = int(cfg.get("nice", 0))
-        self.ws_bytes = int(cfg.get("working_set_kb", 0)) * 1024
-        rate = float(cfg["rate_rps"])
+@dataclass
+class PoissonConfig(FunctionsConfig):
+    rate_rps: float = tunable(MISSING, above=0)   # per function
+
+
+class PoissonWorkload(ForkJoin, Workload):
+    CONFIG = PoissonConfig
+    REAL_BACKEND = "functions"
+
+    def __init__(self, cfg: PoissonConfig, machine, recorder):
+        super().__init__(cfg, machine, recorder)
+        self.k = cfg.threads_per_request
+        self.nice = cfg.nice
+        self.ws_bytes = cfg.working_set_kb * 1024
+        rate = float(cfg.rate_rps)
         self.mean_gap_ns = NSEC_PER_SEC / rate
-        parent = str(cfg.get("parent_cgroup") or "").strip("/")
+        parent = cfg.parent_cgroup.strip("/")
         shares = cgroup_shares(cfg)
         ncpus = machine.topology.nr_cpus
         self.path = request_path.build(cfg, self)
         self.functions = []
-        for i in range(int(cfg["functions"])):
+        for i in range(cfg.functions):
             name = f"func-{i}"
             tg = machine.create_group(f"{parent}/{name}" if parent else name, shares)
             apply_cgroup_bandwidth(machine, tg, cfg)
             if self.path is not None:
                 self.path.add_function(tg)
-            service = ServiceTime(cfg.get("service", "exp"), float(cfg["mean_service_s"]),
-                                  float(cfg.get("service_sigma", 1.0)),
+            service = ServiceTime(cfg.service, float(cfg.mean_service_s),
+                                  float(cfg.service_sigma),
                                   self.engine.rng(f"workload/{name}/service"))
             # the CPU the function's dispatcher last forked from
             self.functions.append([name, tg, self.engine.rng(f"workload/{name}/arrivals"),

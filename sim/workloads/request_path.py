@@ -6,8 +6,8 @@ replays such as azure2021, resctl).
 cgroup ``parent_cgroup/<function>`` at arrival and the request ends when
 the last exits (sim.workloads.common.ForkJoin).  Nothing here runs.
 
-``knative``: the function is a Knative pod (LAGS paper, seed 001, Fig. 1 and
-L72-82, L163-169): the pod cgroup ``parent_cgroup/<function>`` holds one
+``knative``: the function is a Knative pod (the LAGS paper, Fig. 1):
+the pod cgroup ``parent_cgroup/<function>`` holds one
 child cgroup per container, ``queue-proxy`` (Knative's sidecar) and
 ``user-container`` (the function), as the kubelet lays out
 ``kubepods-burstable.slice/<pod>.slice/<container>.scope``.  Set
@@ -28,15 +28,15 @@ requests and are reused (most recently idle first, as Go's idle-M list);
 at most ``nr_cpus`` run Go code at once (GOMAXPROCS), so a hop that finds
 them all busy waits in the pod's run queue and the next thread to finish
 takes it without sleeping.  Container cgroups keep the default weight
-(1024): the LAGS evaluation resets every cgroup's weight to it (L323-328).
+(1024): the LAGS evaluation resets every cgroup's weight to it.
 
 Not modelled: the Istio ingress gateway and activator (they ran on other
 nodes), the pause container (idle), queue-proxy's timers (metrics,
 probes), and network softirq work.
 
 ``bentoml``: the Knative pod of ``knative`` whose user container is a
-BentoML 1.0 service running a PyTorch model (the paper's cluster function,
-L162-165: "two thread pools for queuing and batching requests, plus a
+BentoML 1.0 service running a PyTorch model (the LAGS paper's cluster
+function: "two thread pools for queuing and batching requests, plus a
 separate thread pool for model serving").  queue-proxy's hops are as in
 ``knative``; between them the request passes four more threads of the user
 container, each hand-off a wake-up:

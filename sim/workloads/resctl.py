@@ -28,10 +28,67 @@ follows ``service`` (resctl_mix: 30% 10 ms, 40% 100 ms, 30% 1000 ms).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import List, Optional
 
+from sim.config import MISSING, tunable
 from sim.engine import NSEC_PER_SEC
 from sim.workloads import request_path
-from sim.workloads.common import ForkJoin, ServiceTime, apply_cgroup_bandwidth, cgroup_shares
+from sim.workloads.base import Workload
+from sim.workloads.common import (SERVICE_DISTRIBUTIONS, ForkJoin, ServiceTime,
+                                  apply_cgroup_bandwidth, cgroup_shares)
+from sim.workloads.functions import FunctionsConfig
+
+MIX = "mix"
+# rd-hashd's PID gains (kp, ki, kd) of its latency and throughput controllers
+LAT_PID = (0.1, 0.01, 0.01)
+RPS_PID = (0.25, 0.01, 0.01)
+
+
+@dataclass
+class ResctlConfig(FunctionsConfig):
+    model: str = "resctl"  # the simulator workload (resctl for every variant)
+    service: str = tunable("lognormal", choices=SERVICE_DISTRIBUTIONS + (MIX,))
+    # checked in check(): service = mix draws from mix_s instead
+    mean_service_s: float = MISSING
+    service_sigma: float = tunable(0.33, above=0)
+    mix_s: Optional[List[float]] = None  # service = mix: demands (s) and their probabilities
+    mix_p: Optional[List[float]] = None
+    lat_target_s: float = tunable(0.1, above=0)
+    lat_target_pct: float = tunable(0.9, above=0)   # and <= 1 (check)
+    control_period_s: float = tunable(1.0, above=0)
+    rps_target: Optional[float] = tunable(None, above=0)  # null: no throughput target
+    initial_concurrency: int = tunable(1, range=(1, None))
+    concurrency_max: int = 65536  # >= initial_concurrency (check)
+
+    @classmethod
+    def check(cls, c, key: str) -> None:
+        super().check(c, key)
+        c.require(f"{key}.model", c.get(f"{key}.model") == "resctl", "must be resctl")
+        if c.get(f"{key}.service") == MIX:
+            _check_mix(c, key)
+        elif c.get(f"{key}.service") in SERVICE_DISTRIBUTIONS:
+            c.positive(f"{key}.mean_service_s")
+        pct = c.get(f"{key}.lat_target_pct")
+        if math.isfinite(pct) and pct > 0:
+            c.require(f"{key}.lat_target_pct", pct <= 1, "must be <= 1 (a quantile)")
+        c.at_least(f"{key}.concurrency_max", c.get(f"{key}.initial_concurrency"))
+
+
+def _check_mix(c, key: str) -> None:
+    """service = mix: demands mix_s drawn with probabilities mix_p."""
+    mix_s, mix_p = c.get(f"{key}.mix_s"), c.get(f"{key}.mix_p")
+    if not c.require(f"{key}.mix_s", bool(mix_s), "must list demands when service = mix",
+                     None if mix_s is None else list(mix_s)):
+        return
+    if not c.require(f"{key}.mix_p", mix_p is not None and len(mix_p) == len(mix_s),
+                     "must give one probability per mix_s entry",
+                     None if mix_p is None else list(mix_p)):
+        return
+    for i in range(len(mix_s)):
+        c.positive(f"{key}.mix_s[{i}]")
+        c.within(f"{key}.mix_p[{i}]", (0, 1))
+    c.require(f"{key}.mix_p", abs(sum(mix_p) - 1) < 1e-9, "must sum to 1", list(mix_p))
 
 
 class Pid:
@@ -58,50 +115,48 @@ class Function:
     __slots__ = ("name", "tg", "service", "hint", "in_flight", "concurrency",
                  "concurrency_max", "lat_pid", "rps_pid", "latencies", "done")
 
-    def __init__(self, name, tg, service, hint, cfg):
+    def __init__(self, name, tg, service, hint, cfg: ResctlConfig):
         self.name = name
         self.tg = tg
         self.service = service
         self.hint = hint
         self.in_flight = 0
-        self.concurrency = float(cfg.get("initial_concurrency", 1))
-        self.concurrency_max = float(cfg.get("concurrency_max", 65536))
-        self.lat_pid = Pid(*cfg.get("lat_pid", (0.1, 0.01, 0.01)))
-        self.rps_pid = Pid(*cfg.get("rps_pid", (0.25, 0.01, 0.01)))
+        self.concurrency = float(cfg.initial_concurrency)
+        self.concurrency_max = float(cfg.concurrency_max)
+        self.lat_pid = Pid(*LAT_PID)
+        self.rps_pid = Pid(*RPS_PID)
         self.latencies: list[int] = []
         self.done = 0
 
 
-class ResctlWorkload(ForkJoin):
-    def __init__(self, cfg, machine, recorder):
-        self.machine = machine
-        self.engine = machine.engine
-        self.recorder = recorder
-        self.cfg = cfg
-        self.k = int(cfg.get("threads_per_request", 1))
-        self.nice = int(cfg.get("nice", 0))
-        self.ws_bytes = int(cfg.get("working_set_kb", 0)) * 1024
-        self.period_ns = int(float(cfg.get("control_period_s", 1.0)) * NSEC_PER_SEC)
-        self.lat_target_ns = float(cfg.get("lat_target_s", 0.1)) * NSEC_PER_SEC
-        self.lat_pct = float(cfg.get("lat_target_pct", 0.9))
-        rps_target = cfg.get("rps_target")
-        self.rps_target = None if rps_target is None else float(rps_target)
-        self.max_concurrency = float(cfg.get("concurrency_max", 65536))
-        parent = str(cfg.get("parent_cgroup") or "").strip("/")
+class ResctlWorkload(ForkJoin, Workload):
+    CONFIG = ResctlConfig
+
+    def __init__(self, cfg: ResctlConfig, machine, recorder):
+        super().__init__(cfg, machine, recorder)
+        self.k = cfg.threads_per_request
+        self.nice = cfg.nice
+        self.ws_bytes = cfg.working_set_kb * 1024
+        self.period_ns = int(float(cfg.control_period_s) * NSEC_PER_SEC)
+        self.lat_target_ns = float(cfg.lat_target_s) * NSEC_PER_SEC
+        self.lat_pct = float(cfg.lat_target_pct)
+        self.rps_target = None if cfg.rps_target is None else float(cfg.rps_target)
+        self.max_concurrency = float(cfg.concurrency_max)
+        parent = cfg.parent_cgroup.strip("/")
         shares = cgroup_shares(cfg)
         ncpus = machine.topology.nr_cpus
         self.path = request_path.build(cfg, self)
         self.functions: dict[str, Function] = {}
-        for i in range(int(cfg["functions"])):
+        for i in range(cfg.functions):
             name = f"func-{i}"
             tg = machine.create_group(f"{parent}/{name}" if parent else name, shares)
             apply_cgroup_bandwidth(machine, tg, cfg)
             if self.path is not None:
                 self.path.add_function(tg)
-            service = ServiceTime(cfg.get("service", "lognormal"), float(cfg["mean_service_s"]),
-                                  float(cfg.get("service_sigma", 0.33)),
+            service = ServiceTime(cfg.service, float(cfg.mean_service_s),
+                                  float(cfg.service_sigma),
                                   self.engine.rng(f"workload/{name}/service"),
-                                  cfg.get("mix_s"), cfg.get("mix_p"))
+                                  cfg.mix_s, cfg.mix_p)
             self.functions[name] = Function(name, tg, service, i % ncpus, cfg)
 
     def start(self):

@@ -17,16 +17,21 @@ is wrong, before anything runs.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Optional
+
 import numpy as np
 import pyarrow as pa
 
 from sim.engine import NSEC_PER_SEC
 from sim.workloads import request_path
+from sim.workloads.base import Workload
 from sim.workloads.common import ForkJoin, apply_cgroup_bandwidth, cgroup_shares
+from sim.workloads.functions import FunctionCgroupsConfig
 from sim.workloads.tablefile import TableFormat, TraceError
 
-__all__ = ["TRACE_SCHEMA", "TRACE_FORMAT", "TraceError", "TraceWorkload", "make_trace",
-           "read_trace", "write_trace"]
+__all__ = ["TRACE_SCHEMA", "TRACE_FORMAT", "TraceConfig", "TraceError", "TraceWorkload",
+           "make_trace", "read_trace", "write_trace"]
 
 TRACE_SCHEMA = pa.schema([
     ("function", pa.string()),
@@ -83,17 +88,31 @@ write_trace = TRACE_FILE.write
 read_trace = TRACE_FILE.read
 
 
-class TraceWorkload(ForkJoin):
-    """Open-loop replay: each function is a cgroup ``parent_cgroup/<name>``;
-    each invocation forks ``threads`` threads at ``arrival_s``."""
+@dataclass
+class TraceConfig(FunctionCgroupsConfig):
+    """``workload.name: trace``: replay ``trace_file`` (or the trace handed in)."""
+    trace_file: Optional[str] = None
 
-    def __init__(self, cfg, machine, recorder, trace: pa.Table):
-        self.machine = machine
-        self.engine = machine.engine
-        self.recorder = recorder
-        self.nice = int(cfg.get("nice", 0))
-        self.ws_bytes = int(cfg.get("working_set_kb", 0)) * 1024
-        parent = str(cfg.get("parent_cgroup") or "").strip("/")
+
+class TraceWorkload(ForkJoin, Workload):
+    """Open-loop replay: each function is a cgroup ``parent_cgroup/<name>``;
+    each invocation forks ``threads`` threads at ``arrival_s``.  Generated
+    workloads (azure2021, azure2019, random) are replays of the trace their
+    ``generate_trace`` makes."""
+    CONFIG = TraceConfig
+    READS_TRACE = True
+    REAL_BACKEND = "functions"
+
+    def __init__(self, cfg, machine, recorder, trace: pa.Table | None = None):
+        super().__init__(cfg, machine, recorder)
+        if getattr(cfg, "trace_file", None):
+            trace = read_trace(cfg.trace_file)
+        if trace is None:
+            raise ValueError(f"workload {cfg.name} replays a trace: set workload.trace_file, "
+                             "or pass trace=sim.workloads.trace_for(cfg) to simulate()")
+        self.nice = cfg.nice
+        self.ws_bytes = cfg.working_set_kb * 1024
+        parent = cfg.parent_cgroup.strip("/")
         shares = cgroup_shares(cfg)
         trace = trace.sort_by([("arrival_s", "ascending"), ("function", "ascending")])
         self.trace = trace  # what offline-knowledge controllers may read
@@ -129,3 +148,6 @@ class TraceWorkload(ForkJoin):
                                                  self.hints[name])
         if self.next < len(rows):
             self.engine.call_at(rows[self.next][0], self._arrive)
+
+
+WORKLOAD = TraceWorkload

@@ -1,4 +1,5 @@
-"""``workload=webserver``: seed 000's HTTP server (notes/affinity-000 §A.3).
+"""``workload=webserver``: the HTTP server of the affinity thesis
+(Affinity Aware CPU Scheduling for Container Hosts, §A.3).
 
 Connections complete their handshake into the kernel's listen queue
 (``backlog``, 512 in the thesis; a connection that finds it full is refused,
@@ -21,7 +22,7 @@ arrivals and demands the on-the-fly draw would make; every row is one
 request to this server, whatever its ``function``, and ``threads`` is
 ignored); or ``clients``
 closed-loop clients, each sending its next request ``think_s`` after the
-response (or the refusal) of its last, as seed 000's ``hey -c 10`` load test
+response (or the refusal) of its last, as the affinity thesis's ``hey -c 10`` load test
 (all clients send their first request at time 0; a connection refused by a
 full backlog is retried after at least TCP's 1 s SYN retransmission timeout).
 
@@ -35,34 +36,57 @@ to the end of its request's CPU work.
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 import pyarrow as pa
 
+from sim.config import tunable
 from sim.engine import NSEC_PER_MSEC, NSEC_PER_SEC, RngStream, s_to_ns
 from sim.task import BURST_BLOCK, Request
 from sim.workloads.common import ServiceTime
 from sim.workloads.trace import make_trace, read_trace
-from sim.workloads.worker_pool import NAME, WorkerPoolWorkload
-
-# the workload replays (or draws) its arrivals itself (sim.workloads.build)
-READS_TRACE = True
+from sim.workloads.worker_pool import NAME, WorkerPoolConfig, WorkerPoolWorkload
 # A full listen queue drops the handshake (tcp_abort_on_overflow = 0) and the
 # client retransmits after the initial RTO, TCP_TIMEOUT_INIT = 1 s; a closed-
 # loop client whose connection is refused tries again no sooner than that.
 SYN_RETRY_NS = NSEC_PER_SEC
 
 
+@dataclass
+class WebserverConfig(WorkerPoolConfig):
+    """Batched accept thread, bounded app queue (capacity), worker pool."""
+    # listen backlog: connections waiting to be accepted
+    backlog: int = tunable(512, range=(1, None))
+    # connections per batch handed to the queue
+    batch_size: int = tunable(1, range=(1, None))
+    # a batch is handed over at most this long after its first
+    batch_window_ms: float = tunable(0.0, range=(0, None))
+    accept_us: float = tunable(1.0, above=0)  # accept thread CPU per connection
+    trace_file: Optional[str] = None  # open loop: replay these arrivals (invocation trace)
+
+    @classmethod
+    def check(cls, c, key: str) -> None:
+        if c.get(f"{key}.clients") is not None:
+            c.require(f"{key}.trace_file", c.get(f"{key}.trace_file") is None,
+                      f"replays open-loop arrivals; set {key}.clients = null to use it")
+        if c.get(f"{key}.trace_file") is not None:
+            c.require(f"{key}.trace_file", bool(c.get(f"{key}.trace_file")),
+                      "must be a path (or null to draw Poisson arrivals at rate_rps)")
+
+
 def _service(cfg, stream: RngStream) -> ServiceTime:
-    return ServiceTime(cfg.get("service", "exp"), float(cfg["mean_service_s"]),
-                       float(cfg.get("service_sigma", 1.0)), stream)
+    return ServiceTime(cfg["service"], float(cfg["mean_service_s"]),
+                       float(cfg["service_sigma"]), stream)
 
 
 def arrival_trace(cfg, seed: int, duration_s: float) -> pa.Table | None:
     """The open-loop arrivals over [0, duration_s) as an invocation trace
     (sim/workloads/trace.py), from the same random streams the simulator
     draws on the fly; None for a closed loop, whose arrivals depend on the
-    responses."""
+    responses.  ``cfg``: a worker_pool or webserver config (typed, or the
+    plain mapping backends/real hands in)."""
     if cfg.get("clients") is not None:
         return None
     gaps = RngStream(seed, f"workload/{NAME}/arrivals")
@@ -81,18 +105,27 @@ def arrival_trace(cfg, seed: int, duration_s: float) -> pa.Table | None:
 
 
 class WebserverWorkload(WorkerPoolWorkload):
-    def __init__(self, cfg, machine, recorder, trace: pa.Table | None = None):
+    CONFIG = WebserverConfig
+    # replays (or draws) its arrivals itself
+    READS_TRACE = True
+    REAL_BACKEND = None
+
+    @staticmethod
+    def generate_trace(cfg: WebserverConfig, seed: int, duration_s: float) -> pa.Table | None:
+        return arrival_trace(cfg, seed, duration_s)
+
+    def __init__(self, cfg: WebserverConfig, machine, recorder, trace: pa.Table | None = None):
         super().__init__(cfg, machine, recorder)
-        if cfg.get("trace_file"):
-            trace = read_trace(cfg["trace_file"])
+        if cfg.trace_file:
+            trace = read_trace(cfg.trace_file)
         if trace is not None and self.clients is not None:
             raise ValueError("workload webserver: a trace replays open-loop arrivals; "
                              "set workload.clients = null to replay it")
         self.trace = trace
-        self.backlog_cap = int(cfg.get("backlog", 512))
-        self.batch_size = int(cfg.get("batch_size", 1))
-        self.window_ns = int(round(float(cfg.get("batch_window_ms", 0.0)) * NSEC_PER_MSEC))
-        self.accept_ns = max(1, int(round(float(cfg.get("accept_us", 1.0)) * 1000)))
+        self.backlog_cap = cfg.backlog
+        self.batch_size = cfg.batch_size
+        self.window_ns = int(round(float(cfg.batch_window_ms) * NSEC_PER_MSEC))
+        self.accept_ns = max(1, int(round(float(cfg.accept_us) * 1000)))
         self.backlog: deque[Request] = deque()
         self.batch: list[Request] = []
         self.window_end = 0

@@ -1,4 +1,5 @@
-"""``workload=worker_pool``: the server of seed 000.  Poisson arrivals join
+"""``workload=worker_pool``: the server of the affinity thesis (Affinity
+Aware CPU Scheduling for Container Hosts).  Poisson arrivals join
 a FIFO queue of at most ``capacity`` waiting requests (arrivals to a full
 queue are dropped and counted); ``workers`` threads serve it.  Worker
 threads are spawned on first demand, then block on the queue when it is
@@ -12,38 +13,61 @@ backends/real/loadgen.py closed_loop)."""
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
+from typing import Optional
 
+from sim.config import MISSING, tunable
 from sim.engine import NSEC_PER_SEC, s_to_ns
 from sim.task import BURST_BLOCK, Request
-from sim.workloads.common import ServiceTime, cgroup_shares
+from sim.workloads.base import Workload, WorkloadConfig
+from sim.workloads.common import (NICE_RANGE, SERVICE_DISTRIBUTIONS, ServiceTime,
+                                  cgroup_shares)
 
 NAME = "server"
 
 
-class WorkerPoolWorkload:
-    def __init__(self, cfg, machine, recorder):
-        self.machine = machine
-        self.engine = machine.engine
-        self.recorder = recorder
-        self.workers = int(cfg["workers"])
-        self.capacity = int(cfg["capacity"])
-        self.nice = int(cfg.get("nice", 0))
-        self.ws_bytes = int(cfg.get("working_set_kb", 0)) * 1024
-        self.mean_gap_ns = NSEC_PER_SEC / float(cfg["rate_rps"])
-        self.tg = machine.create_group(NAME, cgroup_shares(cfg))
+@dataclass
+class WorkerPoolConfig(WorkloadConfig):
+    rate_rps: float = tunable(MISSING, above=0)   # open loop
+    service: str = tunable("exp", choices=SERVICE_DISTRIBUTIONS)
+    mean_service_s: float = tunable(MISSING, above=0)
+    service_sigma: float = tunable(1.0, above=0)  # lognormal shape
+    workers: int = tunable(MISSING, range=(1, None))
+    capacity: int = tunable(MISSING, range=(0, None))  # waiting requests the queue holds
+    working_set_kb: int = tunable(0, range=(0, None))
+    nice: int = tunable(0, range=NICE_RANGE)
+    # null: open loop at rate_rps; N: N closed-loop clients
+    clients: Optional[int] = tunable(None, range=(1, None))
+    # closed loop: a client's pause between response and next request
+    think_s: float = tunable(0.0, range=(0, None))
+
+
+class WorkerPoolWorkload(Workload):
+    CONFIG = WorkerPoolConfig
+    REAL_BACKEND = "worker_pool"
+
+    def __init__(self, cfg: WorkerPoolConfig, machine, recorder):
+        super().__init__(cfg, machine, recorder)
+        self.workers = cfg.workers
+        self.capacity = cfg.capacity
+        self.nice = cfg.nice
+        self.ws_bytes = cfg.working_set_kb * 1024
+        self.mean_gap_ns = NSEC_PER_SEC / float(cfg.rate_rps)
+        # the server's cgroup, at the default weight (the config has no weight key)
+        self.tg = machine.create_group(NAME, cgroup_shares({}))
         self.arrivals = self.engine.rng(f"workload/{NAME}/arrivals")
-        self.service = ServiceTime(cfg.get("service", "exp"), float(cfg["mean_service_s"]),
-                                   float(cfg.get("service_sigma", 1.0)),
+        self.service = ServiceTime(cfg.service, float(cfg.mean_service_s),
+                                   float(cfg.service_sigma),
                                    self.engine.rng(f"workload/{NAME}/service"))
         self.queue: deque[Request] = deque()
         self.idle: deque = deque()
         self.spawned = 0
-        self.clients = cfg.get("clients")
-        self.think_ns = s_to_ns(float(cfg.get("think_s") or 0.0))
+        self.clients = cfg.clients
+        self.think_ns = s_to_ns(float(cfg.think_s))
 
     def start(self):
         if self.clients is not None:
-            for _ in range(int(self.clients)):
+            for _ in range(self.clients):
                 self._client_request()
         else:
             self.engine.call_later(int(self.arrivals.exponential(self.mean_gap_ns)),

@@ -1,4 +1,4 @@
-"""``workload=random``: many small functions (LAGS §5.2.1 [L261-264]).
+"""``workload=random``: many small functions (the LAGS paper, §5.2.1).
 
 "Each function has between 0-5 invocations per second, uniformly drawn,
 with peak aggregate demand matching that of azure2021."  Function ``i``
@@ -20,15 +20,30 @@ differences at 108 functions).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Optional
+
 import pyarrow as pa
 
-from scenarios.workloads import azure2021
+from sim.config import MISSING, tunable
+from sim.workloads import azure2021
+from sim.workloads.common import SERVICE_DISTRIBUTIONS
+from sim.workloads.functions import GeneratedConfig
+from sim.workloads.trace import TraceWorkload
 
 
-def generate(wcfg, seed: int, duration_s: float) -> pa.Table:
-    n = int(wcfg["functions"])
-    rates = azure2021.rng(seed, "workload/rates").uniform(0.0, float(wcfg["max_rate_rps"]), n)
-    mean_service_s = wcfg.get("mean_service_s")
+@dataclass
+class RandomConfig(GeneratedConfig):
+    service: str = tunable("det", choices=SERVICE_DISTRIBUTIONS)
+    # null: matched to azure2021's CPU demand
+    mean_service_s: Optional[float] = tunable(None, above=0)
+    max_rate_rps: float = tunable(MISSING, above=0)   # per function, uniform on [0, max]
+
+
+def generate(wcfg: RandomConfig, seed: int, duration_s: float) -> pa.Table:
+    n = wcfg.functions
+    rates = azure2021.rng(seed, "workload/rates").uniform(0.0, float(wcfg.max_rate_rps), n)
+    mean_service_s = wcfg.mean_service_s
     if mean_service_s is None:
         mean_service_s = matched_service_s(rates, seed)
     functions = [azure2021.Synthetic(r) for r in rates]
@@ -41,3 +56,11 @@ def matched_service_s(rates, seed: int) -> float:
     CPU load for the same function count and seed."""
     target = azure2021.selection_rates(len(rates), seed).sum() * azure2021.MEAN_SERVICE_S
     return float(target / rates.sum())
+
+
+class RandomWorkload(TraceWorkload):
+    CONFIG = RandomConfig
+    generate_trace = staticmethod(generate)
+
+
+WORKLOAD = RandomWorkload

@@ -1,5 +1,5 @@
-"""``workload=azure2019``: the cluster trace of the LAGS case study (seed 001
-§5.3 [L252]): "a downscaled Azure Functions Trace 2019 ... proportionally
+"""``workload=azure2019``: the cluster trace of the LAGS case study (the
+LAGS paper, §5.3): "a downscaled Azure Functions Trace 2019 ... proportionally
 scaled to fit within this cluster size, preserving the original temporal
 distribution", about 800 containers.
 
@@ -35,7 +35,7 @@ Downscaling (both sources): the counts are scaled by one factor so that the
 busiest minute of the replayed window offers ``peak_cores`` CPUs of demand
 (count x ``mean_service_s`` / ``minute_s`` summed over functions); scaled
 counts are ``floor(k c)`` plus a Bernoulli(``k c - floor(k c)``) draw.  The
-paper states the trace's actual peak use, "about 60 cores" [L254], so that
+paper states the trace's actual peak use, "about 60 cores", so that
 is the default: a description of the workload, which the cluster results
 (node counts, perceived utilisation) are then predicted from, never fitted
 to.  CPU demand per request: ``service`` with mean ``mean_service_s``
@@ -50,9 +50,15 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from scenarios.workloads.azure2021 import (FORMAT_2019, MINUTES, csv_batches, days_2019,
-                                           keys_2019, rng, service_demands, spread_counts)
-from sim.workloads.trace import TraceError, make_trace
+from dataclasses import dataclass
+from typing import Optional
+
+from sim.config import MISSING, tunable
+from sim.workloads.azure2021 import (FORMAT_2019, MINUTES, csv_batches, days_2019, keys_2019,
+                                     rng, service_demands, spread_counts)
+from sim.workloads.common import SERVICE_DISTRIBUTIONS
+from sim.workloads.functions import GeneratedConfig
+from sim.workloads.trace import TraceError, TraceWorkload, make_trace
 
 SOURCES = ("synthetic", "azure2019")
 DAY_MINUTES = 1440
@@ -63,11 +69,32 @@ DIURNAL_PEAK_MINUTE = 840      # 14:00
 PHASE_JITTER_MIN = 120
 
 
-def minute_counts(wcfg, seed: int, minutes: int) -> np.ndarray:
+@dataclass
+class Azure2019Config(GeneratedConfig):
+    service: str = tunable("lognormal", choices=SERVICE_DISTRIBUTIONS)
+    source: str = tunable("synthetic", choices=SOURCES)
+    # invocations_per_function_md.anon.dNN.csv or its directory
+    source_path: Optional[str] = None
+    # simulated seconds per trace minute (60: real time)
+    minute_s: float = tunable(60.0, above=0)
+    # first trace minute replayed; null: the busiest window
+    start_minute: Optional[int] = tunable(None, range=(0, DAY_MINUTES - 1))
+    # the replayed window's busiest minute offers this many CPUs
+    peak_cores: float = tunable(MISSING, above=0)
+
+    @classmethod
+    def check(cls, c, key: str) -> None:
+        super().check(c, key)
+        if c.get(f"{key}.source") == "azure2019":
+            c.require(f"{key}.source_path", bool(c.get(f"{key}.source_path")),
+                      f"must name the trace file or directory when {key}.source = azure2019")
+
+
+def minute_counts(wcfg: Azure2019Config, seed: int, minutes: int) -> np.ndarray:
     """Invocations per trace minute of the replayed window, ``functions`` x
     ``minutes``, before scaling, and the window's first minute."""
-    n = int(wcfg["functions"])
-    source = wcfg.get("source", "synthetic")
+    n = wcfg.functions
+    source = wcfg.source
     if source == "synthetic":
         gen = rng(seed, "workload/cluster/rates")
         rates = RATE_MEDIAN_RPS * np.exp(RATE_SIGMA * gen.standard_normal(n))
@@ -78,13 +105,13 @@ def minute_counts(wcfg, seed: int, minutes: int) -> np.ndarray:
         # the busiest window is found without an n x 1440 matrix
         total = rates.sum() + DIURNAL_AMPLITUDE * (np.cos(day) * (rates * np.cos(phase)).sum()
                                                    + np.sin(day) * (rates * np.sin(phase)).sum())
-        start = window(total, minutes, wcfg.get("start_minute"))
+        start = window(total, minutes, wcfg.start_minute)
         shape = 1.0 + DIURNAL_AMPLITUDE * np.cos(day[None, start:start + minutes]
                                                  - phase[:, None])
         return gen.poisson(rates[:, None] * 60.0 * shape), start
     if source == "azure2019":
-        counts = _recorded_counts(wcfg["source_path"], n, seed)
-        start = window(counts.sum(axis=0), minutes, wcfg.get("start_minute"))
+        counts = _recorded_counts(wcfg.source_path, n, seed)
+        start = window(counts.sum(axis=0), minutes, wcfg.start_minute)
         return counts[:, start:start + minutes], start
     raise ValueError(f"workload.source = {source!r}: choose from {', '.join(SOURCES)}")
 
@@ -136,21 +163,21 @@ def scale(counts: np.ndarray, k: float, gen: np.random.Generator) -> np.ndarray:
     return (whole + (gen.uniform(size=counts.shape) < k * counts - whole)).astype(np.int64)
 
 
-def generate(wcfg, seed: int, duration_s: float) -> pa.Table:
+def generate(wcfg: Azure2019Config, seed: int, duration_s: float) -> pa.Table:
     """The invocation trace of an ``azure2019`` workload over [0, duration_s)."""
-    minute_s = float(wcfg.get("minute_s", 60.0))
+    minute_s = float(wcfg.minute_s)
     minutes = math.ceil(duration_s / minute_s)
     if minutes > DAY_MINUTES:
         raise ValueError(f"duration_s = {duration_s} replays {minutes} trace minutes at "
                          f"workload.minute_s = {minute_s}; a day has {DAY_MINUTES}")
     counts, start = minute_counts(wcfg, seed, minutes)
-    mean_s = float(wcfg["mean_service_s"])
+    mean_s = float(wcfg.mean_service_s)
     peak = counts.sum(axis=0).max() * mean_s / minute_s
     if peak <= 0:
         raise TraceError(f"the replayed trace minutes {start}..{start + minutes - 1} hold "
                          "no invocations")
-    counts = scale(counts, float(wcfg["peak_cores"]) / peak, rng(seed, "workload/cluster/scale"))
-    burstiness = float(wcfg.get("burstiness", 1.0))
+    counts = scale(counts, float(wcfg.peak_cores) / peak, rng(seed, "workload/cluster/scale"))
+    burstiness = float(wcfg.burstiness)
     names, times = [], []
     for i, row in enumerate(counts):
         t = spread_counts(row, minute_s, burstiness, rng(seed, f"workload/fn-{i}/arrivals"))
@@ -159,8 +186,16 @@ def generate(wcfg, seed: int, duration_s: float) -> pa.Table:
         times.append(t)
     name, t = np.concatenate(names), np.concatenate(times)
     order = np.argsort(t, kind="stable")
-    demand = service_demands(len(t), wcfg.get("service", "lognormal"), mean_s,
-                             float(wcfg.get("service_sigma", 1.0)),
+    demand = service_demands(len(t), wcfg.service, mean_s,
+                             float(wcfg.service_sigma),
                              rng(seed, "workload/cluster/service"))
     return make_trace(name[order], t[order], demand,
-                      np.full(len(t), int(wcfg.get("threads_per_request", 1))))
+                      np.full(len(t), wcfg.threads_per_request))
+
+
+class Azure2019Workload(TraceWorkload):
+    CONFIG = Azure2019Config
+    generate_trace = staticmethod(generate)
+
+
+WORKLOAD = Azure2019Workload

@@ -1,6 +1,7 @@
-"""``workload=azure2021``: the LAGS benchmark's trace-driven load (seed 001 §3).
+"""``workload=azure2021``: the LAGS benchmark's trace-driven load (the LAGS
+paper, §3).
 
-The construction the paper publishes [L89-90]: cut each of the Azure
+The construction the paper publishes: cut each of the Azure
 Functions Invocation Trace 2021's 119 functions into 5-minute segments,
 keep each function's busiest segment, sort the functions by that load
 into ten equal demand bands (Fig. 2), and build a host with ``functions``
@@ -55,11 +56,11 @@ Sources (``source``):
 
 With fewer than ten functions in a source, each function is its own band.
 
-CPU demand per request (``demand_from``): the paper does not give it
-(digest §9).  ``service`` (default) samples ``service`` (det, exp,
+CPU demand per request (``demand_from``): the paper does not give it.
+``service`` (default) samples ``service`` (det, exp,
 lognormal) with mean ``mean_service_s``; det is the default because the
-benchmark runs one fixed CPU-bound Fibonacci computation per request
-[L107].  ``trace`` (recorded sources only) uses the trace's durations
+benchmark runs one fixed CPU-bound Fibonacci computation per request.
+``trace`` (recorded sources only) uses the trace's durations
 unscaled: 2021 the invocation's own duration, 2019 a draw from the
 function's duration percentiles (``function_durations_percentiles.anon.dNN.csv``
 of the segment's day, interpolated linearly between the 0/1/25/50/75/99/100th
@@ -70,7 +71,7 @@ as 0.5 ms.
 Calibrating ``mean_service_s``.  Fig. 3a: CFS throughput (requests within
 1 s) on the e5-2430l peaks at density 9x, 108 functions, "the point at
 which the total demand from multiplexed workloads exhausts the available
-CPU capacity" [L126-130].  DESIGN allows CFS results as calibration points.
+CPU capacity".  A CFS result may serve as a calibration point.
 What a request costs the host on the lags experiments' rd-hashd path is its
 Fibonacci work plus the dispatcher's work and the switches, so the size is
 found by simulation (calibration/fit_azure_demand.py): CFS under
@@ -97,13 +98,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from dataclasses import dataclass
+from typing import Optional
+
+from sim.config import MISSING, tunable
 from sim.engine import RngStream
-from sim.workloads.trace import TraceError, make_trace
+from sim.workloads.common import SERVICE_DISTRIBUTIONS
+from sim.workloads.functions import GeneratedConfig
+from sim.workloads.trace import TraceError, TraceWorkload, make_trace
 
 SOURCES = ("synthetic", "azure2019", "azure2021")
 DEMAND_FROM = ("service", "trace")
 
-FUNCTIONS = 119            # functions in the Azure 2021 trace the paper segments [L89]
+FUNCTIONS = 119            # functions in the Azure 2021 trace the paper segments
 BANDS = 10
 SEGMENT_S = 300.0
 PEAK_MEDIAN_RPS = 60.0
@@ -283,31 +290,52 @@ class RecordedCounts:
 
 # --- building the trace ---------------------------------------------------------------
 
-def generate(wcfg, seed: int, duration_s: float) -> pa.Table:
+@dataclass
+class Azure2021Config(GeneratedConfig):
+    service: str = tunable("det", choices=SERVICE_DISTRIBUTIONS)
+    mean_service_s: float = tunable(MEAN_SERVICE_S, above=0)
+    source: str = tunable("synthetic", choices=SOURCES)
+    # the public trace's file or directory (source azure2019 or azure2021)
+    source_path: Optional[str] = None
+    demand_from: str = tunable("service", choices=DEMAND_FROM)
+
+    @classmethod
+    def check(cls, c, key: str) -> None:
+        super().check(c, key)
+        source = c.get(f"{key}.source")
+        if source == "synthetic":
+            c.require(f"{key}.demand_from", c.get(f"{key}.demand_from") != "trace",
+                      f"needs a recorded trace ({key}.source = azure2019 or azure2021)")
+        elif source in SOURCES:
+            c.require(f"{key}.source_path", bool(c.get(f"{key}.source_path")),
+                      f"must name the trace file or directory when {key}.source = {source}")
+
+
+def generate(wcfg: GeneratedConfig, seed: int, duration_s: float) -> pa.Table:
     """The invocation trace of an ``azure2021`` workload config over [0, duration_s)."""
-    source = wcfg.get("source", "synthetic")
-    demand_from = wcfg.get("demand_from", "service")
+    source = wcfg.source
+    demand_from = wcfg.demand_from
     if source == "synthetic":
         if demand_from == "trace":
             raise ValueError("workload.demand_from = trace needs a recorded source "
                              "(workload.source = azure2019 or azure2021)")
         functions = [Synthetic(r) for r in population()]
     elif source == "azure2021":
-        functions = load_azure2021(wcfg["source_path"])
+        functions = load_azure2021(wcfg.source_path)
     elif source == "azure2019":
-        functions = load_azure2019(wcfg["source_path"], durations=demand_from == "trace")
+        functions = load_azure2019(wcfg.source_path, durations=demand_from == "trace")
     else:
         raise ValueError(f"workload.source = {source!r}: choose from {', '.join(SOURCES)}")
-    picks = draw(bands([f.rate_rps for f in functions]), int(wcfg["functions"]),
+    picks = draw(bands([f.rate_rps for f in functions]), wcfg.functions,
                  rng(seed, "workload/bands"))
     return build_trace(functions, picks, wcfg, seed, duration_s,
-                       float(wcfg["mean_service_s"]), demand_from)
+                       float(wcfg.mean_service_s), demand_from)
 
 
-def build_trace(functions, picks, wcfg, seed: int, duration_s: float,
+def build_trace(functions, picks, wcfg: GeneratedConfig, seed: int, duration_s: float,
                 mean_service_s: float, demand_from: str = "service") -> pa.Table:
     """Instance ``i`` (``func-<i>``) replays ``functions[picks[i]]``."""
-    burstiness = float(wcfg.get("burstiness", 1.0))
+    burstiness = float(wcfg.burstiness)
     names, times, demands = [], [], []
     copies: Counter = Counter()
     for i, p in enumerate(picks):
@@ -321,8 +349,8 @@ def build_trace(functions, picks, wcfg, seed: int, duration_s: float,
         if demand_from == "trace":
             d = recorded[keep]
         else:
-            d = service_demands(len(t), wcfg.get("service", "det"), mean_service_s,
-                                float(wcfg.get("service_sigma", 1.0)),
+            d = service_demands(len(t), wcfg.service, mean_service_s,
+                                float(wcfg.service_sigma),
                                 rng(seed, f"workload/{name}/service"))
         names.append(np.full(len(t), name, dtype=object))
         times.append(t)
@@ -330,7 +358,7 @@ def build_trace(functions, picks, wcfg, seed: int, duration_s: float,
     name, t, d = np.concatenate(names), np.concatenate(times), np.concatenate(demands)
     order = np.argsort(t, kind="stable")
     return make_trace(name[order], t[order], d[order],
-                      np.full(len(t), int(wcfg.get("threads_per_request", 1))))
+                      np.full(len(t), wcfg.threads_per_request))
 
 
 # --- loaders for the public traces ----------------------------------------------------
@@ -516,3 +544,11 @@ def _raise_first_bad_line(path: Path, fmt: str, kinds: dict[str, str], why: str)
                 if not _valid(kind, value):
                     raise TraceError(f"{where}: column {column} = {raw!r} {_RULES[kind]}")
     raise TraceError(f"{path}: {why}; expected {fmt}")
+
+
+class Azure2021Workload(TraceWorkload):
+    CONFIG = Azure2021Config
+    generate_trace = staticmethod(generate)
+
+
+WORKLOAD = Azure2021Workload

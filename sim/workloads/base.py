@@ -1,0 +1,74 @@
+"""What a workload plug-in is: a ``Workload`` subclass and its config.
+
+A workload is one module in sim/workloads (or ``<dir>/workload/`` of
+COLOSIM_PLUGIN_PATH, sim/plugins.py) exposing ``WORKLOAD``, a ``Workload``
+subclass that declares:
+
+- ``CONFIG``: its typed config dataclass (a ``WorkloadConfig``), fields
+  declared with sim.config.tunable so scenarios.validate checks their
+  ranges, cross-key rules in ``CONFIG.check(c, key)``; the workload is
+  built with an instance of it, so its defaults live there and nowhere else;
+- ``generate_trace(cfg, seed, duration_s)`` (optional): the trace a
+  generated workload replays, from its config and the run's seed and
+  length (scenarios/runner.py keeps it as the run's trace.parquet);
+- ``READS_TRACE``: whether it takes the trace (generated, or read from
+  its ``trace_file``) as the ``trace`` argument of its constructor;
+- ``REAL_BACKEND``: how backends/real runs it, one of ``REAL_BACKENDS``, or
+  None where it is simulated only.
+
+plus an option file ``scenarios/conf/workload/<option>.yaml`` whose defaults
+list pulls in ``base_<module>``.  Several options may share one module
+(``model: resctl`` in resctl_parallel and resctl_mix).
+
+The machine calls ``burst_done(task)`` on a task's owner when the task has
+run its burst; scenarios run ``start()`` once at t = 0.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sim.config import MISSING, MappingReads
+
+# how the real backend (backends/real) runs a workload:
+# - functions: replays an invocation trace, a native worker per function cgroup
+# - worker_pool: one pool-mode worker behind a bounded queue
+# - periodic: threads that run and sleep, in their cgroups
+# - jobs: a job trace, each job in its own cgroup
+# - memlookup: the memory worker's random lookups in RDT partitions
+REAL_BACKENDS = ("functions", "worker_pool", "periodic", "jobs", "memlookup")
+
+
+@dataclass
+class WorkloadConfig(MappingReads):
+    """Keys every workload has."""
+    name: str = MISSING           # the option's label in results (workload.name)
+
+    @classmethod
+    def check(cls, c, key: str) -> None:
+        """Rules across keys (sim/config.py describes ``c``); none here."""
+
+
+class Workload:
+    CONFIG: type = WorkloadConfig
+    READS_TRACE = False
+    REAL_BACKEND: str | None = None
+    # generated workloads: staticmethod (cfg, seed, duration_s) -> trace table
+    generate_trace = None
+    # the invocation trace offline-knowledge controllers may read (None: none)
+    trace = None
+
+    def __init__(self, cfg, machine, recorder):
+        self.cfg = cfg
+        self.machine = machine
+        self.engine = machine.engine
+        self.recorder = recorder
+
+    def start(self) -> None:
+        """Called once at t = 0: fork the first threads, schedule arrivals."""
+        raise NotImplementedError
+
+    def burst_done(self, task) -> int:
+        """``task`` (owned by this workload) ran its burst: set its next one
+        and return 0 to run on, a sleep in ns, BURST_BLOCK or BURST_EXIT
+        (sim/task.py)."""
+        raise NotImplementedError
