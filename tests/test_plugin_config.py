@@ -118,5 +118,6 @@ def test_policy_stats_are_a_declared_interface():
 def test_from_mapping_keeps_an_instance_and_reads_a_mapping():
     cfg = EevdfConfig(name="eevdf", policy="eevdf", run_to_parity=False)
     assert from_mapping(EevdfConfig, cfg, "scheduler") is cfg
-    assert from_mapping(EevdfConfig, {"name": "e", "place_lag": False}, "scheduler") == \
-        EevdfConfig(name="e", place_lag=False)
+    assert from_mapping(EevdfConfig, {"name": "e", "policy": "eevdf", "place_lag": False},
+                        "scheduler") == \
+        EevdfConfig(name="e", policy="eevdf", place_lag=False)

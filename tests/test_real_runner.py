@@ -26,6 +26,7 @@ from backends.real.loadgen import RequestWorker, Worker
 from backends.real.runner import BurstWorker, RealRunError, Runner, RunWorker
 from backends.real.workers import WorkerProc
 from scenarios.config import compose
+from sim.workloads.base import Workload
 from tests.hardware import cgroups_unavailable
 
 ROOT = str(Path(__file__).resolve().parents[1])
@@ -65,7 +66,7 @@ def test_every_shipped_workload_has_its_runner_or_a_refusal_naming_what_runs(wor
         for name, runner in SHIPPED.items():
             if runner is not None:
                 assert f"workload={name}" in msg, name
-        assert "periodic threads (workload=periodic, workload=ebizzy)" in msg
+        assert "periodic threads (workload=ebizzy, workload=periodic)" in msg
         assert "a function workload with a trace_file" in msg
         return
     r = _runner(cfg)
@@ -103,9 +104,15 @@ def test_rows_are_sorted_by_arrival_and_cut_at_the_end():
 def test_dispatch_follows_the_capability_not_the_name(monkeypatch):
     cfg = _cfg("workload=periodic")
     cfg["workload"]["name"] = "my_hog"
+
+    class MyHog(Workload):          # a plug-in that does not declare a capability
+        REAL_BACKEND = None
+    shipped, hog = run.workload_class, cfg["workload"]
+    monkeypatch.setattr(run, "workload_class",
+                        lambda w: MyHog if w == "my_hog" or w is hog else shipped(w))
     with pytest.raises(RealRunError, match="workload=my_hog is not supported"):
         _runner(cfg)
-    monkeypatch.setattr(run, "capabilities", lambda: {"my_hog": "periodic"})
+    MyHog.REAL_BACKEND = "periodic"  # ... and one that does
     r = _runner(cfg)
     assert type(r) is PeriodicRunner and r.cgroups == ["/my_hog"]
     # a function workload without a capability of its own replays its trace_file

@@ -63,6 +63,8 @@ from policies.control import build as build_controller
 from policies.control import module as controller_module
 from results.schema import request_columns, run_identity
 from sim.engine import NSEC_PER_SEC as NS
+from sim.workloads import available as available_workloads
+from sim.workloads import workload_class
 
 # each capability's runner, in the order the refusal message lists them
 RUNNERS: dict[str, type[Runner]] = {
@@ -72,22 +74,16 @@ RUNNERS: dict[str, type[Runner]] = {
 # TEMPORARY (issue 24): each workload module's REAL_BACKEND, spelled here
 # until sim.workloads.workload_class is on this branch; the modules not
 # listed (azure2019, webserver, resctl, ...) are not runnable here
-_REAL_BACKEND = {"poisson": "functions", "azure2021": "functions", "random": "functions",
-                 "worker_pool": "worker_pool", "periodic": "periodic", "ebizzy": "periodic",
-                 "noisy_jobs": "jobs", "memlookup": "memlookup"}
-
-
 def capabilities() -> dict[str, str | None]:
     """Each workload module's real-backend capability (a key of
     :data:`RUNNERS`; None: it does not run on the real host)."""
-    # integration: {n: workload_class(n).REAL_BACKEND for n in sim.workloads.available()}
-    return dict(_REAL_BACKEND)
+    return {n: workload_class(n).REAL_BACKEND for n in available_workloads()}
 
 
 def capability(w: dict) -> str | None:
     """The capability of workload config ``w`` (its ``model``, else its
     ``name``): how the real backend runs it, None if it cannot."""
-    return capabilities().get(w.get("model") or w["name"])
+    return workload_class(w).REAL_BACKEND
 
 
 def runner_for(cfg: dict, b: dict, trace: pa.Table | None = None) -> Runner:

@@ -196,6 +196,9 @@ def generate(wcfg: Azure2019Config, seed: int, duration_s: float) -> pa.Table:
 class Azure2019Workload(TraceWorkload):
     CONFIG = Azure2019Config
     generate_trace = staticmethod(generate)
+    # the cluster case study's 800 Knative services: replayed by
+    # cluster=kubernetes, not on one real host
+    REAL_BACKEND = None
 
 
 WORKLOAD = Azure2019Workload
