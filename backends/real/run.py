@@ -71,9 +71,6 @@ RUNNERS: dict[str, type[Runner]] = {
     "functions": FunctionsRunner, "worker_pool": WorkerPoolRunner,
     "periodic": PeriodicRunner, "jobs": JobsRunner, "memlookup": MemLookupRunner}
 
-# TEMPORARY (issue 24): each workload module's REAL_BACKEND, spelled here
-# until sim.workloads.workload_class is on this branch; the modules not
-# listed (azure2019, webserver, resctl, ...) are not runnable here
 def capabilities() -> dict[str, str | None]:
     """Each workload module's real-backend capability (a key of
     :data:`RUNNERS`; None: it does not run on the real host)."""

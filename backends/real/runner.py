@@ -44,7 +44,9 @@ import pyarrow as pa
 from backends.real.cgroupfs import CgroupError, CgroupFS
 from backends.real.loadgen import ReplayResult, Timer, Worker, replay
 from backends.real.perf import DEFAULT_EVENTS, PerfStat, PerfUnavailable
+from policies.kernel import config as kernel_config
 from sim.engine import NSEC_PER_SEC as NS
+from sim.sched_class import SCHED_RR
 from sim.workloads.common import cgroup_bandwidth
 from sim.workloads.trace import TRACE_SCHEMA
 
@@ -132,9 +134,8 @@ class Runner(ABC):
 
     def rt_policies(self) -> dict[str, tuple[bool, int]]:
         """Per cgroup: (SCHED_RR?, RT priority), from ``scheduler.task_policy``."""
-        sched = self.cfg["scheduler"]
-        return {c: (sched.get("task_policy") == "rr", int(sched.get("rt_priority", 50)))
-                for c in self.cgroups}
+        sched = kernel_config(self.cfg["scheduler"])
+        return {c: (sched.task_policy == SCHED_RR, sched.rt_priority) for c in self.cgroups}
 
     # --- perf ---------------------------------------------------------------
     def perf_events(self) -> tuple[str, ...]:
