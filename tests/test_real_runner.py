@@ -26,7 +26,7 @@ from backends.real.loadgen import RequestWorker, Worker
 from backends.real.runner import BurstWorker, RealRunError, Runner, RunWorker
 from backends.real.workers import WorkerProc
 from scenarios.config import compose
-from sim.workloads.base import Workload
+from sim.workloads.periodic import PeriodicWorkload
 from tests.hardware import cgroups_unavailable
 
 ROOT = str(Path(__file__).resolve().parents[1])
@@ -105,11 +105,12 @@ def test_dispatch_follows_the_capability_not_the_name(monkeypatch):
     cfg = _cfg("workload=periodic")
     cfg["workload"]["name"] = "my_hog"
 
-    class MyHog(Workload):          # a plug-in that does not declare a capability
+    class MyHog(PeriodicWorkload):  # a plug-in that does not declare a capability
         REAL_BACKEND = None
     shipped, hog = run.workload_class, cfg["workload"]
-    monkeypatch.setattr(run, "workload_class",
-                        lambda w: MyHog if w == "my_hog" or w is hog else shipped(w))
+    for module in (run, periodic):
+        monkeypatch.setattr(module, "workload_class",
+                            lambda w: MyHog if w == "my_hog" or w is hog else shipped(w))
     with pytest.raises(RealRunError, match="workload=my_hog is not supported"):
         _runner(cfg)
     MyHog.REAL_BACKEND = "periodic"  # ... and one that does

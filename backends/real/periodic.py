@@ -9,36 +9,23 @@ from backends.real import cgroupfs
 from backends.real.cgroupfs import parse_cpulist
 from backends.real.runner import BurstRunner, RealRunError, Setup, apply_cgroup
 from backends.real.workers import WorkerProc
-from sim.workloads.common import BANDWIDTH_KEYS
-from sim.workloads.ebizzy import resolve
-from sim.workloads.periodic import _nices
+from policies.kernel import config as kernel_config
+from sim.engine import NSEC_PER_USEC
+from sim.sched_class import SCHED_RR
+from sim.workloads import typed_config, workload_class
 
 
-def periodic_groups(w: dict) -> list[dict]:
-    """The groups of a periodic/ebizzy workload as sim/workloads/periodic.py
-    builds them: name, threads, nices, run/sleep (us), cpuset, weights,
-    task policy, and whether the group has its own cpu.max keys."""
-    if w["name"] == "ebizzy":
-        w = resolve(w)
-    groups = w.get("groups") or [{
-        "name": w.get("name") or "periodic", "threads": w["threads"], "nice": w.get("nice", 0),
-        "cgroup_weight": w.get("cgroup_weight"), "cgroup_shares": w.get("cgroup_shares"),
-        "cpuset": w.get("cpuset")}]
-    out = []
-    for g in groups:
-        g = dict(g)
-        name = str(g["name"])
-        run_ms = w["run_ms"] if g.get("run_ms") is None else g["run_ms"]
-        sleep_ms = w.get("sleep_ms", 0.0) if g.get("sleep_ms") is None else g["sleep_ms"]
-        g.update(name=name, threads=int(g["threads"]),
-                 nices=_nices(g.get("nice", 0), int(g["threads"]), f"workload.groups[{name}]"),
-                 run_us=int(round(float(run_ms) * 1000)),
-                 sleep_us=int(round(float(sleep_ms or 0) * 1000)),
-                 own_bandwidth=any(g.get(k) is not None for k in BANDWIDTH_KEYS))
-        if g["run_us"] <= 0 or g["sleep_us"] < 0:
-            raise ValueError(f"workload group {name}: run_ms must be > 0, sleep_ms >= 0")
-        out.append(g)
-    return out
+def periodic_groups(cfg: dict) -> list[dict]:
+    """The groups of a run's periodic-capability workload as its class runs
+    them in the simulator (PeriodicWorkload.thread_groups): each group's
+    keys plus its threads' nices, run and sleep (us), its SCHED_RR priority
+    and whether it sets its own cpu.max."""
+    cls = workload_class(cfg["workload"])
+    sched = kernel_config(cfg["scheduler"])
+    return [{**dict(g.cfg), "nices": g.nices, "run_us": round(g.run_ns / NSEC_PER_USEC),
+             "sleep_us": round(g.sleep_ns / NSEC_PER_USEC), "own_bandwidth": g.bandwidth is g.cfg,
+             "rt_priority": g.rt_priority(sched)}
+            for g in cls.thread_groups(typed_config(cls, cfg["workload"]))]
 
 
 class PeriodicRunner(BurstRunner):
@@ -50,7 +37,7 @@ class PeriodicRunner(BurstRunner):
     def __init__(self, cfg: dict, b: dict, trace=None):
         super().__init__(cfg, b)
         try:
-            self.groups = periodic_groups(self.w)
+            self.groups = periodic_groups(self.cfg)
         except ValueError as e:
             raise RealRunError(str(e)) from None
         self.names = [g["name"] for g in self.groups]
@@ -74,5 +61,5 @@ class PeriodicRunner(BurstRunner):
         rr = super().rt_policies()
         for g, c in zip(self.groups, self.cgroups):
             if g.get("task_policy") is not None:
-                rr[c] = (g["task_policy"] == "rr", int(g.get("rt_priority") or 50))
+                rr[c] = (g["task_policy"] == SCHED_RR, g["rt_priority"])
         return rr

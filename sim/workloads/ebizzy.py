@@ -58,8 +58,11 @@ def resolve(cfg) -> dict:
 class EbizzyWorkload(PeriodicWorkload):
     CONFIG = EbizzyConfig
 
-    def __init__(self, cfg: EbizzyConfig, machine, recorder):
-        super().__init__(from_mapping(EbizzyConfig, resolve(cfg), "workload"), machine, recorder)
+    @classmethod
+    def thread_groups(cls, cfg: EbizzyConfig):
+        """The periodic model's groups, run_ms and sleep_ms from the preset
+        where null."""
+        return super().thread_groups(from_mapping(EbizzyConfig, resolve(cfg), "workload"))
 
 
 WORKLOAD = EbizzyWorkload

@@ -104,6 +104,23 @@ def _ms_to_ns(value, default) -> int:
     return int(round(float(default if value is None else value) * NSEC_PER_MSEC))
 
 
+@dataclass(frozen=True)
+class ThreadGroup:
+    """A group as its threads run: its config, each thread's run and sleep
+    (ns) and nice, and the config whose cpu.max keys its cgroup gets (its
+    own if it sets any, else the workload's)."""
+    cfg: PeriodicGroup
+    run_ns: int
+    sleep_ns: int
+    nices: list
+    bandwidth: Any
+
+    def rt_priority(self, sched) -> int:
+        """The SCHED_RR priority of an rr group: its own, else the
+        scheduler option's (``sched``: its SchedConfig)."""
+        return self.cfg.rt_priority if self.cfg.rt_priority is not None else sched.rt_priority
+
+
 class PeriodicWorkload(Workload):
     CONFIG = PeriodicConfig
     REAL_BACKEND = "periodic"
@@ -111,31 +128,41 @@ class PeriodicWorkload(Workload):
     def __init__(self, cfg: PeriodicConfig, machine, recorder):
         super().__init__(cfg, machine, recorder)
         ws_bytes = cfg.working_set_kb * 1024
-        # without groups, one cgroup named after the workload (ebizzy reuses this model)
-        groups = cfg.groups or [PeriodicGroup(
-            name=cfg.name, threads=cfg.threads, nice=cfg.nice,
-            cgroup_weight=cfg.cgroup_weight, cgroup_shares=cfg.cgroup_shares)]
         self.threads = []
         # per thread: (run_ns, sleep_ns), by pid
         self.period: dict[int, tuple[int, int]] = {}
+        for g in self.thread_groups(cfg):
+            gname = g.cfg.name
+            tg = machine.create_group(gname, cgroup_shares(g.cfg), parse_cpuset(g.cfg.cpuset))
+            apply_cgroup_bandwidth(machine, tg, g.bandwidth)
+            if g.cfg.task_policy is not None:
+                machine.set_group_task_policy(tg, g.cfg.task_policy,
+                                              g.rt_priority(machine.policy.cfg))
+            for j, nice in enumerate(g.nices):
+                t = machine.new_task(f"{gname}/{j}", tg, nice, g.run_ns, ws_bytes, self)
+                self.threads.append(t)
+                self.period[t.pid] = (g.run_ns, g.sleep_ns)
+
+    @classmethod
+    def thread_groups(cls, cfg: PeriodicConfig) -> list[ThreadGroup]:
+        """The groups as their threads run, in the simulator and on the real
+        host alike (backends/real/periodic.py); without ``groups``, one
+        cgroup named after the workload (ebizzy reuses this model)."""
+        groups = cfg.groups or [PeriodicGroup(
+            name=cfg.name, threads=cfg.threads, nice=cfg.nice,
+            cgroup_weight=cfg.cgroup_weight, cgroup_shares=cfg.cgroup_shares)]
+        out = []
         for g in groups:
-            gname = g.name
             run_ns = _ms_to_ns(g.run_ms, cfg.run_ms)
             sleep_ns = _ms_to_ns(g.sleep_ms, cfg.sleep_ms)
             if run_ns <= 0 or sleep_ns < 0:
-                raise ValueError(f"workload group {gname}: run_ms must be > 0, sleep_ms >= 0")
-            tg = machine.create_group(gname, cgroup_shares(g), parse_cpuset(g.cpuset))
+                raise ValueError(f"workload group {g.name}: run_ms must be > 0, sleep_ms >= 0")
             # a group's own cpu.max keys, if it sets any, else the workload's
             own = any(g.get(k) is not None for k in BANDWIDTH_KEYS)
-            apply_cgroup_bandwidth(machine, tg, g if own else cfg)
-            if g.task_policy is not None:
-                machine.set_group_task_policy(tg, g.task_policy,
-                                              int(g.rt_priority or 50))
-            n = g.threads
-            for j, nice in enumerate(_nices(g.nice, n, f"workload.groups[{gname}]")):
-                t = machine.new_task(f"{gname}/{j}", tg, nice, run_ns, ws_bytes, self)
-                self.threads.append(t)
-                self.period[t.pid] = (run_ns, sleep_ns)
+            out.append(ThreadGroup(g, run_ns, sleep_ns,
+                                   _nices(g.nice, g.threads, f"workload.groups[{g.name}]"),
+                                   g if own else cfg))
+        return out
 
     def start(self):
         ncpus = self.machine.topology.nr_cpus
