@@ -1,5 +1,5 @@
 """Build hook: Cython compiles the simulator's hot core (sim/compiled.py
-lists the modules; docs/architecture.md, "Compiled core", explains why).
+lists the modules; docs/performance.md, "Compiled core", explains why).
 Everything else is in pyproject.toml.  COLOSIM_PURE_PYTHON=1 at build time
 installs the Python sources only, and so does a machine where compiling
 fails (no C compiler, say), with a warning: the simulator then runs, only

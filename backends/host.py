@@ -41,14 +41,14 @@ class PendingJob:
     cgroup: str
     arrival_s: float
     threads: int
-    priority: bool = False   # the job's priority hint (seed 004: the only label a scheduler sees)
+    priority: bool = False   # the job's priority hint (the noisy-neighbor thesis §3.4: the only label a scheduler sees)
 
 
 @dataclass(frozen=True)
 class PerfCounts:
     """Cumulative perf counts of a cgroup.  Over an interval:
     IPC = dInstructions / dCycles; IPCE = 1 - dStallCycles / dCycles (memory
-    stalls, seed 004 Eq. 3.4); IPC relative to alone = dAloneCycles / dCycles."""
+    stalls, the noisy-neighbor thesis §3.1.4, Eq. 3.4); IPC relative to alone = dAloneCycles / dCycles."""
     instructions: float = 0.0
     cycles: float = 0.0
     stall_cycles: float = 0.0
@@ -142,7 +142,7 @@ class Host(Protocol):
         ``normal``; running and queued threads switch class at once, and
         threads started later inherit the policy."""
 
-    # --- topology and placement (seed 004's admission controllers) ----------
+    # --- topology and placement (the noisy-neighbor thesis's admission controllers, §3.4-3.5)
     def cores_by_socket(self) -> dict[int, list[tuple[int, ...]]]:
         """Physical cores of each socket, each as its hardware threads (CPU ids)."""
 
@@ -204,7 +204,7 @@ class CpuMaxReading(Protocol):
 
 class BandwidthTracing(Protocol):
     """An optional Host capability: in-kernel tracing of CFS bandwidth
-    control, the hooks a kernel-level controller (CATCloud, seed 002 §3)
+    control, the hooks a kernel-level controller (the CATCloud thesis, Ch. 3)
     patches into fair.c.  The simulated host provides it (SimHost); a real
     host running an unpatched kernel does not, and controllers check with
     ``hasattr(host, "trace_bandwidth")`` and fall back to a user-space

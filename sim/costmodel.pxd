@@ -1,4 +1,4 @@
-# Compiled declarations of sim/costmodel.py (docs/architecture.md, "Compiled
+# Compiled declarations of sim/costmodel.py (docs/performance.md, "Compiled
 # core"): the parameters are read-only C fields, one per entry of PARAMS
 # (tests/test_costmodel.py checks they match).  Costs are doubles so that the
 # fits can hold float values; a loaded profile's are whole ns.

@@ -1,4 +1,4 @@
-# Compiled declarations of sim/engine.py (docs/architecture.md, "Compiled core").
+# Compiled declarations of sim/engine.py (docs/performance.md, "Compiled core").
 # Engine, the simpy.Environment, stays a Python class (a subclass of Calendar).
 cimport cython
 from sim.heap cimport Node, heap_pop, heap_push

@@ -1,4 +1,4 @@
-# Compiled declarations of sim/heap.py (docs/architecture.md, "Compiled core").
+# Compiled declarations of sim/heap.py (docs/performance.md, "Compiled core").
 cimport cython
 
 cdef class Node:

@@ -1,4 +1,4 @@
-# Compiled declarations of sim/machine.py (docs/architecture.md, "Compiled
+# Compiled declarations of sim/machine.py (docs/performance.md, "Compiled
 # core"): attribute and argument types only; the logic is the .py.
 cimport cython
 from sim.rq cimport SchedEntity, CfsRq, Rq, TaskGroup

@@ -1,4 +1,4 @@
-# Compiled declarations of sim/sched_class.py (see docs/architecture.md,
+# Compiled declarations of sim/sched_class.py (see docs/performance.md,
 # "Compiled core").  The interface is cpdef: the machine calls it through a
 # C vtable, and a Python subclass still overrides any method.
 from sim.rq cimport Rq

@@ -1,4 +1,4 @@
-# Compiled declarations of policies/kernel/eevdf.py (docs/architecture.md,
+# Compiled declarations of policies/kernel/eevdf.py (docs/performance.md,
 # "Compiled core"): attribute and argument types only; the logic is the .py.
 cimport cython
 from policies.kernel.cfs cimport CFS
