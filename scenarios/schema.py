@@ -115,7 +115,7 @@ class NoCluster:
 @dataclass
 class KubernetesCluster:
     """cluster=kubernetes: nodes of the host preset under a Kubernetes/Knative
-    control plane (sim/cluster, docs/cluster.md)."""
+    control plane (backends/cluster, docs/cluster.md)."""
     name: str = MISSING
     nodes: Optional[int] = MISSING  # null: the static-reservation count (search = consolidate)
     search: str = MISSING  # none | consolidate (smallest node count meeting the latency target)
