@@ -261,7 +261,7 @@ def test_controller_without_the_hook_falls_back_or_refuses():
     assert np.isnan(ctl.summary()["catcloud_quota_us_final"])
 
 
-# --- cpu_limit_mcpu_mean / _final (sim/api.py, any cgroup with a cpu.max) ----
+# --- cpu_limit_mcpu_mean / _final (scenarios/simulate.py, any cgroup with a cpu.max) ----
 def test_cpu_limit_columns_static_none_and_exact_time_average():
     from types import SimpleNamespace
 
