@@ -1,12 +1,31 @@
-"""The simulated host behind the ``Host`` protocol (backends/host.py), and
-the loop that drives a controller on the simulation clock."""
+"""The simulated host: ``build_host`` assembles a config's engine, machine
+and request recorder (the kernel policy looked up by name in
+policies.kernel); ``SimHost`` puts the machine behind the ``Host`` protocol
+(backends/host.py), and ``drive`` runs a controller on the simulation clock."""
 from __future__ import annotations
 
 import numpy as np
 
 from backends.host import (NO_ADMISSION, Completed, CpuStat, PendingJob, PerfCounts, RdtError, RdtLimits,
                            checked_cpuset, cores_of, trace_demand)
-from sim.engine import NSEC_PER_SEC, s_to_ns
+from policies.kernel import config as sched_config, load as load_policy
+from sim.costmodel import CostModel
+from sim.engine import NSEC_PER_SEC, Engine, s_to_ns
+from sim.machine import Machine
+from sim.metrics import Recorder
+from sim.topology import Topology
+
+
+def build_host(cfg: dict, seed: int):
+    """The engine, simulated machine and request recorder of a resolved
+    config's host, scheduler and cost model (no workload yet)."""
+    engine = Engine(seed)
+    topology = Topology.from_config(cfg["host"])
+    sched = sched_config(cfg["scheduler"])
+    machine = Machine(engine, topology, load_policy(sched.policy), sched,
+                      CostModel.from_config(cfg["calibration"]))
+    machine.host_cfg = dict(cfg["host"])
+    return engine, machine, Recorder(s_to_ns(float(cfg.get("warmup_s", 0.0))))
 
 
 class SimHost:

@@ -18,7 +18,7 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from scenarios.config import compose
-from sim.cluster import simulate_cluster
+from backends.cluster import simulate_cluster
 from sim.workloads.trace import make_trace
 
 FUNCTIONS_PER_HOST = 50

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/profile_dense.py [--scenario dense|small|tiny]
         [--duration S] [--top N] [--sort tottime|cumtime] [--out FILE.prof]
 
-Runs one ``sim.simulate`` under cProfile and prints the run's throughput
+Runs one ``scenarios.simulate.simulate`` under cProfile and prints the run's throughput
 figures and the top functions (by tottime unless --sort says otherwise).
 cProfile slows the run down (about 3x here); use the benchmarks, not this,
 for throughput figures.  cProfile sees Python-level calls only: run it with
@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.configs import SCENARIOS  # noqa: E402
-from sim import simulate  # noqa: E402
+from scenarios.simulate import simulate  # noqa: E402
 
 
 def main(argv=None) -> int:

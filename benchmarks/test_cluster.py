@@ -4,7 +4,7 @@ the larger clusters and Ray (benchmarks/CLUSTER.md)."""
 from __future__ import annotations
 
 from benchmarks.cluster_scaling import scenario
-from sim.cluster import simulate_cluster
+from backends.cluster import simulate_cluster
 
 HOSTS = 10
 DURATION_S = 10.0

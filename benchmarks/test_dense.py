@@ -1,6 +1,6 @@
 """Simulator throughput: how fast the simulated host runs on one core.
 
-Each round is one ``sim.simulate`` call, a few rounds per benchmark (less
+Each round is one ``scenarios.simulate.simulate`` call, a few rounds per benchmark (less
 noise).  ``extra_info``
 carries the figures the core-simulator issue asks for: simulated context
 switches and events, simulated seconds per wall second, context switches per
@@ -14,7 +14,7 @@ import pytest
 
 from benchmarks.configs import azure_lags, dense, small, small_lags, tiny
 from sim.workloads import generated, trace_for
-from sim import simulate
+from scenarios.simulate import simulate
 
 
 def _run(benchmark, cfg: dict, rounds: int = 1) -> dict:

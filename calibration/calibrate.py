@@ -20,8 +20,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from calibration import bench, checks
 from calibration import fit as F
 from calibration import simbench
+from calibration.bench.common import read_bench
+from calibration.bench.dispatch import dispatch_costs
 from calibration.profile import PROFILE_DIR, build_profile, profile_path, write_profile
 
 FITS_DIR = Path(__file__).resolve().parent / "fits"
@@ -29,7 +32,6 @@ FITS_DIR = Path(__file__).resolve().parent / "fits"
 
 def read_table(bench_dir: Path, name: str):
     """A benchmark table of ``bench_dir``, its fingerprint and metadata."""
-    from calibration.bench.common import read_bench
     path = Path(bench_dir) / f"{name}.parquet"
     if not path.exists():
         raise FileNotFoundError(f"{path} not found: run the {name} benchmark first "
@@ -65,7 +67,6 @@ def run_checks(result: F.FitResult, bench_dir: Path, work_dir: Path, host: str,
                scheduler: str, progress) -> str:
     """The fit report's section on the benchmarks the fit does not use
     (calibration/checks.py); their rows also go to checks.parquet."""
-    from calibration import checks
     found = {}
     for bench, rows_of in (("density", checks.density_rows), ("throttle", checks.throttle_rows)):
         if (bench_dir / f"{bench}.parquet").exists():
@@ -130,7 +131,6 @@ def calibrate(out: str, work_dir: Path | None = None, from_bench: Path | None = 
         work_dir = Path("runs") / f"calibrate-{name}-{stamp}"
     work_dir = Path(work_dir)
     if from_bench is None:
-        from calibration import bench
         bench_dir = work_dir / "bench"
         bench_dir.mkdir(parents=True, exist_ok=True)
         bench.run_all(bench_dir, quick=quick, progress=progress)
@@ -151,7 +151,6 @@ def calibrate(out: str, work_dir: Path | None = None, from_bench: Path | None = 
     bench_meta = {**bench_meta, "dir": str(bench_dir)}
     profile = build_profile(name, result, fingerprint, bench_meta)
     if (Path(bench_dir) / "dispatch.parquet").exists():
-        from calibration.bench.dispatch import dispatch_costs
         fit_block = profile.pop("fit")          # the fit block stays last
         profile.update(dispatch_costs(read_table(bench_dir, "dispatch")[0]), fit=fit_block)
     profile["fit"]["command"] = command

@@ -19,6 +19,8 @@ import numpy as np
 import pyarrow as pa
 
 from calibration.simbench import _cfg
+from scenarios.simulate import simulate
+from sim.topology import Topology
 
 SIM_SECONDS = 3.0
 WARMUP_S = 0.5
@@ -27,10 +29,8 @@ WARMUP_S = 0.5
 def _simulate(base: dict, workload: dict) -> dict:
     """The summary of ``base`` (a composed config) running ``workload``,
     with ``nr_cpus`` added: the host's CPUs, to turn utilisation into CPUs."""
-    from sim import api
-    from sim.topology import Topology
     cfg = dict(base, workload=workload, duration_s=SIM_SECONDS + WARMUP_S, warmup_s=WARMUP_S)
-    summary = api.simulate(cfg).summary.to_pylist()[0]
+    summary = simulate(cfg).summary.to_pylist()[0]
     return dict(summary, nr_cpus=Topology.from_config(cfg["host"]).nr_cpus)
 
 

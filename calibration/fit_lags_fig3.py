@@ -42,8 +42,13 @@ from pathlib import Path
 
 import numpy as np
 import yaml
+from joblib import Parallel, delayed
+from omegaconf import OmegaConf
 from scipy.optimize import least_squares
 
+from scenarios import simulate as scenario
+from scenarios.config import compose
+from scenarios.runner import generated_trace
 from sim.costmodel import NAMES, CostModel
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -210,9 +215,6 @@ def base_config(workload: str) -> dict:
     """The composed lags_fig3 config of one workload (plain dict), cached:
     Hydra compose once per workload per process."""
     if workload not in _BASE:
-        from omegaconf import OmegaConf
-
-        from scenarios.config import compose
         cfg = compose(["experiment=lags_fig3", f"workload={workload}", "scheduler=cfs",
                        "host=e5-2430l", "calibration=default"])
         _BASE[workload] = OmegaConf.to_container(cfg, resolve=True)
@@ -231,7 +233,6 @@ def profile_dict(params: dict, name: str = "e5-2430l") -> dict:
 def bisection_parser(prog: str, doc: str, lo: float, hi: float, steps: int):
     """The command line of the request-size fits (fit_azure_demand,
     fit_resctl_demand): run length and the log-bisection's bracket."""
-    import argparse
     ap = argparse.ArgumentParser(prog=prog, description=doc.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="10 s runs instead of the paper's 30 s")
     ap.add_argument("--lo", type=float, default=lo, help=f"smallest size tried, s ({lo:g})")
@@ -256,9 +257,6 @@ def simulate_point(workload: str, functions: int, params: dict, seed: int,
                    duration_s: float, warmup_s: float, record: bool = True,
                    workload_overrides: dict | None = None) -> dict:
     """One CFS run; returns its summary metrics and (if ``record``) features."""
-    import sim.api as api
-    from scenarios.runner import generated_trace
-
     cfg = base_config(workload)
     cfg["workload"]["functions"] = int(functions)
     cfg["workload"].update(workload_overrides or {})
@@ -268,7 +266,7 @@ def simulate_point(workload: str, functions: int, params: dict, seed: int,
     cfg["calibration"] = profile_dict(params)
     trace = generated_trace(_as_dictconfig(cfg))
     holder = {}
-    orig_build = api.build
+    orig_build = scenario.build
 
     def build(c, t=None):
         engine, machine, recorder, wl = orig_build(c, t)
@@ -281,11 +279,11 @@ def simulate_point(workload: str, functions: int, params: dict, seed: int,
         return engine, machine, recorder, wl
 
     wall0 = time.perf_counter()
-    api.build = build
+    scenario.build = build
     try:
-        result = api.simulate(cfg, trace=trace) if trace is not None else api.simulate(cfg)
+        result = scenario.simulate(cfg, trace=trace) if trace is not None else scenario.simulate(cfg)
     finally:
-        api.build = orig_build
+        scenario.build = orig_build
     wall = time.perf_counter() - wall0
     s = result.summary.to_pylist()[0]
     keep = ("sched_overhead_frac", "ctx_switch_cost_mean_us", "ctx_switches",
@@ -302,7 +300,6 @@ def simulate_point(workload: str, functions: int, params: dict, seed: int,
 
 
 def _as_dictconfig(cfg: dict):
-    from omegaconf import OmegaConf
     return OmegaConf.create(cfg)
 
 
@@ -377,7 +374,6 @@ class Fit:
 
 
 def _simulate_all(runs, params, seeds, dur, n_jobs, record=True, log=print):
-    from joblib import Parallel, delayed
     jobs = [(w, n, s) for (w, n) in runs for s in seeds]
     log(f"  simulating {len(jobs)} runs ({dur['duration_s']:g} s each, n_jobs={n_jobs}) ...")
     t0 = time.perf_counter()

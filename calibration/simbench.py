@@ -14,6 +14,11 @@ from typing import Callable, Iterable
 
 import numpy as np
 import pyarrow as pa
+from omegaconf import OmegaConf
+
+from scenarios import simulate as scenario
+from scenarios.config import compose
+from sim.topology import Topology
 
 COLUMNS = ("experiment", "levels", "busy_cgroups", "ws_bytes", "cpu_a", "cpu_b",
            "rounds", "elapsed_ns")
@@ -28,9 +33,6 @@ EXPERIMENTS = {
 
 
 def _cfg(calibration: dict, host: str, scheduler: str, seed: int) -> dict:
-    from omegaconf import OmegaConf
-
-    from scenarios.config import compose
     cfg = OmegaConf.to_container(compose([f"host={host}", f"scheduler={scheduler}",
                                           f"seed={seed}"]), resolve=True)
     cfg["calibration"].update(calibration)
@@ -41,9 +43,6 @@ def simulate_config(cfg: dict, experiment: str, levels: int, busy_cgroups: int,
                     ws_bytes: int, hop_ns: int, rounds: int, batches: int) -> list[int]:
     """Elapsed ns of ``batches`` consecutive batches of ``rounds`` round trips
     (after one warm-up batch)."""
-    from sim import api
-    from sim.topology import Topology
-
     ncpus = Topology.from_config(cfg["host"]).nr_cpus
     cpus = [ncpus - 1, ncpus - 2] if experiment.startswith("migrate") and ncpus > 1 \
         else [ncpus - 1]
@@ -51,7 +50,7 @@ def simulate_config(cfg: dict, experiment: str, levels: int, busy_cgroups: int,
     cfg["workload"] = {"name": "pingpong", "hop_ns": int(hop_ns), "levels": levels,
                        "busy_cgroups": busy_cgroups, "ws_bytes": ws_bytes, "cpus": cpus,
                        **EXPERIMENTS[experiment]}
-    engine, machine, _, workload = api.build(cfg)
+    engine, machine, _, workload = scenario.build(cfg)
     workload.start()
     need = rounds * (batches + 1) + 1
     # a round trip is two hops and two switches of a few us: run about that
@@ -97,15 +96,13 @@ def simulate_wakeup(calibration: dict, depth: int = 3, wakeups: int = 200,
     """The wakeup benchmark's idle case: a thread ``depth`` cgroup levels
     down sleeps 1 ms at a time on an otherwise idle host; one row per wake-up
     with its lateness (start of the run - release), as wakeup.parquet has."""
-    from sim import api
-
     cfg = _cfg(calibration, host, scheduler, seed)
     name = "/".join(["bench", "wakeup", "sleeper", *(f"d{i}" for i in range(depth - 3))][:depth])
     cfg["workload"] = {"name": "periodic", "threads": 1, "run_ms": 0.01, "sleep_ms": 1.0,
                        "nice": 0, "working_set_kb": 0, "groups": [{"name": name, "threads": 1}]}
     cfg["duration_s"] = (wakeups + 2) * 1.02e-3
     cfg["warmup_s"] = 0.0
-    requests = api.simulate(cfg).requests
+    requests = scenario.simulate(cfg).requests
     start = requests.column("start_s").to_numpy(zero_copy_only=False)
     arrival = requests.column("arrival_s").to_numpy(zero_copy_only=False)
     late = np.round((start - arrival)[1:] * 1e9).astype(np.int64)   # the first one forks

@@ -33,9 +33,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
+from backends.real import cgroupfs
 from results.readers import RUNS
-from results.rundir import TRACE_FILE, RunDir, read_run_dir
+from results.report import write_report
+from results.rundir import TRACE_FILE, RunDir, ensure_writable, read_run_dir
 from results.validation import VALIDATION_FILE, VALIDATION_SCHEMA, to_frame
+from scenarios.config import compose, list_options
+from scenarios.runner import RunError, run_scenario
+from scenarios.validate import ConfigError
+from sim.workloads.trace import TraceError
 
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
 DEFAULT_SUITE = SUITES_DIR / "heldout.yaml"
@@ -115,7 +121,6 @@ def select(suite: Suite, names: list[str] | None) -> list[str]:
 
 
 def check_profile(profile: str) -> None:
-    from scenarios.config import list_options
     profiles = list_options().get("calibration", [])
     if profile not in profiles:
         raise ValidateError(f"unknown calibration profile {profile!r}; valid profiles "
@@ -221,7 +226,6 @@ def replay_mismatch(trace: pa.Table, requests: pa.Table, n_unfinished: int,
 def _preflight_real() -> None:
     """The real backend's own refusal (root, cgroup controllers), before
     anything runs: without it no scenario can be validated."""
-    from backends.real import cgroupfs
     try:
         cgroupfs.preflight(cgroupfs.detect_layout())
     except (cgroupfs.CgroupError, OSError) as err:
@@ -232,10 +236,6 @@ def validate(profile: str, suite: Suite, names: list[str], out: Path, quick: boo
              progress=None, preflight=_preflight_real) -> pd.DataFrame:
     """Run ``names`` of ``suite`` on both backends into ``out`` and return the
     validation frame (also written as validation.parquet and report.html)."""
-    from results.rundir import ensure_writable
-    from scenarios.config import compose
-    from scenarios.validate import ConfigError
-
     say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     check_profile(profile)
     configs = {}
@@ -279,7 +279,6 @@ def validate(profile: str, suite: Suite, names: list[str], out: Path, quick: boo
                    tmp)
     tmp.replace(out / VALIDATION_FILE)
     if (frame["real_run"] != "").any():
-        from results.report import write_report
         write_report(out)
     return frame
 
@@ -309,8 +308,6 @@ def _compare(name: str, real: RunDir | None, sim: RunDir | None, cfg,
 
 def _run(cfg, out_dir: Path) -> str | None:
     """Run one scenario through the runner; the error message if it could not run."""
-    from scenarios.runner import RunError, run_scenario
-    from sim.workloads.trace import TraceError
     try:
         run_scenario(cfg, out_dir)
     except (RunError, TraceError) as err:

@@ -23,12 +23,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, NullFormatter
 
-from results.compare import Comparison, compare, display_unit, table_cells, table_title
+from results.compare import (Comparison, compare, display_unit, policy_labels, table_cells,
+                             table_title)
 from results.readers import Results, open_results
 from results.validation import HEAD as VALIDATION_HEAD
 from results.validation import VALIDATION_FILE, ks_lines, read_validation, verdict
@@ -261,7 +263,7 @@ def cpu_entitlement(results: Results, comparison: Comparison, summary: pd.DataFr
     return section
 
 
-SIZING_FILE = "sizing.parquet"   # a consolidation's node counts (sim/cluster/sizing.py)
+SIZING_FILE = "sizing.parquet"   # a consolidation's node counts (backends/cluster/sizing.py)
 CLUSTER_HEAD = ("run", "policy", "seed", "static nodes", "sized nodes", "reduction",
                 "perceived peak (cores)", "effective peak (cores)", "p99 (s)")
 
@@ -400,12 +402,10 @@ def density_key(params: list[str], summary: pd.DataFrame) -> str | None:
 
 
 def _policies(summary: pd.DataFrame) -> pd.Series:
-    from results.compare import policy_labels
     return policy_labels(summary)
 
 
 def _colors(comparison: Comparison, summary: pd.DataFrame) -> dict:
-    import matplotlib
     policies = list(dict.fromkeys(comparison.frame["policy"]))
     policies += [p for p in summary["policy"].unique() if p not in policies]
     cmap = matplotlib.colormaps["tab10"]

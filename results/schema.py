@@ -113,7 +113,7 @@ SUMMARY_OPTIONAL = pa.schema(
     [
         # CPU limit (1000 x quota / period) of the cgroups that had a cpu.max,
         # summed over them: time-averaged over the window after warmup, and at
-        # the end; NaN when no cgroup was ever limited (sim/api.py)
+        # the end; NaN when no cgroup was ever limited (scenarios/simulate.py)
         ("cpu_limit_mcpu_mean", pa.float64()),
         ("cpu_limit_mcpu_final", pa.float64()),
         # memory model (sim/memory/progress.py, docs/memory.md); NaN when no
@@ -127,7 +127,7 @@ SUMMARY_OPTIONAL = pa.schema(
         ("ipce_batch", pa.float64()),
         ("time_above_target_frac", pa.float64()),
         # CFS-LAGS's mechanism counters over the window after warmup
-        # (policies/kernel/lags.py LAGS.stats; sim/api.py policy_stats):
+        # (policies/kernel/lags.py LAGS.stats; scenarios/simulate.py policy_stats):
         # entities queued by Load Credit, wakeup and tick preemptions decided
         # by credit, placements that differ from CFS's, balancer credit pulls
         ("lags_credit_queued", pa.int64()),

@@ -8,8 +8,12 @@ from types import SimpleNamespace
 import pyarrow as pa
 from omegaconf import DictConfig, OmegaConf
 
+from backends.cluster import consolidate, simulate_cluster
+from backends.real.run import RealRunError, run_real
 from results.rundir import write_run_dir
+from scenarios.simulate import simulate
 from sim import workloads
+from sim.workloads.trace import read_trace
 
 
 def generated_trace(cfg: DictConfig):
@@ -30,10 +34,6 @@ def run_scenario(cfg: DictConfig, out_dir: Path, progress=None) -> pa.Table:
         return _run_real(cfg, out_dir, progress)
     if cfg.get("cluster") is not None and cfg.cluster.name != "none":
         return _run_cluster(cfg, out_dir, progress)
-    # Imported here so `--help` and config errors work without loading the
-    # simulator, and tests can substitute sim.simulate.
-    from sim import simulate
-
     trace = generated_trace(cfg)
     kwargs = {"progress": progress} if progress else {}
     if trace is not None:
@@ -47,14 +47,11 @@ def run_scenario(cfg: DictConfig, out_dir: Path, progress=None) -> pa.Table:
 
 
 def _run_cluster(cfg: DictConfig, out_dir: Path, progress=None) -> pa.Table:
-    """A trace on a cluster of simulated hosts (sim/cluster), or the search
+    """A trace on a cluster of simulated hosts (backends/cluster), or the search
     for the smallest cluster meeting the latency target."""
-    from sim.cluster import consolidate, simulate_cluster
-
     plain = OmegaConf.to_container(cfg, resolve=True)
     trace = generated_trace(cfg)
     if trace is None:
-        from sim.workloads.trace import read_trace
         trace = read_trace(cfg.workload.trace_file)
     if cfg.cluster.search == "consolidate":
         result = consolidate(plain, trace, progress)
@@ -68,8 +65,6 @@ def _run_cluster(cfg: DictConfig, out_dir: Path, progress=None) -> pa.Table:
 
 
 def _run_real(cfg: DictConfig, out_dir: Path, progress=None) -> pa.Table:
-    from backends.real.run import RealRunError, run_real
-
     try:
         result = run_real(cfg, generated_trace(cfg), progress, run_name=out_dir.name)
     except RealRunError as err:

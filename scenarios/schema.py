@@ -14,6 +14,8 @@ from typing import Any, Dict, List, Optional
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+from backends.cluster.options import KubernetesCluster
+from backends.real.config import RealBackend
 from policies import control, kernel
 from sim import workloads
 from sim.costmodel import LEVELS, PARAMS as COST_PARAMS, SIZE, CostParam
@@ -83,26 +85,7 @@ class SimBackend:
     name: str = MISSING
 
 
-@dataclass
-class RealBackend:
-    """backend=real: this machine (backends/real/, docs/real-backend.md)."""
-    name: str = MISSING
-    cpus: Optional[str] = None  # cpuset of the workers, e.g. "1" or "0-3"; null: all CPUs
-    loadgen_cpu: Optional[int] = None  # pin the load generator to this CPU; null: not pinned
-    loadgen_rt_priority: Optional[int] = None  # SCHED_FIFO priority of the replay; null: normal
-    perf: bool = True  # per-cgroup perf counts (context switches, migrations)
-    perf_interval_ms: int = 100  # perf stat -I resolution
-    worker: Optional[str] = None  # native worker binary; null: build backends/workers/funcworker.c
-    spin_us: int = 100  # busy-wait this long before each dispatch instead of sleeping
-    max_lateness_p99_s: Optional[float] = 0.002  # load-generator lateness bound; null: none
-    lateness_action: str = "reject"  # reject | flag, when the bound is exceeded
-    grace_s: float = 5.0  # workers are killed duration_s + grace_s after they start
-    # workload=noisy_jobs (backends/real/jobs.py): the PMU event of memory stall cycles
-    # perf_counts reads, and how long each job class runs alone to measure its speed
-    stall_event: str = "cycle_activity.stalls_mem_any"
-    job_alone_s: float = 0.5
-
-
+# backends bring their config dataclass (its keys, types and defaults)
 BACKEND_SCHEMAS = {"sim": SimBackend, "real": RealBackend}
 
 
@@ -110,38 +93,6 @@ BACKEND_SCHEMAS = {"sim": SimBackend, "real": RealBackend}
 class NoCluster:
     """cluster=none: one host."""
     name: str = MISSING
-
-
-@dataclass
-class KubernetesCluster:
-    """cluster=kubernetes: nodes of the host preset under a Kubernetes/Knative
-    control plane (sim/cluster, docs/cluster.md)."""
-    name: str = MISSING
-    nodes: Optional[int] = MISSING  # null: the static-reservation count (search = consolidate)
-    search: str = MISSING  # none | consolidate (smallest node count meeting the latency target)
-    max_nodes: Optional[int] = None  # consolidate: stop adding nodes here; null: 2 x start
-    placement: str = MISSING  # least_allocated | most_allocated
-    pods_per_node: int = MISSING  # kubelet max-pods
-    reserved_pods: int = MISSING  # of those, kept for system services
-    node_cpu_mcpu: Optional[int] = None  # allocatable CPU; null: the host's CPUs x 1000
-    node_memory_mb: int = MISSING
-    cpu_request: Any = MISSING  # per pod: mean | peak (the function's demand) | millicores
-    max_pod_cpu_mcpu: int = MISSING  # mean/peak: a busier function's request is split over pods
-    cpu_limit: Any = None  # per pod cpu.max: null (none) | request | millicores
-    memory_request_mb: int = MISSING
-    target_concurrency: float = MISSING  # Knative container-concurrency-target-default
-    target_utilization: float = MISSING  # Knative container-concurrency-target-percentage / 100
-    stable_window_s: float = MISSING  # Knative stable-window
-    panic_window_pct: float = MISSING  # Knative panic-window-percentage
-    panic_threshold_pct: float = MISSING  # Knative panic-threshold-percentage
-    keep_alive_s: float = MISSING  # idle time before a function scales to zero
-    min_scale: int = MISSING  # pods every function keeps (Knative min-scale); > 0: deployed at t = 0
-    cold_start_s: float = MISSING  # pod start to ready
-    window_s: float = MISSING  # control-plane synchronisation window
-    profile_window_s: float = MISSING  # resolution of peak demand and utilisation figures
-    parallel: str = MISSING  # serial | ray
-    workers: Optional[int] = None  # ray: shards (actors); null: the CPUs Ray sees
-    ray_address: Optional[str] = None  # ray: a running cluster; null: start a local Ray
 
 
 CLUSTER_SCHEMAS = {"none": NoCluster, "kubernetes": KubernetesCluster}

@@ -28,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from scenarios import schema
 from scenarios.config import CONF_DIR
+from scenarios.runner import run_scenario
 from scenarios.validate import ConfigError, validate
 
 RUNS = "runs"
@@ -79,8 +80,6 @@ def run_dir_of(sweep_dir: Path, cfg: DictConfig) -> Path:
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def sweep_job(cfg: DictConfig) -> str:
     """One point of the sweep (runs in a launcher worker)."""
-    from scenarios.runner import run_scenario
-
     OmegaConf.resolve(cfg)
     validate(cfg)
     sweep_dir = Path(HydraConfig.get().sweep.dir)

@@ -20,12 +20,12 @@ from typing import Any, Iterable
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from sim.config import nested_dataclass
-from sim.costmodel import CACHE_LEVEL_KEYS, LEVELS, PARAMS as COST_PARAMS
+from backends.cluster.options import LIMIT_RULES, PARALLEL, REQUEST_RULES, SEARCHES, TRACE_WORKLOADS
+from backends.cluster.placement import STRATEGIES
 from scenarios.schema import (BACKEND_SCHEMAS, CLUSTER_SCHEMAS, controller_schemas,
                               list_options, scheduler_schemas, workload_schemas)
-from sim.cluster.options import LIMIT_RULES, PARALLEL, REQUEST_RULES, SEARCHES, TRACE_WORKLOADS
-from sim.cluster.placement import STRATEGIES
+from sim.config import nested_dataclass
+from sim.costmodel import CACHE_LEVEL_KEYS, LEVELS, PARAMS as COST_PARAMS
 from sim.workloads.common import check_cpuset
 
 KERNEL_HZ = (100, 250, 300, 1000)  # the CONFIG_HZ choices
@@ -333,7 +333,7 @@ def _check_backend(c: _Checks) -> None:
 
 
 def _check_cluster(c: _Checks) -> None:
-    """cluster=kubernetes keys (sim/cluster, docs/cluster.md)."""
+    """cluster=kubernetes keys (backends/cluster, docs/cluster.md)."""
     if not _check_option(c, "cluster", CLUSTER_SCHEMAS) or c.get("cluster.name") == "none":
         return
     if c.get("cluster.nodes") is not None:

@@ -52,7 +52,7 @@ Where the simulator differs from the kernel:
 """
 from __future__ import annotations
 
-from sim.sched_class import DEQUEUE_SLEEP, ENQUEUE_WAKEUP
+from sim.sched_flags import DEQUEUE_SLEEP, ENQUEUE_WAKEUP
 
 # RUNTIME_INF: quota of an unlimited group (cpu.max "max", cfs_quota_us -1)
 RUNTIME_INF = -1

@@ -17,11 +17,12 @@ import cython
 from sim.bandwidth import NSEC_PER_USEC, RUNTIME_INF
 from sim.costmodel import CostModel
 from sim.engine import Engine
+from sim.memory.progress import MemorySystem
 from sim.rq import CfsRq, Rq, SchedEntity, TaskGroup
 from sim.rt import MAX_RT_PRIO, RtClass, rt_prio
-from sim.sched_class import (CPU_IDLE, CPU_NEWLY_IDLE, CPU_NOT_IDLE, DEQUEUE_SLEEP,
-                             ENQUEUE_INITIAL, ENQUEUE_MIGRATED, ENQUEUE_WAKEUP, SCHED_RR,
-                             TASK_POLICIES, WF_FORK, WF_TTWU)
+from sim.sched_class import SCHED_RR, TASK_POLICIES
+from sim.sched_flags import (CPU_IDLE, CPU_NEWLY_IDLE, CPU_NOT_IDLE, DEQUEUE_SLEEP,
+                             ENQUEUE_INITIAL, ENQUEUE_MIGRATED, ENQUEUE_WAKEUP, WF_FORK, WF_TTWU)
 from sim.task import BURST_BLOCK, BURST_EXIT, Task
 from sim.topology import Topology
 
@@ -118,12 +119,12 @@ class Machine:
         # runtime-expiry event (groups without limits pay nothing)
         self.cfs_bandwidth_used = False
         # every cpu.max write that took effect: (t_ns, tg, quota_us or None, period_us),
-        # for the time-averaged limit in the summary (sim/api.py)
+        # for the time-averaged limit in the summary (scenarios/simulate.py)
         self.cpu_max_log: list = []
         # the memory model (sim/memory/progress.py): None until a cgroup gets a
         # memory profile or RDT is used, so runs without one never consult it
         self.memory = None
-        self.host_cfg: dict | None = None     # the host preset (set by sim.api.build)
+        self.host_cfg: dict | None = None     # the host preset (set by backends.simhost.build_host)
 
     def _by_distance(self, cpu: int) -> list[int]:
         me = self.topology.cpus[cpu]
@@ -592,7 +593,6 @@ class Machine:
     def memory_model(self):
         """The run's memory system (sim/memory/progress.py), created on first use."""
         if self.memory is None:
-            from sim.memory.progress import MemorySystem
             if self.host_cfg is None:
                 raise ValueError("the memory model needs the host preset (Machine.host_cfg)")
             self.memory = MemorySystem(self, self.host_cfg)

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 from collections import deque
 
-from sim.sched_class import SCHED_RR, WF_FORK, WF_TTWU
+from sim.sched_class import SCHED_RR
+from sim.sched_flags import WF_FORK, WF_TTWU
 
 MAX_RT_PRIO = 100
 USEC = 1000

@@ -49,22 +49,6 @@ class SchedConfig:
     # (/proc/sys/kernel/sched_cfs_bandwidth_slice_us, at least 1 us)
     sched_cfs_bandwidth_slice_us: int = tunable(5_000, range=(1, 2**31 - 1))
 
-# enqueue/dequeue flags, as in kernel/sched/sched.h
-ENQUEUE_WAKEUP = 0x01
-ENQUEUE_INITIAL = 0x80        # a new task (fork)
-ENQUEUE_MIGRATED = 0x40
-DEQUEUE_SLEEP = 0x01
-
-# wake flags
-WF_FORK = 0x02
-WF_TTWU = 0x08
-
-# balancing idle types (enum cpu_idle_type)
-CPU_IDLE = 0
-CPU_NOT_IDLE = 1
-CPU_NEWLY_IDLE = 2
-
-
 # what every scheduling class must implement (KernelScheduler.__init__ checks)
 REQUIRED_METHODS = ("enqueue_task", "dequeue_task", "pick_next_task", "put_prev_task",
                     "task_tick", "check_preempt_wakeup", "select_task_rq", "set_task_rq",
@@ -83,7 +67,7 @@ class KernelScheduler:
     one of the policy's mechanisms acted (an int that only grows; empty
     for a policy that counts nothing).  The run's summary gets one column
     ``<stats_prefix>_<counter>`` per counter: its growth over the
-    measurement window (sim/api.py policy_stats)."""
+    measurement window (scenarios/simulate.py policy_stats)."""
     name = "abstract"
     stats_prefix = "policy"
 

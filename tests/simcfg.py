@@ -62,7 +62,7 @@ def worker_pool(workers=5, rate_rps=10.0, mean_service_s=0.4, capacity=100000, *
 def run_for(cfg: dict, seconds: float):
     """Build and run a scenario by hand, for tests that inspect the machine:
     returns (machine, workload, recorder) with accounting brought to the end."""
-    from sim.api import build
+    from scenarios.simulate import build
     from sim.engine import s_to_ns
     engine, machine, recorder, workload = build(cfg)
     workload.start()

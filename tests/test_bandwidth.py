@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-import sim.api
-from sim import simulate
-from sim.api import build
+import backends.simhost
+from scenarios.simulate import build, simulate
 from sim.engine import NSEC_PER_MSEC, s_to_ns
 from sim.invariants import check_rq_invariants
 from sim.machine import Machine
@@ -288,7 +287,7 @@ def test_throttled_tasks_stay_put_and_invariants_hold(monkeypatch):
             if p.tg.cfs_rq[src.cpu].throttle_count:
                 moved_while_throttled.append(p.name)
             super().move_queued_task(p, src, dst)
-    monkeypatch.setattr(sim.api, "Machine", Watched)
+    monkeypatch.setattr(backends.simhost, "Machine", Watched)
     engine, m, _, wl = build(cfg)
     m.set_cfs_bandwidth("a", 50_000, 20_000)
     m.set_cfs_bandwidth("b", 30_000, 50_000, 10_000)

@@ -9,11 +9,11 @@ import numpy as np
 import pyarrow.compute as pc
 import pytest
 
-import sim.api as api
+import scenarios.simulate as api
 from policies.control.catcloud import (PERIOD_AGNOSTIC, PERIOD_BOUND, Catcloud,
                                        CatcloudConfig, CgroupTrace, lower_ratio)
 from scenarios.config import compose
-from sim.api import simulate
+from scenarios.simulate import simulate
 
 MS = 1_000_000
 SLICE_MS = 5      # sched_cfs_bandwidth_slice: the tolerance the issue asks for
@@ -261,11 +261,11 @@ def test_controller_without_the_hook_falls_back_or_refuses():
     assert np.isnan(ctl.summary()["catcloud_quota_us_final"])
 
 
-# --- cpu_limit_mcpu_mean / _final (sim/api.py, any cgroup with a cpu.max) ----
+# --- cpu_limit_mcpu_mean / _final (scenarios/simulate.py, any cgroup with a cpu.max) ----
 def test_cpu_limit_columns_static_none_and_exact_time_average():
     from types import SimpleNamespace
 
-    from sim.api import cpu_limit_columns
+    from scenarios.simulate import cpu_limit_columns
     cfg = compose(["workload=ebizzy", "host=this-vm", "controller=static",
                    "controller.quota_us=20000", "controller.period_us=170000",
                    "duration_s=3", "warmup_s=1"])

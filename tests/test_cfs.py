@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from policies.kernel.cfs import sysctl_factor
-from sim import simulate
-from sim.api import build
+from scenarios.simulate import build, simulate
 from simcfg import DEFAULT_COSTS, make_cfg, periodic, run_for
 
 
@@ -265,7 +264,7 @@ def test_blocked_load_of_an_idle_group_decays_out_of_tg_load_avg():
     """update_blocked_averages(): a function that ran on both CPUs and went
     quiet must stop counting in tg->load_avg (which other CPUs' group
     shares divide by), while another function keeps the CPUs busy."""
-    from sim.api import build
+    from scenarios.simulate import build
     from sim.engine import s_to_ns
     from sim.workloads.trace import make_trace
     n = 200

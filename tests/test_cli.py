@@ -7,15 +7,11 @@ import pyarrow as pa
 import pytest
 from omegaconf import DictConfig
 
-import sim
 from results.rundir import read_run_dir
 from results.schema import INTERVALS, REQUESTS, SUMMARY, check_table
 from cli import main as cli
 from cli.main import main
-
-
-# Read before any test replaces sim.simulate with a fake.
-HAS_SIMULATOR = hasattr(sim, "simulate")
+from scenarios import runner
 
 
 def fake_tables(cfg):
@@ -34,14 +30,14 @@ def fake_tables(cfg):
 
 @pytest.fixture
 def fake_sim(monkeypatch, tmp_path):
-    """Replace sim.simulate with a recorder; run from an empty working directory."""
+    """Replace the simulator (scenarios.runner.simulate) with a recorder; run from an empty working directory."""
     calls = []
 
     def simulate(cfg, **kwargs):
         calls.append(SimpleNamespace(cfg=cfg, kwargs=kwargs))
         return fake_tables(cfg)
 
-    monkeypatch.setattr(sim, "simulate", simulate, raising=False)
+    monkeypatch.setattr(runner, "simulate", simulate)
     monkeypatch.chdir(tmp_path)
     return calls
 
@@ -109,7 +105,7 @@ def test_simulator_failure_leaves_no_run_dir(monkeypatch, tmp_path):
     def broken(cfg, **kwargs):
         raise RuntimeError("engine exploded")
 
-    monkeypatch.setattr(sim, "simulate", broken, raising=False)
+    monkeypatch.setattr(runner, "simulate", broken)
     with pytest.raises(RuntimeError, match="engine exploded"):
         main(["run", f"output_dir={tmp_path / 'x'}"])
     assert list(tmp_path.iterdir()) == []
@@ -119,7 +115,7 @@ def test_interrupted_run_exits_130_and_leaves_no_run_dir(monkeypatch, tmp_path, 
     def interrupted(cfg, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(sim, "simulate", interrupted, raising=False)
+    monkeypatch.setattr(runner, "simulate", interrupted)
     assert main(["run", f"output_dir={tmp_path / 'x'}"]) == 130
     assert "no run directory was written" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
@@ -191,7 +187,6 @@ def test_no_command_prints_usage_and_exits_2(capsys):
     assert "usage: colosim" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(not HAS_SIMULATOR, reason="sim.simulate is not implemented yet")
 def test_real_tiny_simulation(tmp_path, capsys):
     out = tmp_path / "tiny"
     argv = ["run", "host=this-vm", "duration_s=1", "warmup_s=0.1", "workload.functions=2"]

@@ -1,4 +1,4 @@
-"""Cluster simulation (sim/cluster): placement, the control plane, sizing,
+"""Cluster simulation (backends/cluster): placement, the control plane, sizing,
 and the equivalences the design relies on (one node = one host; Ray =
 serial)."""
 from __future__ import annotations
@@ -13,9 +13,9 @@ from scenarios.config import compose
 from scenarios.validate import ConfigError
 from sim.workloads import azure2019
 from sim.workloads.azure2019 import Azure2019Config
-from sim import simulate
-from sim.cluster import consolidate, simulate_cluster, static_nodes
-from sim.cluster.placement import NodeAllocation, place
+from scenarios.simulate import simulate
+from backends.cluster import consolidate, simulate_cluster, static_nodes
+from backends.cluster.placement import NodeAllocation, place
 from sim.workloads.trace import make_trace
 from tests.simcfg import DEFAULT_COSTS, make_cfg
 

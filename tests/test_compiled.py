@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sim import compiled, simulate
+from scenarios.simulate import simulate
+from sim import compiled
 from sim.sched_class import KernelScheduler
 from tests.simcfg import DEFAULT_COSTS, make_cfg, periodic, poisson
 
@@ -57,7 +58,8 @@ SCENARIOS = {
 }
 _DUMP = """
 import json, sys
-from sim import compiled, simulate
+from scenarios.simulate import simulate
+from sim import compiled
 cfgs = json.load(sys.stdin)
 out = {"compiled": [m for m in compiled.COMPILED_MODULES if compiled.is_compiled(m)]}
 for name, cfg in cfgs.items():
@@ -142,12 +144,12 @@ def test_python_subclass_overrides_reach_the_compiled_machine():
             calls.append(rq.cpu)
             super().task_tick(rq, curr)
     cfg = make_cfg(periodic(threads=3, run_ms=5.0, sleep_ms=0.0), duration_s=0.2, warmup_s=0.0)
-    import sim.api
-    orig = sim.api.load_policy
+    import backends.simhost
+    orig = backends.simhost.load_policy
     try:
-        sim.api.load_policy = lambda name: Counting
+        backends.simhost.load_policy = lambda name: Counting
         s = simulate(cfg).summary.to_pylist()[0]
     finally:
-        sim.api.load_policy = orig
+        backends.simhost.load_policy = orig
     assert s["ctx_switches"] > 0
     assert len(calls) >= 0.2 * 250 * 0.9          # a tick per 4 ms on the busy CPU

@@ -9,7 +9,7 @@ import pytest
 from backends.host import Completed
 from policies import control
 from policies.control.lags_static import LagsStatic
-from sim import simulate
+from scenarios.simulate import simulate
 from sim.sched_class import SCHED_NORMAL, SCHED_RR
 from sim.workloads.trace import make_trace
 from tests.simcfg import make_cfg, poisson, trace_replay
@@ -129,7 +129,7 @@ def test_lags_static_runs_the_light_function_under_sched_rr_on_the_simulator():
 
 def test_sim_host_reads_and_levers():
     from backends.simhost import SimHost
-    from sim.api import build
+    from scenarios.simulate import build
     from sim.engine import s_to_ns
 
     trace = _overloaded_trace(3.0)
@@ -155,7 +155,7 @@ def test_sim_host_reads_and_levers():
 
 def test_function_demand_needs_a_trace():
     from backends.simhost import SimHost
-    from sim.api import build
+    from scenarios.simulate import build
 
     _, machine, _, _ = build(make_cfg(poisson(functions=2)))
     with pytest.raises(ValueError, match="not trace-driven"):

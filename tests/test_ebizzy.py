@@ -6,7 +6,7 @@ from omegaconf import OmegaConf
 
 from scenarios.config import compose
 from scenarios.validate import ConfigError
-from sim import simulate
+from scenarios.simulate import simulate
 from sim.workloads.ebizzy import PRESETS, resolve
 from simcfg import make_cfg, run_for
 

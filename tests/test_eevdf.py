@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from policies.kernel.eevdf import EEVDF, EevdfConfig, Timeline
-from sim.api import build
+from scenarios.simulate import build
 from sim.costmodel import CostModel
 from sim.engine import Engine, s_to_ns
 from sim.machine import HRTICK_MIN_DELAY_NS, Machine
@@ -289,7 +289,7 @@ def test_options_compose_and_run(option, base_slice):
     from omegaconf import OmegaConf
 
     from scenarios.config import compose
-    from sim import simulate
+    from scenarios.simulate import simulate
     cfg = compose([f"scheduler={option}", "host=this-vm", "duration_s=0.5", "warmup_s=0.1",
                    "interval_s=0.25"])
     assert (cfg.scheduler.name, cfg.scheduler.policy) == (option, "eevdf")
@@ -402,13 +402,13 @@ def test_avg_vruntime_and_lag_placement_invariants(cfg, period_ns):
             lag = self.avg_vruntime(cfs_rq) - se.vruntime
             assert abs(lag - placed.pop(id(se))) <= 2
 
-    import sim.api
-    load_policy = sim.api.load_policy
-    sim.api.load_policy = lambda name: Watched
+    import backends.simhost
+    load_policy = backends.simhost.load_policy
+    backends.simhost.load_policy = lambda name: Watched
     try:
         engine, m, _, wl = build(cfg)
     finally:
-        sim.api.load_policy = load_policy
+        backends.simhost.load_policy = load_policy
     assert type(m.policy) is Watched
     wl.start()
     every(engine, period_ns, lambda: check_eevdf_state(m, wl.threads))

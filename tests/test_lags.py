@@ -14,13 +14,12 @@ from policies.kernel.cfs import CFS
 from policies.kernel.lags import LAGS, LagsConfig, ema_rate
 from scenarios.config import compose
 from scenarios.validate import ConfigError
-from sim import simulate
-from sim.api import build
+from scenarios.simulate import build, simulate
 from sim.costmodel import CostModel
 from sim.engine import Engine, s_to_ns
 from sim.invariants import WorkConservationMonitor
 from sim.machine import Machine
-from sim.sched_class import WF_FORK, WF_TTWU
+from sim.sched_flags import WF_FORK, WF_TTWU
 from sim.topology import Topology
 from simcfg import DEFAULT_COSTS, make_cfg, periodic, poisson, run_for
 
@@ -448,7 +447,7 @@ def test_lags_keeps_the_scheduler_invariants(cfg, sched):
 def test_mechanism_counters_are_summary_columns_over_the_window():
     """LAGS.stats reach the summary as lags_<counter>, counted after warmup
     only; CFS runs have no such columns."""
-    import sim.api as api
+    import scenarios.simulate as api
     from results.schema import check_table
 
     wl = {"name": "poisson", "functions": 6, "rate_rps": 40.0, "service": "exp",

@@ -17,8 +17,7 @@ from policies.control.least_loaded import (CoreAccountant, LeastLoaded, LeastLoa
                                            least_committed)
 from results.schema import check_table
 from scenarios.config import compose
-from sim import simulate
-from sim.api import attach_controller, build
+from scenarios.simulate import attach_controller, build, simulate
 from sim.memory.cachemodel import miss_ratio
 from sim.memory.llc import LLCGeometry
 from sim.memory.pages import Buffer, bucket_demand
@@ -32,7 +31,7 @@ def _cfg(overrides):
 # ---- memory-less runs ---------------------------------------------------------------
 
 def _run(overrides, with_memory_system: bool):
-    from sim.api import _plain
+    from scenarios.simulate import _plain
     from sim.engine import s_to_ns
     cfg = _plain(_cfg(overrides))
     engine, machine, recorder, workload = build(cfg)
@@ -124,7 +123,7 @@ def test_memlookup_interval_columns():
 def _moved(move: bool, extra=()):
     """memlookup in ways 0-5 (low intensity: a refill spans epochs), moved to
     ways 6-11 at 1 s; the class's rows of 50 ms intervals."""
-    from sim.api import _plain
+    from scenarios.simulate import _plain
     from sim.engine import s_to_ns
     from sim.metrics import IntervalSampler
     cfg = _plain(_cfg(["workload=memlookup", "host=silver-4314-2s", "duration_s=2",
@@ -180,7 +179,7 @@ def test_memlookup_fits_with_1g_pages():
 
 @pytest.fixture
 def host():
-    from sim.api import _plain
+    from scenarios.simulate import _plain
     cfg = _plain(_cfg(["workload=noisy_jobs", "host=silver-4314-2s", "duration_s=10"]))
     from sim.workloads import trace_for
     engine, machine, recorder, workload = build(cfg, trace_for(cfg))
@@ -407,7 +406,7 @@ def test_dynamic_priority_masks_disjoint_over_the_hour():
 def _checked_run(overrides: list, duration_s: float):
     """Run exceeding_demand under dynamic_priority, checking after every
     controller step that no two priority classes share a way of a socket."""
-    from sim.api import _plain
+    from scenarios.simulate import _plain
     from sim.engine import s_to_ns
     from sim.workloads import trace_for
     cfg = _plain(_cfg(["experiment=noisy_scenarios", "controller=dynamic_priority",
@@ -528,7 +527,7 @@ def test_a_cgroup_moved_to_the_other_socket_refetches_its_lines_there():
     balancing of dynamic_priority does): on socket 1 it starts with none of
     its lines, misses more until it has fetched its steady occupancy once,
     then runs as it did on socket 0; no CPU time is lost in the move."""
-    from sim.api import _plain
+    from scenarios.simulate import _plain
     from sim.engine import s_to_ns
     from sim.metrics import IntervalSampler
     cfg = _plain(_cfg(["workload=memlookup", "host=silver-4314-2s", "duration_s=2",

@@ -7,7 +7,7 @@ import pytest
 from calibration import memory_profiles as mp
 from calibration import sensitivity as sp
 from scenarios.config import compose
-from sim import simulate
+from scenarios.simulate import simulate
 from sim.memory.progress import MemoryProfile, archetypes
 
 

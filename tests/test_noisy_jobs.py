@@ -16,7 +16,7 @@ from scenarios.runner import run_scenario
 from scenarios.validate import ConfigError
 from sim.config import from_mapping
 from sim.workloads import noisy_jobs, trace_for
-from sim import simulate
+from scenarios.simulate import simulate
 from sim.workloads.noisy_jobs import JOB_SCHEMA, make_jobs, read_jobs, write_jobs
 from sim.workloads.trace import TraceError
 from simcfg import make_cfg, run_for

@@ -15,7 +15,7 @@ from policies.kernel.cfs import CFS, CfsConfig
 from policies.kernel.eevdf import EevdfConfig
 from policies.kernel.lags import LAGS, LagsConfig
 from scenarios.config import CONF_DIR
-from sim.api import build, simulate
+from scenarios.simulate import build, simulate
 from sim.config import from_mapping
 from sim.sched_class import KernelScheduler, SchedConfig
 from tests.simcfg import make_cfg, periodic, poisson

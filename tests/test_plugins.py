@@ -10,7 +10,8 @@ from hydra.core.config_store import ConfigStore
 
 from scenarios.config import compose, list_options
 from scenarios.validate import ConfigError
-from sim import simulate, workloads
+from scenarios.simulate import simulate
+from sim import workloads
 
 WORKLOAD = '''
 """``workload=bursts``: ``threads`` threads in one cgroup, each running

@@ -10,8 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sim import simulate
-from sim.api import build
+from scenarios.simulate import build, simulate
 from sim.engine import s_to_ns
 from sim.invariants import WorkConservationMonitor
 from simcfg import DEFAULT_COSTS, IDEAL, make_cfg, periodic, poisson

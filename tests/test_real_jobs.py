@@ -2,6 +2,7 @@
 shape a MemoryProfile becomes, admission through the gate, per-job perf
 counts, and (hardware: root, cgroups, gcc) a least_loaded run on this
 machine checked against the simulator's run of the same jobs."""
+import dataclasses
 import math
 import os
 import shutil
@@ -194,7 +195,7 @@ def test_a_controller_reading_perf_counts_is_refused_where_perf_cannot(monkeypat
                                                "cycle_activity.stalls_mem_any .*cannot count"):
         run.check_controller(cfg, b)
     with pytest.raises(run.RealRunError, match="backend.perf is false"):
-        run.check_controller(cfg, {**b, "perf": False})
+        run.check_controller(cfg, dataclasses.replace(b, perf=False))
     monkeypatch.setattr(detect, "perf_missing", lambda events: None)
     run.check_controller(cfg, b)                         # everything there: accepted
     monkeypatch.setattr(detect, "rdt_missing", lambda: "no resctrl mount")

@@ -84,7 +84,7 @@ def _cfg(**w):
 
 def test_poisson_trace_is_the_simulators_requests():
     from scenarios.config import compose
-    from sim import simulate
+    from scenarios.simulate import simulate
     cfg = compose(["host=this-vm", "scheduler=eevdf", "workload.functions=3",
                    "workload.rate_rps=20", "workload.mean_service_s=0.005",
                    "workload.threads_per_request=2", "seed=4", "duration_s=3",
@@ -107,7 +107,7 @@ def test_poisson_trace_is_the_simulators_requests():
 
 def test_worker_pool_trace_is_the_simulators_requests():
     from scenarios.config import compose
-    from sim import simulate
+    from scenarios.simulate import simulate
     cfg = compose(["host=this-vm", "scheduler=eevdf", "workload=worker_pool",
                    "workload.workers=2", "workload.capacity=2", "workload.rate_rps=60",
                    "workload.mean_service_s=0.02", "seed=3", "duration_s=3", "warmup_s=0.5",

@@ -18,6 +18,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from backends.real import cgroupfs, detect, periodic, run
+from backends.real.config import RealBackend
 from backends.real.functions import FunctionsRunner, WorkerPoolRunner
 from backends.real.jobs import JobProc, JobsRunner
 from backends.real.memlookup import ContainerProc, MemLookupRunner
@@ -49,6 +50,19 @@ def _cfg(*overrides):
 
 def _runner(cfg, trace=None):
     return run.runner_for(cfg, run.backend_keys(cfg), trace)
+
+
+def test_the_backend_keys_are_the_typed_config_with_its_defaults():
+    """backend=real's option sets only its name: a composed config and a
+    plain dict without backend keys both get RealBackend's defaults, and an
+    override reaches the runners typed; a key RealBackend lacks is named."""
+    composed = run.backend_keys(_cfg())
+    assert composed == run.backend_keys({}) == RealBackend(name="real")
+    assert composed.loadgen_rt_priority == 1 and composed.stall_event == "cycle_activity.stalls_mem_any"
+    tuned = run.backend_keys(_cfg("backend.spin_us=0", "backend.cpus=0-1"))
+    assert (tuned.spin_us, tuned.cpus, tuned.perf) == (0, "0-1", True)
+    with pytest.raises(ValueError, match="backend.spin is not a valid key"):
+        run.backend_keys({"backend": {"spin": 1}})
 
 
 @pytest.mark.parametrize("workload", sorted(SHIPPED))

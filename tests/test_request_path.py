@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from sim import simulate
-from sim.api import build
+from scenarios.simulate import build, simulate
 from sim.engine import s_to_ns
 from sim.workloads.hashd import SYSCALL_NS
 from sim.workloads.request_path import PROXY_IN_US, PROXY_OUT_US
@@ -81,7 +80,7 @@ def test_fork_join_behind_the_proxy_waits_for_the_last_thread():
 
 
 def test_pod_cgroup_holds_queue_proxy_and_user_container(monkeypatch):
-    import sim.api
+    import backends.simhost
     from sim.machine import Machine
     trace = make_trace(["a", "b", "a"], [0.0, 0.0, 0.5], [0.01] * 3, [1] * 3)
     placed = set()
@@ -90,7 +89,7 @@ def test_pod_cgroup_holds_queue_proxy_and_user_container(monkeypatch):
         def new_task(self, name, tg, *args, **kw):
             placed.add((name, tg.name))
             return super().new_task(name, tg, *args, **kw)
-    monkeypatch.setattr(sim.api, "Machine", Recording)
+    monkeypatch.setattr(backends.simhost, "Machine", Recording)
     engine, machine, recorder, wl = build(make_cfg(_trace_workload(), cores=2,
                                                    duration_s=1.0, warmup_s=0.0), trace)
     wl.start()

@@ -2,8 +2,7 @@
 import numpy as np
 import pytest
 
-from sim import simulate
-from sim.api import build
+from scenarios.simulate import build, simulate
 from sim.engine import s_to_ns
 from tests.simcfg import make_cfg
 

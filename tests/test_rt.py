@@ -2,7 +2,7 @@
 quanta, RT throttling, placement and pull."""
 import pytest
 
-from sim import simulate
+from scenarios.simulate import simulate
 from tests.simcfg import make_cfg, periodic, run_for
 
 HZ_TICK_MS = 4  # HZ=250 on every test host
@@ -113,20 +113,20 @@ def test_a_cpu_whose_rt_task_sleeps_pulls_queued_rt_work():
 
 
 def test_rr_scheduler_option_runs_every_workload_thread_under_sched_rr(monkeypatch):
-    import sim.api
+    import backends.simhost
     from scenarios.config import compose
-    from sim.api import _plain, build
+    from scenarios.simulate import _plain, build
     from sim.rt import rt_prio
     cfg = _plain(compose(["scheduler=rr", "host=this-vm", "duration_s=1", "warmup_s=0.2",
                           "workload.functions=4", "workload.rate_rps=20"]))
     enqueued = {"rt": [], "fair": []}
-    fair_cls = sim.api.load_policy(cfg["scheduler"]["policy"])
+    fair_cls = backends.simhost.load_policy(cfg["scheduler"]["policy"])
 
     class Recording(fair_cls):
         def enqueue_task(self, rq, p, flags):
             enqueued["fair"].append(p)
             super().enqueue_task(rq, p, flags)
-    monkeypatch.setattr(sim.api, "load_policy", lambda name: Recording)
+    monkeypatch.setattr(backends.simhost, "load_policy", lambda name: Recording)
     engine, m, _, wl = build(cfg)
     rt_enqueue = m.rt.enqueue_task
     m.rt.enqueue_task = lambda rq, p, f: (enqueued["rt"].append(p), rt_enqueue(rq, p, f))
@@ -160,7 +160,7 @@ def test_sched_setscheduler_moves_running_and_queued_threads_both_ways(scheduler
     and EEVDF: its vruntime (or lag) was kept relative while it was RT, so
     it neither starves nor is starved."""
     from backends.simhost import SimHost
-    from sim.api import build
+    from scenarios.simulate import build
     from sim.engine import s_to_ns
     from sim.invariants import check_rq_invariants
     wl = periodic(groups=[_group("a", run_ms=100_000.0, sleep_ms=0.0),
@@ -202,7 +202,7 @@ def test_a_live_cpuset_change_moves_running_and_queued_threads(scheduler, policy
     CPU 0, running and queued, move at once, CPU 0 idles from then on, and
     all three share CPU 1; widening the set spreads them again."""
     from backends.simhost import SimHost
-    from sim.api import build
+    from scenarios.simulate import build
     from sim.engine import s_to_ns
     from sim.invariants import check_rq_invariants
     wl = periodic(groups=[_group("a", threads=3, run_ms=100_000.0, sleep_ms=0.0,

@@ -10,7 +10,7 @@ from math import factorial
 import numpy as np
 import pytest
 
-from sim import simulate
+from scenarios.simulate import simulate
 from simcfg import make_cfg, periodic, poisson, run_for, worker_pool
 from stats import assert_matches_theory
 

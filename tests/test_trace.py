@@ -5,7 +5,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from sim import simulate
+from scenarios.simulate import simulate
 from sim.workloads.trace import TraceError, make_trace, read_trace, write_trace
 from tests.simcfg import make_cfg
 from tests.stats import assert_matches_theory

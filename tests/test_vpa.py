@@ -85,7 +85,7 @@ def test_recommendation_applies_margin_confidence_and_minimum():
 
 
 def test_vpa_sets_the_limit_from_usage_on_the_simulator():
-    from sim.api import attach_controller, build
+    from scenarios.simulate import attach_controller, build
     from sim.engine import s_to_ns
     from tests.simcfg import make_cfg, periodic
 

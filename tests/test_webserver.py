@@ -11,8 +11,7 @@ from omegaconf import OmegaConf
 from scenarios.config import compose
 from scenarios.validate import ConfigError
 from sim.workloads import trace_for
-from sim import simulate
-from sim.api import build
+from scenarios.simulate import build, simulate
 from sim.engine import s_to_ns
 from sim.workloads.trace import make_trace, read_trace, write_trace
 from sim.workloads.webserver import arrival_trace

@@ -16,7 +16,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from backends.host import RdtError
 from backends.real.cgroupfs import Layout, detect_layout
+from backends.real.perf import parse_perf_csv
+from backends.real.rdt import RdtSidecar
 
 EEVDF_SINCE = (6, 6)
 
@@ -132,7 +135,6 @@ def _perf_probe(perf: str, events) -> dict[str, float | None] | str:
                            capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"perf stat failed: {e}"
-    from backends.real.perf import parse_perf_csv
     samples = {s.event.split(":")[0]: s.value for s in parse_perf_csv(r.stderr, interval=False,
                                                                       has_cgroup=False)}
     if not samples:
@@ -229,8 +231,6 @@ def resctrl_mounted() -> bool:
 def rdt_missing() -> str | None:
     """What keeps RDT (resctrl) from this host, in the RDT sidecar's words
     (or why the sidecar could not run); None when it is usable."""
-    from backends.host import RdtError
-    from backends.real.rdt import RdtSidecar
     try:
         with RdtSidecar() as sc:
             sc.rdt_info()

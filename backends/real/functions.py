@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from backends.real.config import RealBackend
 from backends.real.loadgen import client_samplers, closed_loop
 from backends.real.runner import RealRunError, Rows, Runner, Setup, apply_cgroup
 from backends.real.trace import trace_for_real
@@ -24,7 +25,7 @@ class FunctionsRunner(Runner):
 
     RUNS = "invocation traces"
 
-    def __init__(self, cfg: dict, b: dict, trace: pa.Table | None = None):
+    def __init__(self, cfg: dict, b: RealBackend, trace: pa.Table | None = None):
         """``trace``: the rows to replay (None: the workload's own,
         backends/real/trace.trace_for_real)."""
         super().__init__(cfg, b)
@@ -66,7 +67,7 @@ class WorkerPoolRunner(FunctionsRunner):
 
     RUNS = "a worker pool"
 
-    def __init__(self, cfg: dict, b: dict, trace: pa.Table | None = None):
+    def __init__(self, cfg: dict, b: RealBackend, trace: pa.Table | None = None):
         self.closed = cfg["workload"].get("clients") is not None
         # a closed loop replays no trace: its clients make the requests
         super().__init__(cfg, b, TRACE_SCHEMA.empty_table() if self.closed else trace)

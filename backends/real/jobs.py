@@ -50,6 +50,7 @@ import pyarrow as pa
 
 from backends.host import PendingJob, PerfCounts
 from backends.real.cgroupfs import CgroupFS
+from backends.real.config import STALL_EVENT, RealBackend
 from backends.real.detect import perf_accepts
 from backends.real.functions import FunctionsRunner
 from backends.real.ipce import add_interval, summary
@@ -62,11 +63,6 @@ from sim.workloads.noisy_jobs import to_invocations
 
 NS = 1_000_000_000
 MIB = 1 << 20
-# memory stall cycles: the PMU event the noisy-neighbor thesis's load
-# heuristic sums ("stalled cycles caused by the memory subsystem": Eberhardt,
-# "Mitigating the noisy neighbor problem", §3.4; Intel's
-# cycle_activity.stalls_mem_any); backend.stall_event names another
-STALL_EVENT = "cycle_activity.stalls_mem_any"
 HW_EVENTS = ("instructions", "cycles", STALL_EVENT, "cache-references", "cache-misses")
 JOB_EVENTS = HW_EVENTS + ("task-clock",)
 
@@ -435,7 +431,7 @@ class JobsRunner(FunctionsRunner):
 
     RUNS = "job streams"
 
-    def __init__(self, cfg: dict, b: dict, trace: pa.Table | None = None):
+    def __init__(self, cfg: dict, b: RealBackend, trace: pa.Table | None = None):
         """``trace``: the job table (None: the workload's own,
         backends/real/trace.jobs_for_real)."""
         try:
@@ -470,7 +466,7 @@ class JobsRunner(FunctionsRunner):
                 raise ValueError(f"workload.memory needs a profile for {missing}")
             shapes = {c: job_args(profiles.get(c)) for c in classes}
             binary = build_memworker()
-            alone = calibrate(shapes, min(s.cpus), float(self.b["job_alone_s"]), binary)
+            alone = calibrate(shapes, min(s.cpus), float(self.b.job_alone_s), binary)
         except (ValueError, JobError) as e:
             raise RealRunError(str(e)) from None
         specs = []
@@ -480,10 +476,10 @@ class JobsRunner(FunctionsRunner):
             specs.append(JobSpec(c, cols["arrival_s"][r], cols["length_s"][r], cols["cores"][r],
                                  bool(cols["priority"][r]), tuple(shapes[cls]), alone[cls],
                                  job_seed(s.seed, f)))
-        perf = job_perf() if self.b["perf"] else None
+        perf = job_perf() if self.b.perf else None
         return JobGate(specs, binary, s.max_s, time.monotonic_ns, s.cg.procs_files,
-                       s.host.cpus_of, perf, int(self.b["perf_interval_ms"]),
-                       str(self.b["stall_event"]), alone)
+                       s.host.cpus_of, perf, int(self.b.perf_interval_ms),
+                       str(self.b.stall_event), alone)
 
     def start_perf(self, cg: CgroupFS) -> tuple[None, str]:
         # each job counts under its own perf stat (JobProc.command)

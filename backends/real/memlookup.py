@@ -30,6 +30,7 @@ import math
 import subprocess
 
 from backends.real import detect, ipce
+from backends.real.config import RealBackend
 from backends.real.jobs import calibrate, job_args, spawn_in_cgroup, stop_session
 from backends.real.memworker import build_memworker
 from backends.real.perf import DEFAULT_EVENTS
@@ -212,7 +213,7 @@ class MemLookupRunner(BurstRunner):
 
     RUNS = "memory-lookup containers"
 
-    def __init__(self, cfg: dict, b: dict, trace=None):
+    def __init__(self, cfg: dict, b: RealBackend, trace=None):
         super().__init__(cfg, b)
         try:
             self.names = container_names(self.w)
@@ -235,7 +236,7 @@ class MemLookupRunner(BurstRunner):
             # start_containers stops the ones it started if a later one fails
             self.workers, ns, self.classes = start_containers(
                 self.w, self.groups, s.cgroups, s.host, s.cg, build_memworker(), s.max_s,
-                float(self.b["job_alone_s"]), s.seed)
+                float(self.b.job_alone_s), s.seed)
         except MemLookupError as e:
             raise RealRunError(str(e)) from None
         self.alone = {"memlookup": ns}
@@ -243,7 +244,7 @@ class MemLookupRunner(BurstRunner):
     def perf_events(self) -> tuple[str, ...]:
         # the memory columns: miss rate, IPCE
         return DEFAULT_EVENTS + tuple(detect.perf_accepts(
-            ("cache-references", "cache-misses", str(self.b["stall_event"]))))
+            ("cache-references", "cache-misses", str(self.b.stall_event))))
 
     def finish(self, host) -> None:
         # before the run's classes are removed
@@ -252,6 +253,6 @@ class MemLookupRunner(BurstRunner):
     def summary_columns(self, perf_samples, perf_offset_s: float,
                         warmup_ns: int) -> dict[str, float]:
         return {**perf_summary(perf_samples or [], perf_offset_s, warmup_ns / NS,
-                               str(self.b["stall_event"]),
+                               str(self.b.stall_event),
                                str(self.w.get("tag") or "priority") == "priority"),
                 "llc_occupancy_mb": self.occupancy_mb}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from backends.real import cgroupfs
 from backends.real.cgroupfs import parse_cpulist
+from backends.real.config import RealBackend
 from backends.real.runner import BurstRunner, RealRunError, Setup, apply_cgroup
 from backends.real.workers import WorkerProc
 from policies.kernel import config as kernel_config
@@ -34,7 +35,7 @@ class PeriodicRunner(BurstRunner):
 
     RUNS = "periodic threads"
 
-    def __init__(self, cfg: dict, b: dict, trace=None):
+    def __init__(self, cfg: dict, b: RealBackend, trace=None):
         super().__init__(cfg, b)
         try:
             self.groups = periodic_groups(self.cfg)

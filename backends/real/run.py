@@ -49,10 +49,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from backends.real import cgroupfs, detect
 from backends.real.cgroupfs import CgroupError, CgroupFS, parse_cpulist
+from backends.real.config import RealBackend
 from backends.real.functions import FunctionsRunner, WorkerPoolRunner
 from backends.real.host import RealHost
 from backends.real.intervals import Sampler, perf_rows, sum_or_none
-from backends.real.jobs import STALL_EVENT, JobsRunner, counted_events
+from backends.real.jobs import JobsRunner, counted_events
 from backends.real.loadgen import Timer, lateness_stats, lateness_verdict, set_timer_slack
 from backends.real.memlookup import MemLookupRunner
 from backends.real.periodic import PeriodicRunner
@@ -62,6 +63,7 @@ from policies.control import NONE
 from policies.control import build as build_controller
 from policies.control import module as controller_module
 from results.schema import request_columns, run_identity
+from sim.config import from_mapping
 from sim.engine import NSEC_PER_SEC as NS
 from sim.workloads import available as available_workloads
 from sim.workloads import workload_class
@@ -83,7 +85,7 @@ def capability(w: dict) -> str | None:
     return workload_class(w).REAL_BACKEND
 
 
-def runner_for(cfg: dict, b: dict, trace: pa.Table | None = None) -> Runner:
+def runner_for(cfg: dict, b: RealBackend, trace: pa.Table | None = None) -> Runner:
     """The runner of the scenario's workload, its up-front checks done;
     RealRunError naming what runs here when the workload does not."""
     w = cfg["workload"]
@@ -125,15 +127,11 @@ def _plain(cfg) -> dict:
     return dict(cfg)
 
 
-def backend_keys(cfg: dict) -> dict:
-    defaults = {"cpus": None, "loadgen_cpu": None, "perf": True, "perf_interval_ms": 100,
-                "worker": None, "spin_us": 100, "max_lateness_p99_s": 0.002,
-                "lateness_action": "reject", "grace_s": 5.0,
-                "loadgen_rt_priority": None, "stall_event": STALL_EVENT,
-                "job_alone_s": 0.5}
-    b = dict(defaults)
-    b.update({k: v for k, v in (cfg.get("backend") or {}).items() if k != "name"})
-    return b
+def backend_keys(cfg: dict) -> RealBackend:
+    """The scenario's ``backend`` keys as the typed RealBackend (its defaults
+    for the keys a plain-dict config leaves out; ValueError naming an
+    unknown key)."""
+    return from_mapping(RealBackend, {"name": "real", **(cfg.get("backend") or {})}, "backend")
 
 
 def check_host_scheduler(name: str) -> str:
@@ -149,7 +147,7 @@ def check_host_scheduler(name: str) -> str:
                            f"scheduler={found}") from None
 
 
-def check_controller(cfg: dict, b: dict) -> None:
+def check_controller(cfg: dict, b: RealBackend) -> None:
     """RealRunError naming what is missing when the controller acts through
     RDT (its ``uses_rdt``) or reads perf counts (``uses_perf_counts``) and
     this host cannot provide them."""
@@ -162,8 +160,8 @@ def check_controller(cfg: dict, b: dict) -> None:
         raise RealRunError(f"controller={name} needs RDT (resctrl), which backend=real cannot "
                            f"provide on this host: {missing}")
     if ctl.uses_perf_counts:
-        events = counted_events(str(b["stall_event"]))
-        missing = ("backend.perf is false" if not b["perf"]
+        events = counted_events(str(b.stall_event))
+        missing = ("backend.perf is false" if not b.perf
                    else detect.perf_missing(events))
         if missing:
             raise RealRunError(f"controller={name} reads each job's {', '.join(events)} "
@@ -177,13 +175,13 @@ def _run_name(name: str) -> str:
     return f"{s}-{uuid.uuid4().hex[:6]}"
 
 
-def _run_cpus(cfg: dict, b: dict, online: set[int]) -> set[int]:
+def _run_cpus(cfg: dict, b: RealBackend, online: set[int]) -> set[int]:
     """The CPUs the workers run on (``backend.cpus``, else every CPU this
     process may use), with a warning when the ``host=`` option describes
     another count."""
-    cpus = set(parse_cpulist(b["cpus"])) if b["cpus"] else set(online)
+    cpus = set(parse_cpulist(b.cpus)) if b.cpus else set(online)
     if not cpus <= set(range(os.cpu_count() or 1)):
-        raise RealRunError(f"backend.cpus = {b['cpus']}: this host has CPUs "
+        raise RealRunError(f"backend.cpus = {b.cpus}: this host has CPUs "
                            f"0-{(os.cpu_count() or 1) - 1}")
     ncpus = len(cpus)
     host_cpus = int(cfg["host"]["sockets"]) * int(cfg["host"]["cores"]) * \
@@ -196,10 +194,10 @@ def _run_cpus(cfg: dict, b: dict, online: set[int]) -> set[int]:
     return cpus
 
 
-def _pin_load_generator(b: dict, online: set[int], cpus: set[int]) -> int | None:
+def _pin_load_generator(b: RealBackend, online: set[int], cpus: set[int]) -> int | None:
     """Pin this thread to ``backend.loadgen_cpu``, else to a CPU the
     workers do not use if there is one; the CPU (None: not pinned)."""
-    loadgen_cpu = b["loadgen_cpu"]
+    loadgen_cpu = b.loadgen_cpu
     if loadgen_cpu is None and set(online) - cpus:
         loadgen_cpu = min(set(online) - cpus)
     if loadgen_cpu is not None:
@@ -207,14 +205,14 @@ def _pin_load_generator(b: dict, online: set[int], cpus: set[int]) -> int | None
     return loadgen_cpu
 
 
-def _load_generator_fifo(b: dict, rr: dict[str, tuple[bool, int]]) -> bool:
+def _load_generator_fifo(b: RealBackend, rr: dict[str, tuple[bool, int]]) -> bool:
     """SCHED_FIFO at ``backend.loadgen_rt_priority`` for this thread (True:
     set; the caller restores SCHED_OTHER).  Only this thread, and only for
     the replay (children started before keep their policy); above SCHED_RR
     workers, or they would starve the dispatcher."""
-    if b["loadgen_rt_priority"] is None:
+    if b.loadgen_rt_priority is None:
         return False
-    prio = int(b["loadgen_rt_priority"])
+    prio = int(b.loadgen_rt_priority)
     rr_prios = [pr for is_rr, pr in rr.values() if is_rr]
     if rr_prios:
         prio = max(prio, min(99, max(rr_prios) + 1))
@@ -243,7 +241,7 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
     cgroups = runner.cgroups
 
     try:
-        binary = worker_binary(b["worker"])
+        binary = worker_binary(b.worker)
     except WorkerError as e:
         raise RealRunError(str(e)) from None
     online = os.sched_getaffinity(0)
@@ -267,9 +265,9 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
                 if threading.current_thread() is threading.main_thread() else None)
     try:
         host = RealHost(cg, cgroups, runner.host_trace(), runner.parent)
-        if b["cpus"]:
+        if b.cpus:
             cg.set_cpuset("", cgroupfs.format_cpulist(cpus))
-        max_s = (duration_ns / NS) + float(b["grace_s"])
+        max_s = (duration_ns / NS) + float(b.grace_s)
         runner.start(Setup(cg, host, cgroups, cpus, binary, max_s, int(cfg.get("seed", 0))))
         rr = runner.rt_policies()
         for c, (is_rr, prio) in rr.items():
@@ -302,7 +300,7 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
         host._t0 = t0      # the Host clock starts with the replay
         runner.go(t0, t0 + warmup_ns)
         # completions go to the host only where a controller reads them
-        res, rows = runner.drive(rows, t0, duration_ns, timers, int(b["spin_us"]) * 1000,
+        res, rows = runner.drive(rows, t0, duration_ns, timers, int(b.spin_us) * 1000,
                                  host if controller is not None else None)
         sampler.sample(time.monotonic_ns() - t0, final=True)
         runner.finish(host)
@@ -349,8 +347,8 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
         raise RealRunError("workers reported errors: " + "; ".join(res.errors[:5]))
     lat = (res.dispatch_ns - rows.arrival_ns) / NS
     stats = lateness_stats(lat[res.dispatch_ns >= 0])
-    ok, reason = lateness_verdict(stats, b["max_lateness_p99_s"])
-    if not ok and b["lateness_action"] == "reject":
+    ok, reason = lateness_verdict(stats, b.max_lateness_p99_s)
+    if not ok and b.lateness_action == "reject":
         raise RealRunError(reason + "; rerun on a quieter host, set backend.loadgen_cpu / "
                            "backend.cpus to separate the load generator from the workers, "
                            "or backend.lateness_action=flag to keep the run flagged")
@@ -360,7 +358,7 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
 
     perf_offset_s = (t0 - perf_t0) / NS
     perf_by_interval = perf_rows(perf_samples, perf_offset_s,
-                                  int(b["perf_interval_ms"]) / 1000) if perf_samples else None
+                                  int(b.perf_interval_ms) / 1000) if perf_samples else None
     requests, arrived = runner.requests(res, rows, t0, warmup_ns, duration_ns)
     intervals = sampler.table(perf_by_interval)
     summary = _summary(cfg, b, requests, sampler, perf_by_interval, stats, ok, perf_status,
@@ -418,8 +416,8 @@ def _summary(cfg, b, requests, sampler, perf_rows, lstats, ok, perf_status, host
         "loadgen_lateness_p99_s": lstats["p99"],
         "loadgen_lateness_max_s": lstats["max"],
         "loadgen_lateness_mean_s": lstats["mean"],
-        "loadgen_max_lateness_p99_s": nan if b["max_lateness_p99_s"] is None
-        else float(b["max_lateness_p99_s"]),
+        "loadgen_max_lateness_p99_s": nan if b.max_lateness_p99_s is None
+        else float(b.max_lateness_p99_s),
         "loadgen_ok": bool(ok),
         "real_cpus": cgroupfs.format_cpulist(set(cpus)),
         "loadgen_cpu": loadgen_cpu,

@@ -42,6 +42,7 @@ import numpy as np
 import pyarrow as pa
 
 from backends.real.cgroupfs import CgroupError, CgroupFS
+from backends.real.config import RealBackend
 from backends.real.loadgen import ReplayResult, Timer, Worker, replay
 from backends.real.perf import DEFAULT_EVENTS, PerfStat, PerfUnavailable
 from policies.kernel import config as kernel_config
@@ -104,7 +105,7 @@ class Runner(ABC):
 
     RUNS: str    # what it runs, as the refusal of other workloads lists it
 
-    def __init__(self, cfg: dict, b: dict, trace: pa.Table | None = None):
+    def __init__(self, cfg: dict, b: RealBackend, trace: pa.Table | None = None):
         """``cfg``: the plain scenario config; ``b``: its backend keys;
         ``trace``: the rows the caller hands in (scenarios.runner's
         generated trace), for the runners that replay one."""
@@ -145,11 +146,11 @@ class Runner(ABC):
     def start_perf(self, cg: CgroupFS) -> tuple[PerfStat | None, str]:
         """The run's perf stat (started; None if none) and its
         ``perf_status`` column."""
-        if not self.b["perf"]:
+        if not self.b.perf:
             return None, "off"
         try:
             perf = PerfStat({cg.perf_name(c): c for c in self.cgroups}, self.perf_events(),
-                            int(self.b["perf_interval_ms"]))
+                            int(self.b.perf_interval_ms))
             perf.start()
             return perf, "ok"
         except (PerfUnavailable, CgroupError) as e:

@@ -27,7 +27,9 @@ import pyarrow as pa
 from sim.engine import NSEC_PER_SEC, RngStream, s_to_ns
 from sim.workloads import trace_for
 from sim.workloads.common import ServiceTime
+from sim.workloads.noisy_jobs import read_jobs
 from sim.workloads.trace import make_trace, read_trace
+from sim.workloads.webserver import arrival_trace
 
 SUPPORTED = ("poisson", "worker_pool", "azure2021", "random")
 
@@ -65,7 +67,6 @@ def trace_for_real(cfg: dict) -> pa.Table:
     if name == "poisson":
         return poisson_trace(cfg)
     if name == "worker_pool":
-        from sim.workloads.webserver import arrival_trace
         return arrival_trace(w, int(cfg.get("seed", 0)), float(cfg["duration_s"]))
     if name in ("azure2021", "random"):
         return trace_for(cfg)
@@ -79,6 +80,5 @@ def jobs_for_real(cfg: dict) -> pa.Table:
     the one generated from the seed (as the simulator's run of the config)."""
     w = cfg["workload"]
     if w.get("trace_file"):
-        from sim.workloads.noisy_jobs import read_jobs
         return read_jobs(w["trace_file"])
     return trace_for(cfg)

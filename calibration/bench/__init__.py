@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import importlib
 
+from calibration.bench.common import check_host
+
 NAMES = ("ctx_switch", "density", "wakeup", "throttle", "dispatch")
 
 
@@ -25,7 +27,6 @@ def __getattr__(name: str):
 def run_all(out_dir, quick: bool = False, progress=None) -> dict:
     """Every benchmark in turn; {name: pyarrow.Table}.  Refuses (BenchUnavailable
     naming what is missing) before running any of them."""
-    from calibration.bench.common import check_host
     check_host()
     return {name: mod.run(out_dir, quick=quick, progress=progress)
             for name, mod in __getattr__("BENCHES").items()}

@@ -15,6 +15,7 @@ run's, and ``colosim cleanup`` finds leftovers of a killed run.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import os
@@ -36,6 +37,7 @@ import pyarrow.parquet as pq
 from backends.real import cgroupfs
 from backends.real.build import compile_c
 from backends.real.cgroupfs import CgroupError, CgroupFS
+from backends.real.detect import fingerprint
 from backends.real.perf import die_with_parent
 
 NATIVE_DIR = Path(__file__).resolve().parent / "native"
@@ -255,7 +257,6 @@ def cache_sizes(cpu: int = 0) -> dict[str, int]:
 def config_hz() -> int | None:
     """CONFIG_HZ (the tick rate) from /boot/config-$(uname -r) or
     /proc/config.gz; None when neither exists."""
-    import gzip
     texts = []
     try:
         texts.append(Path(f"/boot/config-{os.uname().release}").read_text())
@@ -295,7 +296,6 @@ _FINGERPRINT: dict | None = None
 def host_fingerprint() -> dict:
     global _FINGERPRINT
     if _FINGERPRINT is None:
-        from backends.real.detect import fingerprint
         _FINGERPRINT = fingerprint()
     return dict(_FINGERPRINT)
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
 from backends.real.workers import WorkerProc, build_worker, request_line
@@ -94,7 +95,6 @@ def run(out_dir, quick: bool = False, progress: Progress = None) -> pa.Table:
 def dispatch_costs(table: pa.Table) -> dict[str, float]:
     """The dispatcher's CPU per request (us) and per thread it creates, the
     line through the median CPU per request at each thread count."""
-    import numpy as np
     per_req: dict[int, list[float]] = {}
     for r in table.to_pylist():
         per_req.setdefault(r["threads_per_request"], []).append(

@@ -26,9 +26,9 @@ from itertools import islice
 from typing import Optional
 
 from sim.bandwidth import CfsBandwidthControl
-from sim.sched_class import (CPU_IDLE, CPU_NEWLY_IDLE, CPU_NOT_IDLE, DEQUEUE_SLEEP,
-                             ENQUEUE_INITIAL, ENQUEUE_MIGRATED, ENQUEUE_WAKEUP, WF_FORK,
-                             KernelScheduler, SchedConfig, tunable)
+from sim.sched_class import KernelScheduler, SchedConfig, tunable
+from sim.sched_flags import (CPU_IDLE, CPU_NEWLY_IDLE, CPU_NOT_IDLE, DEQUEUE_SLEEP,
+                             ENQUEUE_INITIAL, ENQUEUE_MIGRATED, ENQUEUE_WAKEUP, WF_FORK)
 from sim.heap import Node, heap_pop, heap_push
 from sim.rq import MIN_SHARES, NICE_0_LOAD
 

@@ -66,7 +66,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 from policies.kernel.cfs import CFS, GRANULARITY_RANGE_NS, FairConfig, scaled
-from sim.sched_class import ENQUEUE_INITIAL, ENQUEUE_MIGRATED, tunable
+from sim.sched_class import tunable
+from sim.sched_flags import ENQUEUE_INITIAL, ENQUEUE_MIGRATED
 
 SCHED_BASE_SLICE_NS = 750_000          # normalized_sysctl_sched_base_slice (6.6 .. 6.14)
 # __setparam_fair(): the bounds of a sched_runtime slice request

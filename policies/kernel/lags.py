@@ -103,7 +103,8 @@ else:
 
 from policies.kernel.cfs import CFS, CfsConfig
 from sim.rq import NICE_0_LOAD, PELT_HALFLIFE_NS
-from sim.sched_class import CPU_NOT_IDLE, WF_FORK, tunable
+from sim.sched_class import tunable
+from sim.sched_flags import CPU_NOT_IDLE, WF_FORK
 
 INF = math.inf
 

@@ -302,7 +302,7 @@ class MemorySystem:
         self._alone: dict = {}
         self._last = 0
         self._armed = False
-        self.warmup_ns: int | None = None     # set by sim.api.simulate
+        self.warmup_ns: int | None = None     # set by scenarios.simulate.simulate
         self.occ_area = 0.0                                # sum occupancy_bytes x ns
         self.occ_time = 0                                  # sum ns of tenant-epochs
         self._at_warmup: dict | None = None

@@ -50,7 +50,7 @@ def schemas() -> dict[str, type]:
 
 
 def typed_config(cls: type[Workload], wcfg):
-    """``wcfg`` (a plain mapping, as sim.api hands every config on) as an
+    """``wcfg`` (a plain mapping, as scenarios.simulate hands every config on) as an
     instance of ``cls.CONFIG``."""
     return from_mapping(cls.CONFIG, wcfg, "workload")
 

@@ -4,7 +4,7 @@ scaled to fit within this cluster size, preserving the original temporal
 distribution", about 800 containers.
 
 Each of ``functions`` functions (``fn-<i>``) is a Knative service whose
-pods the cluster's control plane places and scales (sim/cluster).  The
+pods the cluster's control plane places and scales (backends/cluster).  The
 trace gives each function a count of invocations per trace minute; the run
 replays ``duration_s`` seconds of it, one trace minute per ``minute_s``
 simulated seconds (60: real time; smaller compresses the day, keeping its

@@ -1,19 +1,21 @@
-"""``simulate(cfg)``: one run of one scenario on the simulated host."""
+"""``simulate(cfg)``: one run of one scenario on the simulated host: the
+host (backends.simhost.build_host), the workload, the controller, the
+measurement window and the summary row."""
 from __future__ import annotations
 
-import importlib
 import time
 from dataclasses import dataclass
 
 import pyarrow as pa
+from omegaconf import DictConfig, OmegaConf
 
+from backends.simhost import SimHost, build_host, drive
+from policies.control import build as build_controller
 from results.schema import request_columns, run_identity
 from sim import workloads
-from sim.costmodel import CostModel
-from sim.engine import NSEC_PER_SEC, Engine, s_to_ns
-from sim.machine import Machine
-from sim.metrics import HostCounters, IntervalSampler, Recorder
-from sim.topology import Topology
+from sim.engine import NSEC_PER_SEC, s_to_ns
+from sim.memory.progress import empty_summary
+from sim.metrics import HostCounters, IntervalSampler
 
 
 @dataclass
@@ -25,25 +27,9 @@ class SimResult:
 
 
 def _plain(cfg) -> dict:
-    try:
-        from omegaconf import DictConfig, OmegaConf
-    except ImportError:       # pragma: no cover - omegaconf is a dependency
-        return dict(cfg)
     if isinstance(cfg, DictConfig):
         return OmegaConf.to_container(cfg, resolve=True)
     return dict(cfg)
-
-
-def load_policy(name: str):
-    """Kernel schedulers are plugins looked up by name in policies.kernel."""
-    return importlib.import_module("policies.kernel").load(name)
-
-
-def sched_config(sched):
-    """The scheduler option as its policy's typed CONFIG (unknown keys
-    refused); a plain dict may leave out ``policy`` when the option is named
-    after its module."""
-    return importlib.import_module("policies.kernel").config(sched)
 
 
 def build(cfg: dict, trace=None):
@@ -61,18 +47,6 @@ def build(cfg: dict, trace=None):
     return engine, machine, recorder, workload
 
 
-def build_host(cfg: dict, seed: int):
-    """The engine, simulated machine and request recorder of a resolved
-    config's host, scheduler and cost model (no workload yet)."""
-    engine = Engine(seed)
-    topology = Topology.from_config(cfg["host"])
-    sched = sched_config(cfg["scheduler"])
-    machine = Machine(engine, topology, load_policy(sched.policy), sched,
-                      CostModel.from_config(cfg["calibration"]))
-    machine.host_cfg = dict(cfg["host"])
-    return engine, machine, Recorder(s_to_ns(float(cfg.get("warmup_s", 0.0))))
-
-
 def _first(*values):
     return next((v for v in values if v is not None), None)
 
@@ -80,9 +54,6 @@ def _first(*values):
 def attach_controller(cfg: dict, engine, machine, recorder, workload):
     """Run the config's controller (if any) on the simulated host from t = 0;
     returns it (or None)."""
-    from backends.simhost import SimHost, drive
-    from policies.control import build as build_controller
-
     controller = build_controller(cfg.get("controller"))
     if controller is None:
         return None
@@ -160,7 +131,6 @@ def policy_stats(machine) -> dict:
 def memory_columns(machine) -> dict:
     """LLC/IPCE columns of the memory model (sim/memory/progress.py); NaN
     when no cgroup had a memory profile."""
-    from sim.memory.progress import empty_summary
     return empty_summary() if machine.memory is None else machine.memory.summary()
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sim.api import build_host
+from backends.simhost import build_host
 from sim.bandwidth import DEFAULT_CFS_PERIOD, MIN_CFS_QUOTA_PERIOD, NSEC_PER_USEC
 from sim.engine import s_to_ns
 from sim.metrics import HostCounters, IntervalSampler

@@ -3,9 +3,9 @@
 ``scheduler`` and ``calibration``.
 
 Time advances in windows of ``cluster.window_s``: at each boundary the
-control plane (sim/cluster/controlplane.py) reads the nodes' reports,
+control plane (backends/cluster/controlplane.py) reads the nodes' reports,
 autoscales, places pods and routes the next window's invocations; then
-every node simulates the window on its own (sim/cluster/parallel.py).
+every node simulates the window on its own (backends/cluster/parallel.py).
 
 Utilisation, per ``cluster.profile_window_s`` (default a minute):
 
@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from backends.cluster.controlplane import ControlPlane
+from backends.cluster.options import REQUEST_RULES
+from backends.cluster.parallel import start_nodes
 from results.schema import request_columns, run_identity
-from sim.cluster.controlplane import ControlPlane
-from sim.cluster.options import REQUEST_RULES
-from sim.cluster.parallel import start_nodes
 from sim.engine import NSEC_PER_SEC, s_to_ns
 from sim.metrics import HostCounters
 from sim.topology import Topology

@@ -31,17 +31,17 @@ parallel).  At the boundary ``t`` it
    dropped (``dropped`` in requests.parquet, ``n_unplaced`` in the summary).
 
 Each pod requests ``cpu_request_mcpu`` of the function (the
-``cpu_request`` rule, sim/cluster/run.py) and ``memory_request_mb``; with
+``cpu_request`` rule, backends/cluster/run.py) and ``memory_request_mb``; with
 ``cpu_limit`` (``request``: the pod's request; or millicores) its cgroup
-gets the matching cpu.max (sim/cluster/node.py).
+gets the matching cpu.max (backends/cluster/node.py).
 """
 from __future__ import annotations
 
 import math
 from collections import deque
 
-from sim.cluster.node import Commands, Delivery
-from sim.cluster.placement import empty_node, place
+from backends.cluster.node import Commands, Delivery
+from backends.cluster.placement import empty_node, place
 from sim.engine import s_to_ns
 
 

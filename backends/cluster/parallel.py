@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.cluster.node import NodeSim
-from sim.cluster.options import PARALLEL
+from backends.cluster.node import NodeSim
+from backends.cluster.options import PARALLEL
 
 
 def node_seed(seed: int, index: int) -> int:

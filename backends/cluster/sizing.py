@@ -19,8 +19,8 @@ import math
 
 import pyarrow as pa
 
-from sim.cluster.placement import NodeAllocation, empty_node, place
-from sim.cluster.run import demand_cores, requests_mcpu, simulate_cluster, trace_columns
+from backends.cluster.placement import NodeAllocation, empty_node, place
+from backends.cluster.run import demand_cores, requests_mcpu, simulate_cluster, trace_columns
 from sim.engine import s_to_ns
 from sim.topology import Topology
 
