@@ -5,11 +5,13 @@ import time
 
 import numpy as np
 import pytest
+import pyarrow.parquet as pq
 from omegaconf import OmegaConf
 
 from backends.real.loadgen import Timer, lateness_stats, lateness_verdict, replay
-from backends.real.trace import poisson_trace, trace_for_real
+from backends.real.trace import replayable, trace_for_real
 from backends.real.workers import Done, parse_line
+from sim.workloads.trace import read_trace
 
 
 def test_lateness_statistics():
@@ -89,7 +91,7 @@ def test_poisson_trace_is_the_simulators_requests():
                    "workload.rate_rps=20", "workload.mean_service_s=0.005",
                    "workload.threads_per_request=2", "seed=4", "duration_s=3",
                    "warmup_s=0.5", "calibration=ideal"])
-    trace = poisson_trace(_cfg())
+    trace = trace_for_real(_cfg())
     assert set(trace.column("threads").to_pylist()) == {2}
     assert (np.asarray(trace.column("arrival_s")) < 3.0).all()
     sim = simulate(cfg)
@@ -124,10 +126,25 @@ def test_worker_pool_trace_is_the_simulators_requests():
     assert len(req) + n_unfinished == len(t)
 
 
-def test_trace_for_real_refuses_what_it_cannot_replay():
-    with pytest.raises(ValueError, match="workload=periodic is not supported by backend=real"):
+def test_trace_for_real_refuses_what_it_cannot_replay(tmp_path):
+    """The refusal lists the workloads whose class has the ``arrivals``
+    hook (and a real backend), found from the classes, not a name table."""
+    with pytest.raises(ValueError, match="workload=periodic is not supported by backend=real") \
+            as info:
         trace_for_real({"seed": 0, "duration_s": 1.0, "workload": {"name": "periodic"}})
-    assert trace_for_real(_cfg()).num_rows == poisson_trace(_cfg()).num_rows
+    assert "workload=azure2021, workload=poisson, workload=random, workload=worker_pool," \
+        in str(info.value)
+    assert replayable() == ["azure2021", "poisson", "random", "worker_pool"]
+    # a closed loop's requests depend on the run: none to draw ahead
+    closed = {"seed": 0, "duration_s": 1.0,
+              "workload": {"name": "worker_pool", "rate_rps": 1.0, "mean_service_s": 0.01,
+                           "workers": 1, "capacity": 1, "clients": 2}}
+    with pytest.raises(ValueError, match="workload=worker_pool is not supported"):
+        trace_for_real(closed)
+    # a trace_file wins over the hook
+    path = tmp_path / "t.parquet"
+    pq.write_table(trace_for_real(_cfg(functions=1)), path)
+    assert trace_for_real(_cfg(trace_file=str(path))).equals(read_trace(path))
 
 
 def test_parse_line_roundtrip_of_fake_worker():
