@@ -166,3 +166,46 @@ def test_refused_scheduler_message_names_the_override(monkeypatch):
     assert "scheduler=cfs needs a kernel before 6.6; this host runs 6.18.44-test (EEVDF)" in msg
     assert "pass scheduler=eevdf" in msg
     assert check_host_scheduler("eevdf") == "eevdf" and check_host_scheduler("rr") == "eevdf"
+
+
+STEADY = '''
+"""``workload=steady``: one request of ``demand_s`` every ``gap_s``."""
+from dataclasses import dataclass
+
+from sim.workloads.base import Workload, WorkloadConfig
+from sim.workloads.trace import make_trace
+
+
+@dataclass
+class SteadyConfig(WorkloadConfig):
+    gap_s: float = 0.5
+    demand_s: float = 0.01
+
+
+class Steady(Workload):
+    CONFIG = SteadyConfig
+    REAL_BACKEND = "functions"
+
+    @staticmethod
+    def arrivals(cfg, seed, duration_s):
+        n = int(duration_s / cfg.gap_s)
+        return make_trace(["steady"] * n, [i * cfg.gap_s for i in range(n)],
+                          [cfg.demand_s] * n, [1] * n)
+
+
+WORKLOAD = Steady
+'''
+
+
+def test_a_plugin_workload_with_the_arrivals_hook_is_replayed(tmp_path, monkeypatch):
+    """The real backend asks the workload's class for its requests: a
+    workload added from a plug-in directory, with no edit elsewhere, is
+    replayed and listed."""
+    (tmp_path / "workload").mkdir()
+    (tmp_path / "workload" / "steady.py").write_text(STEADY)
+    monkeypatch.setenv("COLOSIM_PLUGIN_PATH", str(tmp_path))
+    trace = trace_for_real({"seed": 0, "duration_s": 2.0,
+                            "workload": {"name": "steady", "gap_s": 0.25}}).to_pandas()
+    assert trace.arrival_s.tolist() == [0.25 * i for i in range(8)]
+    assert set(trace.function) == {"steady"} and set(trace.demand_s) == {0.01}
+    assert "steady" in replayable()
