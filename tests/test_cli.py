@@ -163,8 +163,8 @@ def test_run_help_lists_groups_options_keys_and_examples(flag, capsys):
     assert info.value.code == 0
     out = capsys.readouterr().out
     assert re.search(r"host\s+e5-2430l\*, epyc-7453, generic, silver-4314-2s, this-vm", out)
-    assert re.search(r"workload\s+azure2019, azure2021, ebizzy, memlookup, noisy_jobs, periodic, poisson\*, "
-                     r"random, "
+    assert re.search(r"workload\s+azure2019, azure2021, clients, ebizzy, memlookup, noisy_jobs, "
+                     r"periodic, poisson\*, random, "
                      r"resctl, resctl_mix, resctl_parallel, webserver, worker_pool", out)
     assert re.search(r"scheduler\s+cfs\*, cfs_tuned, eevdf, eevdf_tuned, lags, rr", out)
     assert re.search(r"calibration\s+default\*, e5-2430l, ideal", out)

@@ -187,7 +187,7 @@ def test_every_workload_option_composes_into_its_modules_typed_config():
 def test_shipped_workloads_declare_how_the_real_backend_runs_them():
     assert {name: workloads.workload_class(name).REAL_BACKEND
             for name in workloads.available()} == {
-        "azure2019": None, "azure2021": "functions", "ebizzy": "periodic",
+        "azure2019": None, "azure2021": "functions", "clients": None, "ebizzy": "periodic",
         "memlookup": "memlookup", "noisy_jobs": "jobs", "periodic": "periodic",
         "pingpong": None, "poisson": "functions", "random": "functions", "resctl": None,
         "trace": "functions", "webserver": None, "worker_pool": "worker_pool"}

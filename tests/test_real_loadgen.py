@@ -5,11 +5,13 @@ import time
 
 import numpy as np
 import pytest
+import pyarrow.parquet as pq
 from omegaconf import OmegaConf
 
 from backends.real.loadgen import Timer, lateness_stats, lateness_verdict, replay
-from backends.real.trace import poisson_trace, trace_for_real
+from backends.real.trace import replayable, trace_for_real
 from backends.real.workers import Done, parse_line
+from sim.workloads.trace import read_trace
 
 
 def test_lateness_statistics():
@@ -89,7 +91,7 @@ def test_poisson_trace_is_the_simulators_requests():
                    "workload.rate_rps=20", "workload.mean_service_s=0.005",
                    "workload.threads_per_request=2", "seed=4", "duration_s=3",
                    "warmup_s=0.5", "calibration=ideal"])
-    trace = poisson_trace(_cfg())
+    trace = trace_for_real(_cfg())
     assert set(trace.column("threads").to_pylist()) == {2}
     assert (np.asarray(trace.column("arrival_s")) < 3.0).all()
     sim = simulate(cfg)
@@ -124,10 +126,25 @@ def test_worker_pool_trace_is_the_simulators_requests():
     assert len(req) + n_unfinished == len(t)
 
 
-def test_trace_for_real_refuses_what_it_cannot_replay():
-    with pytest.raises(ValueError, match="workload=periodic is not supported by backend=real"):
+def test_trace_for_real_refuses_what_it_cannot_replay(tmp_path):
+    """The refusal lists the workloads whose class has the ``arrivals``
+    hook (and a real backend), found from the classes, not a name table."""
+    with pytest.raises(ValueError, match="workload=periodic is not supported by backend=real") \
+            as info:
         trace_for_real({"seed": 0, "duration_s": 1.0, "workload": {"name": "periodic"}})
-    assert trace_for_real(_cfg()).num_rows == poisson_trace(_cfg()).num_rows
+    assert "workload=azure2021, workload=poisson, workload=random, workload=worker_pool," \
+        in str(info.value)
+    assert replayable() == ["azure2021", "poisson", "random", "worker_pool"]
+    # a closed loop's requests depend on the run: none to draw ahead
+    closed = {"seed": 0, "duration_s": 1.0,
+              "workload": {"name": "worker_pool", "rate_rps": 1.0, "mean_service_s": 0.01,
+                           "workers": 1, "capacity": 1, "clients": 2}}
+    with pytest.raises(ValueError, match="workload=worker_pool is not supported"):
+        trace_for_real(closed)
+    # a trace_file wins over the hook
+    path = tmp_path / "t.parquet"
+    pq.write_table(trace_for_real(_cfg(functions=1)), path)
+    assert trace_for_real(_cfg(trace_file=str(path))).equals(read_trace(path))
 
 
 def test_parse_line_roundtrip_of_fake_worker():
@@ -149,3 +166,46 @@ def test_refused_scheduler_message_names_the_override(monkeypatch):
     assert "scheduler=cfs needs a kernel before 6.6; this host runs 6.18.44-test (EEVDF)" in msg
     assert "pass scheduler=eevdf" in msg
     assert check_host_scheduler("eevdf") == "eevdf" and check_host_scheduler("rr") == "eevdf"
+
+
+STEADY = '''
+"""``workload=steady``: one request of ``demand_s`` every ``gap_s``."""
+from dataclasses import dataclass
+
+from sim.workloads.base import Workload, WorkloadConfig
+from sim.workloads.trace import make_trace
+
+
+@dataclass
+class SteadyConfig(WorkloadConfig):
+    gap_s: float = 0.5
+    demand_s: float = 0.01
+
+
+class Steady(Workload):
+    CONFIG = SteadyConfig
+    REAL_BACKEND = "functions"
+
+    @staticmethod
+    def arrivals(cfg, seed, duration_s):
+        n = int(duration_s / cfg.gap_s)
+        return make_trace(["steady"] * n, [i * cfg.gap_s for i in range(n)],
+                          [cfg.demand_s] * n, [1] * n)
+
+
+WORKLOAD = Steady
+'''
+
+
+def test_a_plugin_workload_with_the_arrivals_hook_is_replayed(tmp_path, monkeypatch):
+    """The real backend asks the workload's class for its requests: a
+    workload added from a plug-in directory, with no edit elsewhere, is
+    replayed and listed."""
+    (tmp_path / "workload").mkdir()
+    (tmp_path / "workload" / "steady.py").write_text(STEADY)
+    monkeypatch.setenv("COLOSIM_PLUGIN_PATH", str(tmp_path))
+    trace = trace_for_real({"seed": 0, "duration_s": 2.0,
+                            "workload": {"name": "steady", "gap_s": 0.25}}).to_pandas()
+    assert trace.arrival_s.tolist() == [0.25 * i for i in range(8)]
+    assert set(trace.function) == {"steady"} and set(trace.demand_s) == {0.01}
+    assert "steady" in replayable()

@@ -11,6 +11,12 @@ subclass that declares:
 - ``generate_trace(cfg, seed, duration_s)`` (optional): the trace a
   generated workload replays, from its config and the run's seed and
   length (scenarios/runner.py keeps it as the run's trace.parquet);
+- ``arrivals(cfg, seed, duration_s)`` (optional): the requests it makes,
+  as an invocation trace (sim/workloads/trace.py) drawn from the very random
+  streams the simulator draws, so that backends/real replays the requests
+  the simulator's run of the same config sees (common random numbers);
+  None for a config whose requests depend on the run (a closed loop).  A
+  generated workload's default is its ``generate_trace``;
 - ``READS_TRACE``: whether it takes the trace (generated, or read from
   its ``trace_file``) as the ``trace`` argument of its constructor;
 - ``REAL_BACKEND``: how backends/real runs it, one of ``REAL_BACKENDS``, or
@@ -54,8 +60,18 @@ class Workload:
     REAL_BACKEND: str | None = None
     # generated workloads: staticmethod (cfg, seed, duration_s) -> trace table
     generate_trace = None
+    # workloads whose requests can be drawn ahead: staticmethod (cfg, seed,
+    # duration_s) -> invocation trace or None (the module docstring)
+    arrivals = None
     # the invocation trace offline-knowledge controllers may read (None: none)
     trace = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # a generated trace is the requests the workload makes, unless the
+        # class says otherwise (noisy_jobs: its trace is of jobs)
+        if "generate_trace" in vars(cls) and "arrivals" not in vars(cls):
+            cls.arrivals = vars(cls)["generate_trace"]
 
     def __init__(self, cfg, machine, recorder):
         self.cfg = cfg

@@ -207,9 +207,20 @@ class ForkJoin:
         where the previous one went; returns the last thread's CPU.
         ``arrival`` (default now) is when the request arrived, if it waited
         before being started."""
+        return self.start_request(self.new_request(name, tg, demand, k, arrival), tg, hint)
+
+    def new_request(self, name: str, tg, demand: int, k: int,
+                    arrival: int | None = None) -> Request:
+        """A request of ``k`` threads, recorded as arrived (not started yet:
+        a caller that waits for its end keeps it before starting it)."""
         req = Request(name, tg.name, self.engine.now if arrival is None else arrival, demand)
         self.recorder.request_arrived(req)
         req.pending = k
+        return req
+
+    def start_request(self, req, tg, hint: int) -> int:
+        """Start ``req`` on its path (direct: fork its threads in ``tg``);
+        returns the last thread's CPU."""
         if self.path is not None:
             return self.path.start(req, tg, hint)
         return fork_threads(self.machine, req, tg, self.nice, self.ws_bytes, self, hint)

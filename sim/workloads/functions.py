@@ -1,5 +1,5 @@
 """The config keys of workloads of function cgroups
-(``parent_cgroup/func-N``): poisson, resctl, the invocation-trace replays
+(``parent_cgroup/func-N``): poisson, clients, resctl, the invocation-trace replays
 (trace, azure2021, azure2019, random)."""
 from __future__ import annotations
 

@@ -231,6 +231,7 @@ class NoisyJobsWorkload(TraceWorkload):
     CONFIG = NoisyJobsConfig
     REAL_BACKEND = "jobs"
     generate_trace = staticmethod(generate)
+    arrivals = None   # its trace is of jobs, not requests (backends/real/trace.py jobs_for_real)
 
     def __init__(self, cfg: NoisyJobsConfig, machine, recorder, trace: pa.Table | None = None):
         if cfg.trace_file:

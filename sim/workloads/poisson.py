@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pyarrow as pa
+
 from sim.config import MISSING, tunable
-from sim.engine import NSEC_PER_SEC
+from sim.engine import NSEC_PER_SEC, RngStream, s_to_ns
 from sim.workloads import request_path
 from sim.workloads.base import Workload
 from sim.workloads.common import ForkJoin, ServiceTime, apply_cgroup_bandwidth, cgroup_shares
 from sim.workloads.functions import FunctionsConfig
+from sim.workloads.trace import make_trace
 
 
 @dataclass
@@ -46,6 +49,27 @@ class PoissonWorkload(ForkJoin, Workload):
             # the CPU the function's dispatcher last forked from
             self.functions.append([name, tg, self.engine.rng(f"workload/{name}/arrivals"),
                                    service, i % ncpus])
+
+    @staticmethod
+    def arrivals(cfg: PoissonConfig, seed: int, duration_s: float) -> pa.Table:
+        """The requests this workload makes for ``seed`` over [0, duration_s),
+        drawn from the streams and with the integer-nanosecond arithmetic
+        of the run itself (``workload/func-N/arrivals``, ``.../service``)."""
+        duration_ns = s_to_ns(float(duration_s))
+        mean_gap_ns = NSEC_PER_SEC / float(cfg.rate_rps)
+        names, arrivals, demands = [], [], []
+        for i in range(cfg.functions):
+            name = f"func-{i}"
+            arr = RngStream(seed, f"workload/{name}/arrivals")
+            svc = ServiceTime(cfg.service, float(cfg.mean_service_s), float(cfg.service_sigma),
+                              RngStream(seed, f"workload/{name}/service"))
+            t = int(arr.exponential(mean_gap_ns))
+            while t < duration_ns:
+                names.append(name)
+                arrivals.append(t / NSEC_PER_SEC)
+                demands.append(svc.sample_ns() / NSEC_PER_SEC)
+                t += int(arr.exponential(mean_gap_ns))
+        return make_trace(names, arrivals, demands, [cfg.threads_per_request] * len(names))
 
     def start(self):
         for i, fn in enumerate(self.functions):

@@ -17,7 +17,7 @@ M/G/c/K with K = workers + capacity.
 
 Load: open loop (``clients`` null) with Poisson arrivals at ``rate_rps``,
 drawn on the fly or replayed from an invocation trace (``trace_file``, or
-the table ``arrival_trace`` makes from the seed, which holds the very
+the table worker_pool's ``arrival_trace`` makes from the seed, which holds the very
 arrivals and demands the on-the-fly draw would make; every row is one
 request to this server, whatever its ``function``, and ``threads`` is
 ignored); or ``clients``
@@ -43,11 +43,10 @@ import numpy as np
 import pyarrow as pa
 
 from sim.config import tunable
-from sim.engine import NSEC_PER_MSEC, NSEC_PER_SEC, RngStream, s_to_ns
+from sim.engine import NSEC_PER_MSEC, NSEC_PER_SEC
 from sim.task import BURST_BLOCK, Request
-from sim.workloads.common import ServiceTime
-from sim.workloads.trace import make_trace, read_trace
-from sim.workloads.worker_pool import NAME, WorkerPoolConfig, WorkerPoolWorkload
+from sim.workloads.trace import read_trace
+from sim.workloads.worker_pool import NAME, WorkerPoolConfig, WorkerPoolWorkload, arrival_trace
 # A full listen queue drops the handshake (tcp_abort_on_overflow = 0) and the
 # client retransmits after the initial RTO, TCP_TIMEOUT_INIT = 1 s; a closed-
 # loop client whose connection is refused tries again no sooner than that.
@@ -76,43 +75,13 @@ class WebserverConfig(WorkerPoolConfig):
                       "must be a path (or null to draw Poisson arrivals at rate_rps)")
 
 
-def _service(cfg, stream: RngStream) -> ServiceTime:
-    return ServiceTime(cfg["service"], float(cfg["mean_service_s"]),
-                       float(cfg["service_sigma"]), stream)
-
-
-def arrival_trace(cfg, seed: int, duration_s: float) -> pa.Table | None:
-    """The open-loop arrivals over [0, duration_s) as an invocation trace
-    (sim/workloads/trace.py), from the same random streams the simulator
-    draws on the fly; None for a closed loop, whose arrivals depend on the
-    responses.  ``cfg``: a worker_pool or webserver config (typed, or the
-    plain mapping backends/real hands in)."""
-    if cfg.get("clients") is not None:
-        return None
-    gaps = RngStream(seed, f"workload/{NAME}/arrivals")
-    service = _service(cfg, RngStream(seed, f"workload/{NAME}/service"))
-    mean_gap_ns = NSEC_PER_SEC / float(cfg["rate_rps"])
-    end = s_to_ns(duration_s)
-    arrivals, demands = [], []
-    t = int(gaps.exponential(mean_gap_ns))
-    while t < end:
-        arrivals.append(t)
-        demands.append(service.sample_ns())
-        t += int(gaps.exponential(mean_gap_ns))
-    n = len(arrivals)
-    return make_trace([NAME] * n, np.asarray(arrivals, np.int64) / NSEC_PER_SEC,
-                      np.asarray(demands, np.int64) / NSEC_PER_SEC, [1] * n)
-
-
 class WebserverWorkload(WorkerPoolWorkload):
     CONFIG = WebserverConfig
     # replays (or draws) its arrivals itself
     READS_TRACE = True
     REAL_BACKEND = None
 
-    @staticmethod
-    def generate_trace(cfg: WebserverConfig, seed: int, duration_s: float) -> pa.Table | None:
-        return arrival_trace(cfg, seed, duration_s)
+    generate_trace = staticmethod(arrival_trace)
 
     def __init__(self, cfg: WebserverConfig, machine, recorder, trace: pa.Table | None = None):
         super().__init__(cfg, machine, recorder)

@@ -16,12 +16,16 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Optional
 
+import numpy as np
+import pyarrow as pa
+
 from sim.config import MISSING, tunable
-from sim.engine import NSEC_PER_SEC, s_to_ns
+from sim.engine import NSEC_PER_SEC, RngStream, s_to_ns
 from sim.task import BURST_BLOCK, Request
 from sim.workloads.base import Workload, WorkloadConfig
 from sim.workloads.common import (NICE_RANGE, SERVICE_DISTRIBUTIONS, ServiceTime,
                                   cgroup_shares)
+from sim.workloads.trace import make_trace
 
 NAME = "server"
 
@@ -42,9 +46,34 @@ class WorkerPoolConfig(WorkloadConfig):
     think_s: float = tunable(0.0, range=(0, None))
 
 
+def arrival_trace(cfg, seed: int, duration_s: float) -> pa.Table | None:
+    """The open-loop arrivals over [0, duration_s) as an invocation trace
+    (sim/workloads/trace.py), from the same random streams the simulator
+    draws on the fly; None for a closed loop, whose arrivals depend on the
+    responses.  ``cfg``: a worker_pool or webserver config (typed, or a
+    plain mapping)."""
+    if cfg.get("clients") is not None:
+        return None
+    gaps = RngStream(seed, f"workload/{NAME}/arrivals")
+    service = ServiceTime(cfg["service"], float(cfg["mean_service_s"]),
+                          float(cfg["service_sigma"]), RngStream(seed, f"workload/{NAME}/service"))
+    mean_gap_ns = NSEC_PER_SEC / float(cfg["rate_rps"])
+    end = s_to_ns(duration_s)
+    arrivals, demands = [], []
+    t = int(gaps.exponential(mean_gap_ns))
+    while t < end:
+        arrivals.append(t)
+        demands.append(service.sample_ns())
+        t += int(gaps.exponential(mean_gap_ns))
+    n = len(arrivals)
+    return make_trace([NAME] * n, np.asarray(arrivals, np.int64) / NSEC_PER_SEC,
+                      np.asarray(demands, np.int64) / NSEC_PER_SEC, [1] * n)
+
+
 class WorkerPoolWorkload(Workload):
     CONFIG = WorkerPoolConfig
     REAL_BACKEND = "worker_pool"
+    arrivals = staticmethod(arrival_trace)
 
     def __init__(self, cfg: WorkerPoolConfig, machine, recorder):
         super().__init__(cfg, machine, recorder)
@@ -55,7 +84,7 @@ class WorkerPoolWorkload(Workload):
         self.mean_gap_ns = NSEC_PER_SEC / float(cfg.rate_rps)
         # the server's cgroup, at the default weight (the config has no weight key)
         self.tg = machine.create_group(NAME, cgroup_shares({}))
-        self.arrivals = self.engine.rng(f"workload/{NAME}/arrivals")
+        self.gaps = self.engine.rng(f"workload/{NAME}/arrivals")
         self.service = ServiceTime(cfg.service, float(cfg.mean_service_s),
                                    float(cfg.service_sigma),
                                    self.engine.rng(f"workload/{NAME}/service"))
@@ -70,7 +99,7 @@ class WorkerPoolWorkload(Workload):
             for _ in range(self.clients):
                 self._client_request()
         else:
-            self.engine.call_later(int(self.arrivals.exponential(self.mean_gap_ns)),
+            self.engine.call_later(int(self.gaps.exponential(self.mean_gap_ns)),
                                    self._arrive)
 
     def _client_request(self):
@@ -82,7 +111,7 @@ class WorkerPoolWorkload(Workload):
         req = Request(NAME, self.tg.name, self.engine.now, self.service.sample_ns())
         self.recorder.request_arrived(req)
         self.receive(req)
-        self.engine.call_later(int(self.arrivals.exponential(self.mean_gap_ns)), self._arrive)
+        self.engine.call_later(int(self.gaps.exponential(self.mean_gap_ns)), self._arrive)
 
     def receive(self, req):
         """A request reaches the server (the webserver overrides this to put
