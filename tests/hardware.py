@@ -25,3 +25,12 @@ def default_sigint() -> None:
     hands them SIGINT ignored, and colosim rightly keeps an ignored SIGINT
     ignored, so the child must start with the default action."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False

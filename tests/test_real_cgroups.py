@@ -16,7 +16,7 @@ import pytest
 from backends.real import cgroupfs
 from backends.real.cgroupfs import CgroupError, CgroupFS, PathGuardError
 from backends.real.host import RealHost
-from tests.hardware import cgroups_unavailable, default_sigint
+from tests.hardware import alive, cgroups_unavailable, default_sigint
 
 pytestmark = pytest.mark.hardware
 ROOT = str(Path(__file__).resolve().parents[1])
@@ -212,14 +212,6 @@ def _child(run: str):
     return proc, worker
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def _mine(run: str):
     return [p for p in cgroupfs.find_leftovers() if p.name == f"colosim-{run}"]
 
@@ -233,7 +225,7 @@ def test_signal_cleans_up(sig):
     proc.wait(timeout=10)
     assert _mine(run) == []
     time.sleep(0.1)
-    assert not _alive(worker)
+    assert not alive(worker)
 
 
 def test_sigkill_then_colosim_cleanup():
@@ -245,7 +237,7 @@ def test_sigkill_then_colosim_cleanup():
     hierarchies = {str(lay.by_controller[c].path) for c in ("cpu", "cpuacct", "cpuset",
                                                               "perf_event")
                    if c in lay.by_controller}
-    assert len(_mine(run)) == len(hierarchies) and _alive(worker)
+    assert len(_mine(run)) == len(hierarchies) and alive(worker)
     r = subprocess.run([sys.executable, "-c",
                         "import sys; from cli.main import main; sys.exit(main(sys.argv[1:]))",
                         "cleanup", "--run", run], cwd=ROOT, capture_output=True, text=True,
@@ -254,7 +246,7 @@ def test_sigkill_then_colosim_cleanup():
     assert f"colosim-{run}" in r.stdout and f"killed {worker}" in r.stdout.replace("pid ", "")
     assert _mine(run) == []
     time.sleep(0.1)
-    assert not _alive(worker)
+    assert not alive(worker)
 
 
 def test_zz_nothing_left_behind():

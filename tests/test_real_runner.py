@@ -28,7 +28,7 @@ from backends.real.runner import BurstWorker, RealRunError, Runner, RunWorker
 from backends.real.workers import WorkerProc
 from scenarios.config import compose
 from sim.workloads.periodic import PeriodicWorkload
-from tests.hardware import cgroups_unavailable
+from tests.hardware import alive, cgroups_unavailable
 
 ROOT = str(Path(__file__).resolve().parents[1])
 
@@ -176,14 +176,6 @@ def _ours(name):
     return [p for p in cgroupfs.find_leftovers() if p.name.startswith(f"colosim-{name}")]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def _two_groups(second_cpuset: str):
     cfg = _cfg("workload=periodic", "backend.cpus=0", "backend.lateness_action=flag",
                f"scheduler={detect.fair_scheduler()}")
@@ -212,7 +204,7 @@ def test_a_failure_while_starting_workers_stops_those_started(monkeypatch):
         run.run_real(_two_groups("1"), run_name=name)
     assert len(started) == 1 and not _ours(name)
     time.sleep(0.1)
-    assert not _alive(started[0])
+    assert not alive(started[0])
 
 
 @pytest.mark.hardware
@@ -239,4 +231,4 @@ def test_sigterm_during_a_run_tears_everything_down():
     assert proc.wait(timeout=30) == -signal.SIGTERM    # it dies of the signal, after teardown
     assert not _ours(name)
     time.sleep(0.1)
-    assert not any(_alive(p) for p in pids)
+    assert not any(alive(p) for p in pids)
