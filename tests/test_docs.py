@@ -53,7 +53,9 @@ FILE_SUFFIXES = (".md", ".py", ".pxd", ".yaml", ".yml", ".parquet", ".csv", ".js
                  ".c", ".go", ".txt", ".html", ".so")
 # directories a tool creates when first run (not in the repository):
 # calibration.mba_table writes its tables to sim/memory/mba/
-GENERATED = ("sim/memory/mba/",)
+GENERATED = ("sim/memory/mba/",
+             # build products of make (the native workers and microbenchmarks)
+             "backends/workers/build/", "calibration/bench/native/build/")
 # what starts a placeholder (`<name>`, `{a,b}`, `*`, `...`, or a command
 # line's upper-case `NAME`) in a path or option: the check stops there
 PLACEHOLDER = re.compile(r"[<{*]|\.\.\.|\b[A-Z]{3,}\b")
