@@ -138,6 +138,37 @@ SUMMARY_OPTIONAL = pa.schema(
     ]
 )
 
+# sched.parquet (``trace=sched``): the schedule as the kernel's tracepoints
+# give it, one row per event, written alike by the simulator
+# (sim/tracing.py) and the real backend.  Times are ns since the run's t0.
+# Who an event is about: ``sched_switch`` fills prev_* (the task leaving the
+# CPU, with its state: R preempted, S sleeping, X exited) and next_* (the task
+# switched to; pid 0 is the idle task, comm ``swapper/<cpu>``); every other
+# event names its task in next_*.  ``cpu`` is the CPU switched on, the
+# target CPU of a wake-up, the destination of a migration (``orig_cpu`` its
+# source) and the CPU of a throttled or unthrottled cfs_rq (whose group is
+# ``next_cgroup``).  ``cost_ns`` is the switch's charged cost (the
+# simulator's cost model; null on the real host).
+SCHED_EVENTS = ("sched_switch", "sched_wakeup", "sched_wakeup_new", "sched_migrate_task",
+                "throttle_cfs_rq", "unthrottle_cfs_rq")
+SCHED = pa.schema(
+    [
+        ("time_ns", pa.int64()),
+        ("event", pa.string()),       # one of SCHED_EVENTS
+        ("cpu", pa.int32()),
+        ("prev_pid", pa.int64()),
+        ("prev_comm", pa.string()),
+        ("prev_cgroup", pa.string()),
+        ("prev_state", pa.string()),  # R | S | X (sched_switch only)
+        ("next_pid", pa.int64()),
+        ("next_comm", pa.string()),
+        ("next_cgroup", pa.string()),
+        ("orig_cpu", pa.int32()),     # sched_migrate_task only
+        ("cost_ns", pa.int64()),      # sched_switch on the simulator only
+    ]
+)
+SCHED_FILE = "sched.parquet"
+
 TABLES = {"summary": SUMMARY, "requests": REQUESTS, "intervals": INTERVALS}
 _OPTIONAL = {"summary": SUMMARY_OPTIONAL, "intervals": INTERVALS_OPTIONAL}
 

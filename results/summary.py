@@ -60,6 +60,11 @@ def format_summary(summary: pa.Table) -> str:
             f"{num('nr_throttled', ',d')} of {num('nr_periods', ',d')} periods throttled, "
             f"{num('throttled_time_s', ',.3f')} s throttled in all",
         ))
+    if real and get("host_disturbed") is not None:
+        quiet = (f"steal {num('host_steal_frac', '.1f', 100)} %, other load "
+                 f"{num('host_other_frac', '.1f', 100)} %")
+        lines.append(("host", f"DISTURBED: {get('host_disturbed_reason')}"
+                      if get("host_disturbed") else f"quiet ({quiet})"))
     if not real:   # a real run's wall time is its duration, and it has no events
         lines += [
             ("wall time", f"{num('wall_time_s', ',.2f')} s ({speed})"),

@@ -41,7 +41,8 @@ def run_scenario(cfg: DictConfig, out_dir: Path, progress=None) -> pa.Table:
     result = simulate(cfg, **kwargs)
     summary = with_run_id(result.summary, out_dir.name)
     tables = SimpleNamespace(summary=summary, requests=result.requests,
-                             intervals=result.intervals, trace=trace)
+                             intervals=result.intervals, trace=trace,
+                             extra=getattr(result, "extra", None))
     write_run_dir(tables, out_dir, cfg)
     return summary
 
@@ -59,7 +60,8 @@ def _run_cluster(cfg: DictConfig, out_dir: Path, progress=None) -> pa.Table:
         result = simulate_cluster(plain, trace, progress=progress)
     summary = with_run_id(result.summary, out_dir.name)
     tables = SimpleNamespace(summary=summary, requests=result.requests,
-                             intervals=result.intervals, trace=trace, extra=result.extra)
+                             intervals=result.intervals, trace=trace,
+                             extra=getattr(result, "extra", None))
     write_run_dir(tables, out_dir, cfg)
     return summary
 
@@ -71,7 +73,8 @@ def _run_real(cfg: DictConfig, out_dir: Path, progress=None) -> pa.Table:
         raise RunError(str(err)) from None
     summary = with_run_id(result.summary, out_dir.name)
     tables = SimpleNamespace(summary=summary, requests=result.requests,
-                             intervals=result.intervals, trace=result.trace)
+                             intervals=result.intervals, trace=result.trace,
+                             extra=getattr(result, "extra", None))
     write_run_dir(tables, out_dir, cfg)
     return summary
 

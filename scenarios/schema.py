@@ -20,6 +20,7 @@ from policies import control, kernel
 from sim import workloads
 from sim.costmodel import LEVELS, PARAMS as COST_PARAMS, SIZE, CostParam
 from sim.plugins import plugin_dirs
+from sim.tracing import TraceConfig
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
 
@@ -109,6 +110,7 @@ class Config:
     controller: Any = MISSING
     backend: Any = MISSING  # sim | real (BACKEND_SCHEMAS)
     cluster: Any = MISSING  # none | kubernetes (CLUSTER_SCHEMAS)
+    trace: TraceConfig = MISSING  # none | sched | optional (sim/tracing.py)
     experiment: str = MISSING
     seed: int = MISSING
     duration_s: float = MISSING
@@ -176,3 +178,4 @@ def register() -> None:
         cs.store(group="backend", name=f"{SCHEMA_PREFIX}{name}", node=node)
     for name, node in CLUSTER_SCHEMAS.items():
         cs.store(group="cluster", name=f"{SCHEMA_PREFIX}{name}", node=node)
+    cs.store(group="trace", name=f"{SCHEMA_PREFIX}trace", node=TraceConfig)

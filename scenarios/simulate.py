@@ -4,7 +4,7 @@ measurement window and the summary row."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 from omegaconf import DictConfig, OmegaConf
@@ -16,6 +16,8 @@ from sim import workloads
 from sim.engine import NSEC_PER_SEC, s_to_ns
 from sim.memory.progress import empty_summary
 from sim.metrics import HostCounters, IntervalSampler
+from sim.config import from_mapping
+from sim.tracing import SchedTracer, TraceConfig, enabled as tracing
 
 
 @dataclass
@@ -24,6 +26,8 @@ class SimResult:
     requests: pa.Table
     intervals: pa.Table
     config: dict
+    # more tables of the run directory (name -> table): sched.parquet under trace=sched
+    extra: dict = field(default_factory=dict)
 
 
 def _plain(cfg) -> dict:
@@ -81,6 +85,7 @@ def simulate(cfg, progress=None, trace=None) -> SimResult:
     wall0 = time.perf_counter()
     engine, machine, recorder, workload = build(cfg, trace)
     controller = attach_controller(cfg, engine, machine, recorder, workload)
+    tracer = attach_tracer(cfg, machine)
     sampler = IntervalSampler(machine, interval_ns)
     at_warmup: list[HostCounters] = []
     stats_at_warmup: dict = {}
@@ -116,7 +121,30 @@ def simulate(cfg, progress=None, trace=None) -> SimResult:
     if controller is not None:
         for column, value in controller.summary().items():
             summary = summary.append_column(column, pa.array([value]))
-    return SimResult(summary, requests, sampler.table(), cfg)
+    extra = {}
+    if tracer is not None:
+        extra["sched"] = tracer.table()
+        summary = summary.append_column("sched_trace_events", pa.array([extra["sched"].num_rows]))
+        summary = summary.append_column("sched_trace_truncated", pa.array([tracer.truncated]))
+    return SimResult(summary, requests, sampler.table(), cfg, extra)
+
+
+def attach_tracer(cfg: dict, machine) -> SchedTracer | None:
+    """trace=sched / optional: the machine's (and bandwidth control's)
+    tracepoints recorded from t = 0 (sim/tracing.py); None under trace=none."""
+    tcfg = from_mapping(TraceConfig, cfg.get("trace") or {"name": "none"}, "trace")
+    if not tracing(tcfg):
+        return None
+    tracer = SchedTracer(tcfg)
+    machine.tracer = tracer
+    bandwidth = getattr(machine.policy, "bandwidth", None)
+    if bandwidth is not None:
+        bandwidth.throttle_observers.append(
+            lambda cfs_rq, now: tracer.cfs_throttle(now, cfs_rq.rq.cpu, cfs_rq.tg.name, True))
+        bandwidth.unthrottle_observers.append(
+            lambda cfs_rq, now, _ns: tracer.cfs_throttle(now, cfs_rq.rq.cpu, cfs_rq.tg.name,
+                                                         False))
+    return tracer
 
 
 def policy_stats(machine) -> dict:

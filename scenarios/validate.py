@@ -26,6 +26,7 @@ from scenarios.schema import (BACKEND_SCHEMAS, CLUSTER_SCHEMAS, controller_schem
                               list_options, scheduler_schemas, workload_schemas)
 from sim.config import nested_dataclass
 from sim.costmodel import CACHE_LEVEL_KEYS, LEVELS, PARAMS as COST_PARAMS
+from sim.tracing import TraceConfig
 from sim.workloads.common import check_cpuset
 
 KERNEL_HZ = (100, 250, 300, 1000)  # the CONFIG_HZ choices
@@ -56,6 +57,11 @@ def validate(cfg: DictConfig) -> None:
         _check_workload(checks)
         _check_backend(checks)
         _check_cluster(checks)
+        _check_fields(checks, "trace", TraceConfig)
+        checks.require("trace.name", checks.get("trace.name") == "none"
+                       or checks.get("cluster.name") == "none",
+                       "records one host's schedule: use it without cluster=",
+                       checks.get("trace.name"))
         problems = checks.problems
     if problems:
         raise ConfigError("\n".join(problems))
@@ -326,6 +332,8 @@ def _check_backend(c: _Checks) -> None:
     c.require("backend.stall_event", bool(str(c.get("backend.stall_event") or "").strip()),
               "must name a perf event", c.get("backend.stall_event"))
     c.within("backend.job_alone_s", (0.05, 60))
+    for key in ("disturbed_steal_frac", "disturbed_other_frac", "disturbed_alone_drift"):
+        c.within(f"backend.{key}", (0, 1))
     path = c.get("workload.request_path")
     c.require("workload.request_path", path in (None, "direct", "worker"),
               "backend=real runs its native worker (direct and worker are that same "

@@ -45,6 +45,7 @@ cdef class Machine:
     cdef public list cpu_max_log
     cdef public object memory
     cdef public object host_cfg
+    cdef public object tracer
 
     cpdef sched_class(self, Task p)
     cpdef _update_curr(self, Rq rq, Task curr)

@@ -125,6 +125,9 @@ class Machine:
         # memory profile or RDT is used, so runs without one never consult it
         self.memory = None
         self.host_cfg: dict | None = None     # the host preset (set by backends.simhost.build_host)
+        # trace=sched: the tracepoints' recorder (sim/tracing.py); None costs
+        # the hot paths one pointer test
+        self.tracer = None
 
     def _by_distance(self, cpu: int) -> list[int]:
         me = self.topology.cpus[cpu]
@@ -347,6 +350,8 @@ class Machine:
         # the fair entity's pointers are kept for RT tasks too (set_task_rq)
         self.policy.set_task_rq(p, cpu)
         self.tasks_alive += 1
+        if self.tracer is not None:
+            self.tracer.sched_wakeup(self.engine._now, cpu, p, True)
         self._activate(self.rqs[cpu], p, ENQUEUE_INITIAL)
 
     def wake_up(self, p: Task) -> None:
@@ -358,10 +363,14 @@ class Machine:
         if cpu != p.cpu:
             self._set_task_cpu(p, cpu)
             flags |= ENQUEUE_MIGRATED
+        if self.tracer is not None:
+            self.tracer.sched_wakeup(self.engine._now, cpu, p, False)
         self._activate(self.rqs[cpu], p, flags)
 
     def _set_task_cpu(self, p: Task, cpu: int) -> None:
         """set_task_cpu(): the task moves CPUs; every move is a migration."""
+        if self.tracer is not None:
+            self.tracer.sched_migrate_task(self.engine._now, p, p.cpu, cpu)
         if p.prio < MAX_RT_PRIO:
             self.policy.set_task_rq(p, cpu)
         else:
@@ -468,6 +477,8 @@ class Machine:
             rq.overhead_ns += c
             rq.switch_end = now + c
             rq.idle_since = now + c
+            if self.tracer is not None:
+                self.tracer.sched_switch(now, rq.cpu, prev, None, c)
             if rq.nr_running == 0:
                 self.idle_cpus.add(rq.cpu)
             if self.smt:
@@ -495,6 +506,8 @@ class Machine:
         nxt.touch_mark = rq.touched_bytes
         nxt.touch_mark_shared = self.touched_bytes
         rq.overhead_ns += c
+        if self.tracer is not None:
+            self.tracer.sched_switch(now, rq.cpu, prev, nxt, c)
         rq.curr = nxt
         nxt.on_cpu = True
         self.run_delay_ns += now - nxt.wait_start

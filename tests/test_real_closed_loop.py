@@ -8,6 +8,7 @@ import time
 import numpy as np
 import pytest
 
+from backends.real.disturbance import host_times
 from backends.real.loadgen import (Timer, client_samplers, closed_loop, lateness_stats,
                                    set_timer_slack)
 from backends.real.workers import WorkerProc, build_worker
@@ -117,6 +118,7 @@ def test_closed_loop_on_the_native_worker():
     workers = [WorkerProc(binary, f"w{i}", 10) for i in range(2)]
     clients, think_s, end = 4, 0.010, 2000 * MS
     set_timer_slack(1)
+    before = host_times()
     try:
         t0 = time.monotonic_ns() + 5 * MS
         res = closed_loop(workers, [0, 1, 0, 1],
@@ -125,6 +127,7 @@ def test_closed_loop_on_the_native_worker():
     finally:
         for w in workers:
             w.quit()
+    stolen = host_times()["steal_ns"] - before["steal_ns"]
     assert not res.errors and not res.dropped
     n = len(res.client)
     # every request answered, or still running at the end (one per client at most)
@@ -138,8 +141,11 @@ def test_closed_loop_on_the_native_worker():
     for c, ids in _by_client(res).items():
         for a, b in zip(ids, ids[1:]):
             assert res.done[a].end_ns <= t0 + res.dispatch_ns[b]
+    # a spin of 2 ms of thread CPU time overshoots by one clock read, or by
+    # what the hypervisor stole from the vCPU meanwhile (the guest counts it
+    # as the thread's), measured over the test
     for d in res.done.values():
-        assert 2 * MS <= d.cpu_ns <= 3 * MS
+        assert 2 * MS <= d.cpu_ns <= 3 * MS + stolen, (d, stolen)
     # throughput = C / (think + latency), latency from the scheduled send
     # (Little's law on each client's cycle) within a generous 20 %
     window = [i for i in res.done if 0.5e9 <= res.done[i].end_ns - t0 < end]

@@ -255,6 +255,9 @@ def test_least_loaded_admits_real_jobs_fifo_as_the_simulator_does(least_loaded_r
     # no backfilling: the 2-core job waits for both 1-core jobs, job-4 for it
     assert real.start_s["job-3"] >= max(real.end_s["job-1"], real.end_s["job-2"])
     assert real.start_s["job-4"] >= real.start_s["job-3"]
+    assert s["host_disturbed"] == bool(s["host_disturbed_reason"])
+    if s["host_disturbed"]:
+        pytest.skip(f"timing comparison not made: {s['host_disturbed_reason']}")
     # the same admissions (controller ticks) and run times as the simulator,
     # up to a job's start-up (fork, perf, fault-in) and a busy host's noise
     for job in real.index:

@@ -121,13 +121,21 @@ def test_two_containers_run_bursts_back_to_back_as_the_simulator(tmp_path):
     assert set(req.cgroup) == {"/memlookup/c0", "/memlookup/c1"}
     # back to back: each burst starts when the previous one of its thread ended
     assert (req.start_s == req.arrival_s).all() and (req.cpu_demand_s == 0.01).all()
+    assert s["job_alone_ns_per_access_memlookup"] > 0
+    assert math.isnan(s["llc_occupancy_mb"])                  # no classes to monitor
+    # the speed alone measured again after the run, and the verdict on it
+    drift = s["job_alone_drift_memlookup"]
+    assert (abs(drift) > 0.1) <= s["host_disturbed"]
+    assert s["host_disturbed"] == bool(s["host_disturbed_reason"])
+    if s["host_disturbed"]:
+        # this VM's memory speed moves several-fold with its neighbours: a
+        # disturbed run is flagged, not compared
+        pytest.skip(f"speed comparison not made: {s['host_disturbed_reason']}")
     # a burst is 10 ms of work at the speed measured alone: never much less
     assert req.latency_s.min() > 0.008, req.latency_s.describe()
     # two containers, one thread each, ~100 bursts/s each: as the simulator
     ss = sim.summary.to_pylist()[0]
     assert s["throughput_rps"] == pytest.approx(ss["throughput_rps"], rel=0.2)
-    assert s["job_alone_ns_per_access_memlookup"] > 0
-    assert math.isnan(s["llc_occupancy_mb"])                  # no classes to monitor
 
 
 @pytest.mark.hardware

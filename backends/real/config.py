@@ -37,3 +37,9 @@ class RealBackend:
     # perf_counts reads, and how long each job class runs alone first to measure its speed
     stall_event: str = STALL_EVENT
     job_alone_s: float = 0.5
+    # a run is flagged host_disturbed (backends/real/disturbance.py) when, over its
+    # summary window, steal or other load exceed these fractions of the host's CPU
+    # time, or a job shape's speed alone changed by more than disturbed_alone_drift
+    disturbed_steal_frac: float = 0.02
+    disturbed_other_frac: float = 0.05
+    disturbed_alone_drift: float = 0.10

@@ -1,6 +1,8 @@
 """intervals.parquet on the real host: each cgroup's cpu.stat and usage
 sampled every ``interval_s`` (and at the warm-up instant, for the summary
-window), with the run's ``perf stat -G`` counts of the same interval.
+window), with the run's ``perf stat -G`` counts of the same interval; each
+sample also reads the host's steal and total CPU time
+(backends/real/disturbance.py).
 """
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import pyarrow as pa
 
 from backends.real import cgroupfs
 from backends.real.cgroupfs import CgroupFS
+from backends.real.disturbance import host_times
 from sim.engine import NSEC_PER_SEC as NS
 
 
@@ -64,7 +67,7 @@ class Sampler:
         return kv, usage, quota, period
 
     def read(self, now_ns: int) -> dict:
-        out = {"t_ns": now_ns}
+        out = {"t_ns": now_ns, "host": host_times()}
         if not getattr(self, "_fds", None):
             self._open()
         for c in self.cgroups:

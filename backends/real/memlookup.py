@@ -240,6 +240,8 @@ class MemLookupRunner(BurstRunner):
         except MemLookupError as e:
             raise RealRunError(str(e)) from None
         self.alone = {"memlookup": ns}
+        self.alone_shapes = {"memlookup": self.groups[0]["args"]}
+        self.alone_cpu = min(self.groups[0]["cpus"])
 
     def perf_events(self) -> tuple[str, ...]:
         # the memory columns: miss rate, IPCE

@@ -42,18 +42,20 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 from omegaconf import DictConfig, OmegaConf
 
 from backends.real import cgroupfs, detect
 from backends.real.cgroupfs import CgroupError, CgroupFS, parse_cpulist
+from backends.real.disturbance import measure as measure_disturbance
+from backends.real.disturbance import verdict as disturbance_verdict
 from backends.real.config import RealBackend
 from backends.real.functions import FunctionsRunner, WorkerPoolRunner
 from backends.real.host import RealHost
 from backends.real.intervals import Sampler, perf_rows, sum_or_none
-from backends.real.jobs import JobsRunner, counted_events
+from backends.real.jobs import JobError, JobsRunner, calibrate, counted_events
 from backends.real.loadgen import Timer, lateness_stats, lateness_verdict, set_timer_slack
 from backends.real.memlookup import MemLookupRunner
 from backends.real.periodic import PeriodicRunner
@@ -119,6 +121,8 @@ class RealResult:
     intervals: pa.Table
     config: dict
     trace: pa.Table | None    # trace.parquet (None: a closed loop has none)
+    # more tables of the run directory (name -> table): sched.parquet under trace=sched
+    extra: dict = field(default_factory=dict)
 
 
 def _plain(cfg) -> dict:
@@ -371,7 +375,33 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
         summary = summary.append_column(column, pa.array([value], pa.float64()))
     for cls, ns in sorted(runner.alone.items()):
         summary = summary.append_column(f"job_alone_ns_per_access_{cls}", pa.array([ns]))
+    drifts = alone_drifts(runner, b)
+    for cls, d in sorted(drifts.items()):
+        summary = summary.append_column(f"job_alone_drift_{cls}", pa.array([d]))
+    row = summary.slice(0, 1).to_pylist()[0]
+    why = disturbance_verdict(row, drifts, b.disturbed_steal_frac, b.disturbed_other_frac,
+                              b.disturbed_alone_drift)
+    if why:
+        print(f"colosim: warning: the host was disturbed during the run ({why}); the run "
+              f"is flagged (host_disturbed = true): compare it only with that in mind",
+              file=sys.stderr)
+    summary = summary.append_column("host_disturbed", pa.array([bool(why)]))
+    summary = summary.append_column("host_disturbed_reason", pa.array([why], pa.string()))
     return RealResult(summary, requests, intervals, cfg, runner.result_trace())
+
+
+def alone_drifts(runner: Runner, b: RealBackend) -> dict[str, float]:
+    """Per job class measured alone before the run: the same measurement
+    after it, as a relative change of ns per access (a neighbour that came
+    or went meanwhile shows here, where steal and load do not see it)."""
+    if not runner.alone_shapes:
+        return {}
+    try:
+        after = calibrate(runner.alone_shapes, runner.alone_cpu, float(b.job_alone_s))
+    except JobError as e:
+        print(f"colosim: warning: {e}; the run's drift is unknown", file=sys.stderr)
+        return {}
+    return {cls: after[cls] / runner.alone[cls] - 1 for cls in after}
 
 
 def _summary(cfg, b, requests, sampler, perf_rows, lstats, ok, perf_status, host_sched, cpus,
@@ -424,6 +454,7 @@ def _summary(cfg, b, requests, sampler, perf_rows, lstats, ok, perf_status, host
         "real_kernel": platform.release(),
         "real_scheduler": host_sched,
         "perf_status": perf_status,
+        **measure_disturbance(a, z, top),
     }
     schema = pa.schema([("ctx_switches", pa.int64()), ("migrations", pa.int64()),
                         ("loadgen_cpu", pa.int64()),

@@ -1,0 +1,74 @@
+"""Was the host quiet while a real run measured it?
+
+A shared VM drifts: the hypervisor steals time from its vCPUs, other
+processes on the guest take CPU, and neighbours on other guests contend for
+the LLC and memory bandwidth, which only shows as a change in the speed a
+thread reaches alone.  A run measured under any of these is not comparable
+with the simulator, so the real backend measures all three over the run's
+summary window and flags the run (``host_disturbed`` with the reason)
+instead of letting it be compared silently:
+
+``host_steal_frac``
+    steal time over all CPU time of the host, from /proc/stat.
+``host_other_frac``
+    busy CPU time of the host (/proc/stat, in USER_HZ ticks) that is
+    neither the run's cgroups nor the colosim process (load generator,
+    sampler), over the host's CPU time: other load on the guest.  Kernel
+    threads doing work for the run (kworkers, ksoftirqd, perf) count here
+    too, so the threshold leaves room for them.
+``job_alone_drift_<class>``
+    (memory workers only) the speed of one thread of the job shape alone,
+    measured again after the run, relative to the measurement before it.
+
+The thresholds are ``backend.disturbed_*`` (backends/real/config.py).
+"""
+from __future__ import annotations
+
+import os
+import time
+
+# /proc/stat counts in USER_HZ ticks
+_TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+
+
+def host_times(path: str = "/proc/stat") -> dict[str, int]:
+    """The host's cumulative busy, steal and total CPU time (ns, all CPUs)
+    and this process's CPU time (all its threads) now."""
+    with open(path) as f:
+        fields = f.readline().split()
+    if fields[0] != "cpu":
+        raise ValueError(f"{path}: first line is not the all-CPU line: {fields[:3]}")
+    # user nice system idle iowait irq softirq steal (guest time is inside user)
+    t = [int(v) * _TICK_NS for v in fields[1:9]] + [0] * max(0, 9 - len(fields))
+    return {"busy_ns": t[0] + t[1] + t[2] + t[5] + t[6], "steal_ns": t[7],
+            "total_ns": sum(t[:8]), "self_ns": time.process_time_ns()}
+
+
+def measure(a: dict, z: dict, run: str) -> dict[str, float]:
+    """Steal and other-load fractions of the host's CPU time between two
+    sampler snapshots (``a`` before ``z``; each has ``host`` from
+    :func:`host_times` and ``usage_ns`` of the run's top cgroup ``run``)."""
+    h0, h1 = a["host"], z["host"]
+    total = h1["total_ns"] - h0["total_ns"]
+    if total <= 0:
+        return {"host_steal_frac": float("nan"), "host_other_frac": float("nan")}
+    other = (h1["busy_ns"] - h0["busy_ns"] - (z[run]["usage_ns"] - a[run]["usage_ns"])
+             - (h1["self_ns"] - h0["self_ns"]))
+    return {"host_steal_frac": (h1["steal_ns"] - h0["steal_ns"]) / total,
+            "host_other_frac": max(0.0, other) / total}
+
+
+def verdict(fracs: dict[str, float], drifts: dict[str, float], steal_max: float,
+            other_max: float, drift_max: float) -> str:
+    """Why the run counts as disturbed ("" when it does not)."""
+    why = []
+    steal, other = fracs["host_steal_frac"], fracs["host_other_frac"]
+    if steal > steal_max:
+        why.append(f"steal {steal:.1%} of CPU time (bound {steal_max:.1%})")
+    if other > other_max:
+        why.append(f"other load {other:.1%} of the host's CPU (bound {other_max:.1%})")
+    for cls, d in sorted(drifts.items()):
+        if abs(d) > drift_max:
+            why.append(f"{cls} alone ran {d:+.0%} slower after the run than before "
+                       f"(bound ±{drift_max:.0%}: neighbours sharing the cache or memory)")
+    return "; ".join(why)

@@ -1,0 +1,129 @@
+"""The schedule as tracepoints: ``trace=sched`` records what the kernel's
+``sched_switch``, ``sched_wakeup``, ``sched_wakeup_new`` and
+``sched_migrate_task`` tracepoints would show, and the throttling of
+cfs_rqs, into sched.parquet (results/schema.py ``SCHED``, docs/tracing.md).
+
+The machine (sim/machine.py) and bandwidth control (sim/bandwidth.py) hold
+a ``tracer``: None when tracing is off, so the hot path pays one pointer
+test per switch; a :class:`SchedTracer` otherwise, which appends each event
+to column lists.  Events outside ``window_s`` are not kept; past
+``max_events`` recording stops and the run says so (``truncated``).
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Optional
+
+import pyarrow as pa
+
+from results.schema import SCHED
+from sim.config import MISSING, tunable
+
+NS = 1_000_000_000
+
+
+@dataclass
+class TraceConfig:
+    """trace=none | sched | optional (scenarios/conf/trace/): whether a run
+    records sched.parquet.  ``optional`` records where the backend can and
+    runs without the trace, saying why, where it cannot (a real host
+    without perf's tracepoints); ``sched`` refuses to run without it."""
+    name: str = tunable(MISSING, choices=("none", "sched", "optional"))
+    # recording stops after this many events (the run then says so)
+    max_events: int = tunable(2_000_000, range=(1, 10**9))
+    # [start, end] in seconds of run time; null: the whole run
+    window_s: Optional[list[float]] = field(default=None)
+
+
+    @staticmethod
+    def check(c, key: str) -> None:
+        """Cross-key rule (scenarios/validate.py): the window is [start, end]."""
+        w = c.get(f"{key}.window_s")
+        if w is not None:
+            w = list(w)
+            c.require(f"{key}.window_s", len(w) == 2 and 0 <= w[0] < w[1],
+                      "must be [start, end] in seconds with 0 <= start < end", w)
+
+
+def enabled(cfg: TraceConfig | None) -> bool:
+    return cfg is not None and cfg.name != "none"
+
+
+class SchedTracer:
+    """Column lists of sched.parquet, appended to by the simulator's hooks."""
+
+    def __init__(self, cfg: TraceConfig):
+        self.max_events = int(cfg.max_events)
+        w = cfg.window_s
+        self.t_lo = 0 if w is None else int(round(w[0] * NS))
+        self.t_hi = None if w is None else int(round(w[1] * NS))
+        self.truncated = False
+        self.cols: dict[str, list] = {f.name: [] for f in SCHED}
+        self._time = self.cols["time_ns"]
+
+    def _keep(self, now: int) -> bool:
+        if now < self.t_lo or (self.t_hi is not None and now > self.t_hi):
+            return False
+        if len(self._time) >= self.max_events:
+            if not self.truncated:
+                self.truncated = True
+                print(f"colosim: warning: trace.max_events={self.max_events:,} reached at "
+                      f"t = {now / NS:.6f} s: sched.parquet holds the events before it "
+                      f"(raise trace.max_events or narrow trace.window_s)", file=sys.stderr)
+            return False
+        return True
+
+    def _side(self, side: str, pid, comm, cgroup) -> None:
+        c = self.cols
+        c[f"{side}_pid"].append(pid)
+        c[f"{side}_comm"].append(comm)
+        c[f"{side}_cgroup"].append(cgroup)
+
+    def _task(self, side: str, p, cpu: int) -> None:
+        if p is None:        # the idle task
+            self._side(side, 0, f"swapper/{cpu}", None)
+        else:
+            self._side(side, p.pid, p.name, p.tg.name)
+
+    def _row(self, now: int, event: str, cpu: int, prev_state=None, orig_cpu=None,
+             cost=None) -> None:
+        c = self.cols
+        c["time_ns"].append(now)
+        c["event"].append(event)
+        c["cpu"].append(cpu)
+        c["prev_state"].append(prev_state)
+        c["orig_cpu"].append(orig_cpu)
+        c["cost_ns"].append(cost)
+
+    # --- the hooks ------------------------------------------------------
+    def sched_switch(self, now: int, cpu: int, prev, nxt, cost: int) -> None:
+        """``prev``/``nxt``: Task or None (the idle task)."""
+        if self._keep(now):
+            state = "R" if prev is None else ("X" if prev.dead else
+                                              "S" if prev.sleeping else "R")
+            self._row(now, "sched_switch", cpu, state, cost=cost)
+            self._task("prev", prev, cpu)
+            self._task("next", nxt, cpu)
+
+    def sched_wakeup(self, now: int, cpu: int, p, new: bool) -> None:
+        if self._keep(now):
+            self._row(now, "sched_wakeup_new" if new else "sched_wakeup", cpu)
+            self._side("prev", None, None, None)
+            self._task("next", p, cpu)
+
+    def sched_migrate_task(self, now: int, p, orig_cpu: int, dest_cpu: int) -> None:
+        if self._keep(now):
+            self._row(now, "sched_migrate_task", dest_cpu, orig_cpu=orig_cpu)
+            self._side("prev", None, None, None)
+            self._task("next", p, dest_cpu)
+
+    def cfs_throttle(self, now: int, cpu: int, cgroup: str, throttled: bool) -> None:
+        if self._keep(now):
+            self._row(now, "throttle_cfs_rq" if throttled else "unthrottle_cfs_rq", cpu)
+            self._side("prev", None, None, None)
+            self._side("next", None, None, cgroup)
+
+    def table(self) -> pa.Table:
+        return pa.table({f.name: pa.array(self.cols[f.name], f.type) for f in SCHED},
+                        schema=SCHED)

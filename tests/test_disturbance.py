@@ -1,0 +1,39 @@
+"""backends/real/disturbance.py: the steal / other-load arithmetic on
+synthetic /proc/stat snapshots and the verdict's bounds."""
+import math
+
+from backends.real import disturbance as D
+
+
+def _stat(tmp_path, user, system, idle, steal):
+    p = tmp_path / "stat"
+    p.write_text(f"cpu  {user} 0 {system} {idle} 0 0 0 {steal} 0 0\ncpu0 1 2 3 4\n")
+    return D.host_times(str(p))
+
+
+def test_other_load_is_busy_time_minus_the_run_and_colosim(tmp_path):
+    tick = D._TICK_NS
+    a = {"host": _stat(tmp_path, 100, 50, 1000, 0), "/": {"usage_ns": 0}}
+    z = {"host": _stat(tmp_path, 300, 150, 1400, 100), "/": {"usage_ns": 150 * tick}}
+    a["host"]["self_ns"], z["host"]["self_ns"] = 0, 50 * tick
+    f = D.measure(a, z, "/")
+    # 800 ticks elapsed: 100 steal, 300 busy of which 150 the run and 50 colosim
+    assert math.isclose(f["host_steal_frac"], 100 / 800)
+    assert math.isclose(f["host_other_frac"], 100 / 800)
+    # the run's cgroup counts exact ns, /proc/stat ticks: never negative
+    z["/"]["usage_ns"] = 400 * tick
+    assert D.measure(a, z, "/")["host_other_frac"] == 0.0
+    assert math.isnan(D.measure(a, a, "/")["host_steal_frac"])
+
+
+def test_the_verdict_names_each_bound_exceeded():
+    quiet = {"host_steal_frac": 0.01, "host_other_frac": 0.02}
+    assert D.verdict(quiet, {"cpu": 0.05}, 0.02, 0.05, 0.1) == ""
+    why = D.verdict({"host_steal_frac": 0.03, "host_other_frac": 0.2}, {"cpu": -0.3},
+                    0.02, 0.05, 0.1)
+    assert "steal 3.0%" in why and "other load 20.0%" in why and "cpu alone ran -30%" in why
+
+
+def test_host_times_reads_this_host():
+    t = D.host_times()
+    assert 0 <= t["steal_ns"] <= t["total_ns"] and 0 < t["busy_ns"] < t["total_ns"]
