@@ -16,8 +16,7 @@ from sim import workloads
 from sim.engine import NSEC_PER_SEC, s_to_ns
 from sim.memory.progress import empty_summary
 from sim.metrics import HostCounters, IntervalSampler
-from sim.config import from_mapping
-from sim.tracing import SchedTracer, TraceConfig, enabled as tracing
+from sim.tracing import SchedTracer, enabled as tracing, trace_config
 
 
 @dataclass
@@ -132,7 +131,7 @@ def simulate(cfg, progress=None, trace=None) -> SimResult:
 def attach_tracer(cfg: dict, machine) -> SchedTracer | None:
     """trace=sched / optional: the machine's (and bandwidth control's)
     tracepoints recorded from t = 0 (sim/tracing.py); None under trace=none."""
-    tcfg = from_mapping(TraceConfig, cfg.get("trace") or {"name": "none"}, "trace")
+    tcfg = trace_config(cfg)
     if not tracing(tcfg):
         return None
     tracer = SchedTracer(tcfg)

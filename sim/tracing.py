@@ -18,7 +18,7 @@ from typing import Optional
 import pyarrow as pa
 
 from results.schema import SCHED
-from sim.config import MISSING, tunable
+from sim.config import MISSING, from_mapping, tunable
 
 NS = 1_000_000_000
 
@@ -50,8 +50,19 @@ def enabled(cfg: TraceConfig | None) -> bool:
     return cfg is not None and cfg.name != "none"
 
 
-class SchedTracer:
-    """Column lists of sched.parquet, appended to by the simulator's hooks."""
+def trace_config(cfg: dict) -> TraceConfig:
+    """The scenario's ``trace`` keys (trace=none where the config has none)."""
+    return from_mapping(TraceConfig, cfg.get("trace") or {"name": "none"}, "trace")
+
+
+NO_TASK = (None, None, None)   # (pid, comm, cgroup) of the side an event leaves empty
+
+
+class SchedRows:
+    """Column lists of sched.parquet, with ``window_s`` and ``max_events``
+    applied: what both backends append events to (the simulator through
+    :class:`SchedTracer`'s hooks, the real host through
+    backends/real/schedtrace.py)."""
 
     def __init__(self, cfg: TraceConfig):
         self.max_events = int(cfg.max_events)
@@ -62,7 +73,9 @@ class SchedTracer:
         self.cols: dict[str, list] = {f.name: [] for f in SCHED}
         self._time = self.cols["time_ns"]
 
-    def _keep(self, now: int) -> bool:
+    def keep(self, now: int) -> bool:
+        """Whether an event at ``now`` (ns since t0) goes in: inside the
+        window and below max_events (reaching it warns once)."""
         if now < self.t_lo or (self.t_hi is not None and now > self.t_hi):
             return False
         if len(self._time) >= self.max_events:
@@ -74,20 +87,10 @@ class SchedTracer:
             return False
         return True
 
-    def _side(self, side: str, pid, comm, cgroup) -> None:
-        c = self.cols
-        c[f"{side}_pid"].append(pid)
-        c[f"{side}_comm"].append(comm)
-        c[f"{side}_cgroup"].append(cgroup)
-
-    def _task(self, side: str, p, cpu: int) -> None:
-        if p is None:        # the idle task
-            self._side(side, 0, f"swapper/{cpu}", None)
-        else:
-            self._side(side, p.pid, p.name, p.tg.name)
-
-    def _row(self, now: int, event: str, cpu: int, prev_state=None, orig_cpu=None,
-             cost=None) -> None:
+    def append(self, now: int, event: str, cpu: int, prev=NO_TASK, nxt=NO_TASK,
+               prev_state=None, orig_cpu=None, cost=None) -> None:
+        """One row, after :meth:`keep` said yes; ``prev``/``nxt``: (pid,
+        comm, cgroup)."""
         c = self.cols
         c["time_ns"].append(now)
         c["event"].append(event)
@@ -95,35 +98,46 @@ class SchedTracer:
         c["prev_state"].append(prev_state)
         c["orig_cpu"].append(orig_cpu)
         c["cost_ns"].append(cost)
-
-    # --- the hooks ------------------------------------------------------
-    def sched_switch(self, now: int, cpu: int, prev, nxt, cost: int) -> None:
-        """``prev``/``nxt``: Task or None (the idle task)."""
-        if self._keep(now):
-            state = "R" if prev is None else ("X" if prev.dead else
-                                              "S" if prev.sleeping else "R")
-            self._row(now, "sched_switch", cpu, state, cost=cost)
-            self._task("prev", prev, cpu)
-            self._task("next", nxt, cpu)
-
-    def sched_wakeup(self, now: int, cpu: int, p, new: bool) -> None:
-        if self._keep(now):
-            self._row(now, "sched_wakeup_new" if new else "sched_wakeup", cpu)
-            self._side("prev", None, None, None)
-            self._task("next", p, cpu)
-
-    def sched_migrate_task(self, now: int, p, orig_cpu: int, dest_cpu: int) -> None:
-        if self._keep(now):
-            self._row(now, "sched_migrate_task", dest_cpu, orig_cpu=orig_cpu)
-            self._side("prev", None, None, None)
-            self._task("next", p, dest_cpu)
-
-    def cfs_throttle(self, now: int, cpu: int, cgroup: str, throttled: bool) -> None:
-        if self._keep(now):
-            self._row(now, "throttle_cfs_rq" if throttled else "unthrottle_cfs_rq", cpu)
-            self._side("prev", None, None, None)
-            self._side("next", None, None, cgroup)
+        for side, (pid, comm, cgroup) in (("prev", prev), ("next", nxt)):
+            c[f"{side}_pid"].append(pid)
+            c[f"{side}_comm"].append(comm)
+            c[f"{side}_cgroup"].append(cgroup)
 
     def table(self) -> pa.Table:
         return pa.table({f.name: pa.array(self.cols[f.name], f.type) for f in SCHED},
                         schema=SCHED)
+
+
+def _task(p, cpu: int) -> tuple:
+    """(pid, comm, cgroup) of a simulated Task, or of the idle task (None)."""
+    if p is None:
+        return 0, f"swapper/{cpu}", None
+    return p.pid, p.name, p.tg.name
+
+
+class SchedTracer(SchedRows):
+    """The simulator's hooks: each appends the event the kernel's
+    tracepoint would record."""
+
+    def sched_switch(self, now: int, cpu: int, prev, nxt, cost: int) -> None:
+        """``prev``/``nxt``: Task or None (the idle task)."""
+        if self.keep(now):
+            state = "R" if prev is None else ("X" if prev.dead else
+                                              "S" if prev.sleeping else "R")
+            self.append(now, "sched_switch", cpu, _task(prev, cpu), _task(nxt, cpu), state,
+                        cost=cost)
+
+    def sched_wakeup(self, now: int, cpu: int, p, new: bool) -> None:
+        if self.keep(now):
+            self.append(now, "sched_wakeup_new" if new else "sched_wakeup", cpu,
+                        nxt=_task(p, cpu))
+
+    def sched_migrate_task(self, now: int, p, orig_cpu: int, dest_cpu: int) -> None:
+        if self.keep(now):
+            self.append(now, "sched_migrate_task", dest_cpu, nxt=_task(p, dest_cpu),
+                        orig_cpu=orig_cpu)
+
+    def cfs_throttle(self, now: int, cpu: int, cgroup: str, throttled: bool) -> None:
+        if self.keep(now):
+            self.append(now, "throttle_cfs_rq" if throttled else "unthrottle_cfs_rq", cpu,
+                        nxt=(None, None, cgroup))
