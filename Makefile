@@ -65,16 +65,33 @@ $(RDT_SIDECAR): $(filter-out %_test.go,$(wildcard backends/rdt-sidecar/*.go)) ba
 	else mkdir -p $(@D) && echo "cd backends/rdt-sidecar && $(GO) build -o build/colosim-rdt-sidecar ." && \
 	  cd backends/rdt-sidecar && $(GO) build -o build/colosim-rdt-sidecar .; fi
 
+# perf's Python binding (Debian/Ubuntu linux-perf: module perf, for the system
+# Python 3.11), which backend=real trace=sched reads the scheduler's
+# tracepoints through (backends/real/schedtrace.py).  The venv gets that one
+# module, linked into its site-packages, not the rest of dist-packages; without
+# it, trace=sched falls back to the perf tool and says so.
+PERF_BINDING ?= /usr/lib/python3/dist-packages/perf.cpython-311-x86_64-linux-gnu.so
+.PHONY: perf-binding
+perf-binding: $(VENV)/.perf-binding
+$(VENV)/.perf-binding: $(VENV)/.installed
+	@site=$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])'); \
+	if [ ! -f $(PERF_BINDING) ]; then \
+	  echo "note: $(PERF_BINDING) not found (apt-get install linux-perf): backend=real trace=sched uses the perf tool instead"; \
+	else ln -sf $(PERF_BINDING) $$site/ && \
+	  $(BIN)/python -c 'import perf; perf.cpu_map()' && echo "perf binding: $$site/$$(basename $(PERF_BINDING))" || \
+	  { rm -f $$site/$$(basename $(PERF_BINDING)); echo "note: $(PERF_BINDING) does not import in $(VENV): not linked"; }; fi
+	touch $@
+
 # The default scenario under each kernel scheduler, side by side, over three
 # seeds so the comparison has confidence intervals.
-demo: $(VENV)/.compiled $(WORKERS) $(RDT_SIDECAR)
+demo: $(VENV)/.compiled $(WORKERS) $(RDT_SIDECAR) $(VENV)/.perf-binding
 	rm -rf runs/demo
 	$(BIN)/colosim sweep --dir runs/demo scheduler=cfs,eevdf,lags,rr seed=0,1,2
 	@echo "Results: runs/demo (summary.parquet; one run directory per run under runs/demo/runs)"
 	$(BIN)/colosim compare runs/demo --metric goodput_rps,latency_p99_s,sched_overhead_frac
 	$(BIN)/colosim report runs/demo
 
-test: $(VENV)/.compiled $(WORKERS) $(RDT_SIDECAR)
+test: $(VENV)/.compiled $(WORKERS) $(RDT_SIDECAR) $(VENV)/.perf-binding
 test: $(MICROBENCH)
 	$(BIN)/python -m pytest -q
 
@@ -86,6 +103,6 @@ bench: $(VENV)/.compiled
 
 # Keeps the venv and runs/ (results are not build products).
 clean:
-	rm -rf build *.egg-info .pytest_cache .hypothesis .benchmarks $(VENV)/.compiled
+	rm -rf build *.egg-info .pytest_cache .hypothesis .benchmarks $(VENV)/.compiled $(VENV)/.perf-binding
 	rm -f $(CORE_PXD:.pxd=.c) $(foreach p,$(CORE_PXD),$(wildcard $(p:.pxd=).cpython-*.so))
 	find . -path ./$(VENV) -prune -o -type d -name __pycache__ -exec rm -rf {} +
