@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 from omegaconf import DictConfig, OmegaConf
 
-from backends.real import cgroupfs, detect
+from backends.real import cgroupfs, detect, schedtrace
 from backends.real.cgroupfs import CgroupError, CgroupFS, parse_cpulist
 from backends.real.disturbance import measure as measure_disturbance
 from backends.real.disturbance import verdict as disturbance_verdict
@@ -58,6 +58,7 @@ from backends.real.intervals import Sampler, perf_rows, sum_or_none
 from backends.real.jobs import JobError, JobsRunner, calibrate, counted_events
 from backends.real.loadgen import Timer, lateness_stats, lateness_verdict, set_timer_slack
 from backends.real.memlookup import MemLookupRunner
+from backends.real.perf import PerfUnavailable
 from backends.real.periodic import PeriodicRunner
 from backends.real.runner import RealRunError, Runner, Setup
 from backends.real.workers import WorkerError, worker_binary
@@ -67,6 +68,7 @@ from policies.control import module as controller_module
 from results.schema import request_columns, run_identity
 from sim.config import from_mapping
 from sim.engine import NSEC_PER_SEC as NS
+from sim.tracing import trace_config
 from sim.workloads import available as available_workloads
 from sim.workloads import workload_class
 
@@ -238,6 +240,11 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
     b = backend_keys(cfg)
     host_sched = check_host_scheduler(str(cfg["scheduler"]["name"]))
     check_controller(cfg, b)
+    tcfg = trace_config(cfg)
+    try:
+        trace_plan = schedtrace.plan(tcfg)
+    except schedtrace.TraceRefused as e:
+        raise RealRunError(str(e)) from None
     runner = runner_for(cfg, b, trace)
     duration_ns = int(round(float(cfg["duration_s"]) * NS))
     warmup_ns = int(round(float(cfg.get("warmup_s", 0.0)) * NS))
@@ -259,6 +266,8 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
     host = None
     perf = None
     sampler = None
+    tracer = None
+    captured = None
     old_affinity = os.sched_getaffinity(0)
     wall0 = time.perf_counter()
     rt_set = False
@@ -282,6 +291,7 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
 
         perf_t0 = time.monotonic_ns()
         perf, perf_status = runner.start_perf(cg)
+        tracer, trace_plan = _start_trace(trace_plan, tcfg, cg, runner.cgroups, online)
 
         sampler = Sampler(cg, cgroups, runner.parent, ncpus)
         # at equal times timers run in list order: counters at 0 first
@@ -302,6 +312,8 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
         time.sleep(0.05)   # let perf attach its counters
         t0 = time.monotonic_ns() + 10_000_000
         host._t0 = t0      # the Host clock starts with the replay
+        if tracer is not None:
+            tracer.set_t0(t0)
         runner.go(t0, t0 + warmup_ns)
         # completions go to the host only where a controller reads them
         res, rows = runner.drive(rows, t0, duration_ns, timers, int(b.spin_us) * 1000,
@@ -309,6 +321,9 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
         sampler.sample(time.monotonic_ns() - t0, final=True)
         runner.finish(host)
         os.sched_setaffinity(0, old_affinity)
+        if tracer is not None:
+            captured, trace_plan = _stop_trace(tracer, trace_plan, tcfg)
+            tracer = None
         perf_samples = None
         if perf is not None:
             try:
@@ -335,6 +350,8 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
                 pass
         for wp in runner.workers:
             wp.kill()
+        if tracer is not None:
+            tracer.close()
         if sampler is not None:
             sampler.close()
         if host is not None:
@@ -387,7 +404,58 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
               file=sys.stderr)
     summary = summary.append_column("host_disturbed", pa.array([bool(why)]))
     summary = summary.append_column("host_disturbed_reason", pa.array([why], pa.string()))
-    return RealResult(summary, requests, intervals, cfg, runner.result_trace())
+    extra = {}
+    if trace_plan is not None:
+        for column, (value, typ) in trace_columns(captured, trace_plan).items():
+            summary = summary.append_column(column, pa.array([value], typ))
+        if captured is not None:
+            extra["sched"] = captured.table
+    return RealResult(summary, requests, intervals, cfg, runner.result_trace(), extra)
+
+
+def _start_trace(p: schedtrace.Plan | None, tcfg, cg: CgroupFS, cgroups: list[str],
+                 online: set[int]):
+    """The schedule's capture, started before t0 (None: not recorded) and
+    the plan as it stands.  A capture that fails to start fails the run
+    under trace=sched; under trace=optional the run goes on without it."""
+    if p is None or p.method is None:
+        return None, p
+    tracer = schedtrace.capture(p, tcfg, cg, cgroups, online)
+    try:
+        tracer.start()
+    except (OSError, PerfUnavailable, ValueError) as e:
+        tracer.close()
+        if tcfg.name == "sched":
+            raise RealRunError(f"trace=sched: the capture failed to start: {e}") from None
+        print(f"colosim: trace=optional: no sched.parquet (the capture failed to start: {e})",
+              file=sys.stderr)
+        return None, schedtrace.Plan(None, f"off: failed to start: {e}")
+    return tracer, p
+
+
+def _stop_trace(tracer, p: schedtrace.Plan, tcfg):
+    """The capture's result (None if it failed: the run is kept, saying so)
+    and the plan's final status; lost records are warned about."""
+    try:
+        cap = tracer.stop()
+    except (OSError, PerfUnavailable, ValueError) as e:
+        print(f"colosim: warning: trace={tcfg.name}: the capture failed ({e}); no "
+              f"sched.parquet", file=sys.stderr)
+        return None, schedtrace.Plan(None, f"off: failed: {e}")
+    if cap.lost:
+        print(f"colosim: warning: sched trace: {cap.lost:,} records lost (perf's ring buffers "
+              f"overflowed): sched.parquet misses them (sched_trace_lost)", file=sys.stderr)
+    return cap, p
+
+
+def trace_columns(cap: schedtrace.Capture | None, p: schedtrace.Plan) -> dict:
+    """Summary columns of trace=sched / optional: the rows written, whether
+    max_events cut them, how they were recorded (or why not), the records
+    perf lost."""
+    return {"sched_trace_events": (0 if cap is None else cap.table.num_rows, pa.int64()),
+            "sched_trace_truncated": (False if cap is None else cap.truncated, pa.bool_()),
+            "sched_trace_status": (p.status, pa.string()),
+            "sched_trace_lost": (None if cap is None else cap.lost, pa.int64())}
 
 
 def alone_drifts(runner: Runner, b: RealBackend) -> dict[str, float]:
