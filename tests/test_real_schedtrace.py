@@ -1,0 +1,255 @@
+"""backend=real trace=sched (backends/real/schedtrace.py): tracepoint
+records to sched.parquet rows on synthetic events, the clock offset, perf
+script parsing, the refusal and trace=optional paths; marked ``hardware``,
+two short real runs whose sched.parquet is checked against the run's own
+perf counts.  About 15 s."""
+import os
+import shutil
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from backends.real import detect, schedtrace
+from backends.real.run import RealRunError, run_real
+from backends.real.schedtrace import Event, Members, append_row, clock_offset
+from cli.main import main
+from results.rundir import read_run_dir
+from results.schema import SCHED, SCHED_FILE
+from scenarios.config import compose
+from sim.tracing import SchedRows, TraceConfig
+from tests.hardware import cgroups_unavailable
+
+
+def _rows(**kw):
+    return SchedRows(TraceConfig(name="sched", **kw))
+
+
+class _Members(Members):
+    """Members without cgroup files: process 100 is in /f0 from the start."""
+
+    def __init__(self):
+        super().__init__(None, [])
+        self.tgids = {100: "/f0"}
+
+
+def test_prev_state_maps_the_kernels_report_bits():
+    assert [schedtrace.prev_state(b) for b in (0, 0x100, 0x1, 0x2, 0x80, 0x102, 0x10, 0x20)] \
+        == ["R", "R", "S", "S", "S", "S", "X", "X"]
+    assert [schedtrace.script_state(t) for t in ("R", "R+", "S", "D", "S|D", "I", "X", "Z")] \
+        == ["R", "R", "S", "S", "S", "S", "X", "X"]
+
+
+def test_events_of_the_runs_tasks_become_rows_and_the_others_do_not():
+    m, rows = _Members(), _rows()
+    events = [
+        # thread 101 of member process 100 leaves for an outside task: kept, its side named
+        Event(10, "sched_switch", 0, 100, 101, 555, "bash", 101, "funcworker", "S"),
+        # outside to outside: dropped
+        Event(20, "sched_switch", 1, 555, 555, 0, "swapper/1", 555, "bash", "S"),
+        # 101 creates thread 102, which joins the run (it is in no cgroup file yet)
+        Event(30, "sched_wakeup_new", 1, 100, 101, 102, "funcworker"),
+        Event(40, "sched_switch", 1, 0, 0, 102, "funcworker", 0, "swapper/1", "R"),
+        Event(50, "sched_migrate_task", 0, 7, 7, 102, "funcworker", orig_cpu=1),
+        Event(60, "sched_switch", 0, 100, 102, 0, "swapper/0", 102, "funcworker", "X"),
+        # a wake-up of an outside task by a member: dropped (it is about the woken task)
+        Event(70, "sched_wakeup", 0, 100, 101, 555, "bash"),
+    ]
+    for e in events:
+        sides = m.classify(e)
+        if sides is not None:
+            append_row(rows, e.time - 5, e, *sides)
+    t = rows.table()
+    assert t.schema == SCHED
+    got = t.to_pylist()
+    assert [(r["time_ns"], r["event"]) for r in got] == [
+        (5, "sched_switch"), (25, "sched_wakeup_new"), (35, "sched_switch"),
+        (45, "sched_migrate_task"), (55, "sched_switch")]
+    first = {"cpu": 0, "prev_pid": 101, "prev_comm": "funcworker", "prev_cgroup": "/f0",
+             "prev_state": "S", "next_pid": 555, "next_comm": "bash", "next_cgroup": None,
+             "cost_ns": None}
+    assert {k: got[0][k] for k in first} == first
+    assert (got[1]["next_pid"], got[1]["next_cgroup"], got[1]["prev_pid"]) == (102, "/f0", None)
+    assert (got[2]["prev_pid"], got[2]["prev_cgroup"], got[2]["next_cgroup"]) == (0, None, "/f0")
+    assert (got[3]["cpu"], got[3]["orig_cpu"], got[3]["next_cgroup"]) == (0, 1, "/f0")
+    assert got[4]["prev_state"] == "X"
+
+
+def test_window_and_max_events_apply_as_in_the_simulator(capsys):
+    m, rows = _Members(), _rows(max_events=2, window_s=[1e-6, 1.0])
+    for t in (500, 2000, 3000, 4000):
+        e = Event(t, "sched_switch", 0, 100, 101, 0, "swapper/0", 101, "w", "S")
+        append_row(rows, t, e, *m.classify(e))
+    assert rows.table().column("time_ns").to_pylist() == [2000, 3000]
+    assert rows.truncated and "trace.max_events=2 reached" in capsys.readouterr().err
+
+
+def test_clock_offset_is_found_from_the_sleeps_within_its_bound():
+    rng = np.random.default_rng(3)
+    offset = 7_654_321
+    marks, switches, t = [], [], 1_000_000_000
+    for s in schedtrace.MARK_SLEEPS_S:
+        sleep = int(s * 1e9)
+        t1 = t
+        so = t1 + int(rng.integers(1_000, 5_000))         # syscall, then off the CPU
+        si = so + sleep + int(rng.integers(50_000, 150_000))  # timer slack, wake-up
+        t2 = si + int(rng.integers(1_000, 5_000))
+        # a preemption between the sleeps must not be taken for one
+        switches += [(so + offset, True), (si + offset, False),
+                     (t2 + 20_000 + offset, True), (t2 + 30_000 + offset, False)]
+        marks.append((t1, t2))
+        t = t2 + 100_000
+    got, err = clock_offset(marks, switches)
+    assert abs(got - offset) <= err and err < 5_000
+    with pytest.raises(ValueError):
+        clock_offset(marks, switches[2:3])
+
+
+def test_perf_script_lines_parse_to_events():
+    p = schedtrace.parse_script_line
+    e = p("20823/20824 [000] 11916.088176193:       sched:sched_switch: prev_comm=mem worker "
+          "prev_pid=20824 prev_prio=120 prev_state=R+ ==> next_comm=perf-exec next_pid=20838 "
+          "next_prio=120")
+    assert (e.time, e.event, e.cpu, e.tgid, e.tid, e.a_pid, e.a_comm, e.state, e.b_pid,
+            e.b_comm) == (11916088176193, "sched_switch", 0, 20823, 20824, 20824, "mem worker",
+                          "R", 20838, "perf-exec")
+    e = p("   18/18    [001] 11916.078938833:       sched:sched_wakeup: comm=perf pid=20837 "
+          "prio=120 target_cpu=000")
+    assert (e.event, e.cpu, e.b_pid, e.b_comm) == ("sched_wakeup", 0, 20837, "perf")
+    e = p("   18/18    [000] 11916.078924572: sched:sched_migrate_task: comm=perf pid=20837 "
+          "prio=120 orig_cpu=0 dest_cpu=1")
+    assert (e.event, e.cpu, e.orig_cpu) == ("sched_migrate_task", 1, 0)
+    assert p("perf 1/1 [000] 12.000000001: PERF_RECORD_LOST lost 17") == 17
+    assert p("'trace' not valid for software events. Ignoring.") is None
+
+
+# --- refusals ------------------------------------------------------------
+
+@pytest.fixture
+def cannot_trace(monkeypatch):
+    monkeypatch.setattr(schedtrace, "tracing_missing",
+                        lambda: "root (running as uid 1000; system-wide tracepoints need root "
+                                "or kernel.perf_event_paranoid = -1, it is 2)")
+
+
+def test_trace_sched_is_refused_and_optional_runs_without(cannot_trace, capsys):
+    with pytest.raises(schedtrace.TraceRefused, match=r"missing root \(running as uid 1000"):
+        schedtrace.plan(TraceConfig(name="sched"))
+    p = schedtrace.plan(TraceConfig(name="optional"))
+    assert p.method is None and p.status.startswith("off: missing root")
+    assert "trace=optional: no sched.parquet (missing root" in capsys.readouterr().err
+    assert schedtrace.plan(TraceConfig(name="none")) is None
+
+
+def test_without_the_binding_perf_record_is_used_and_says_why(monkeypatch, capsys):
+    monkeypatch.setattr(schedtrace, "tracing_missing", lambda: None)
+    monkeypatch.setattr(schedtrace, "perf_binary", lambda: "/usr/bin/perf")
+    p = schedtrace.plan(TraceConfig(name="sched"), binding_missing="module perf does not import")
+    assert p.method == "perf record"
+    assert p.status == "perf record (python-perf missing: module perf does not import)"
+    assert "recording with perf record instead" in capsys.readouterr().err
+
+    def no_perf():
+        raise schedtrace.PerfUnavailable("perf is not installed")
+    monkeypatch.setattr(schedtrace, "perf_binary", no_perf)
+    with pytest.raises(schedtrace.TraceRefused, match="binding .* or the perf tool"):
+        schedtrace.plan(TraceConfig(name="sched"), binding_missing="module perf does not import")
+
+
+def test_a_real_run_is_refused_before_anything_is_created(cannot_trace, monkeypatch):
+    made = []
+    monkeypatch.setattr("backends.real.run.CgroupFS", lambda *a, **k: made.append(a))
+    cfg = compose(["backend=real", "host=this-vm", f"scheduler={detect.fair_scheduler()}",
+                   "workload.functions=1", "duration_s=1", "warmup_s=0", "trace=sched"])
+    with pytest.raises(RealRunError, match="trace=sched cannot record the schedule on this "
+                                           "host: missing root"):
+        run_real(cfg)
+    assert made == []
+
+
+# --- on this machine -------------------------------------------------------
+
+REASON = (cgroups_unavailable() or schedtrace.tracing_missing()
+          or (None if shutil.which("gcc") else "needs gcc to build the native worker")
+          or (None if shutil.which("perf") or schedtrace.BINDING_MISSING is None
+              else "needs perf's Python binding (make perf-binding) or perf"))
+WARMUP_S, DURATION_S = 0.5, 2.0
+
+
+@pytest.fixture(scope="module")
+def traced_runs(tmp_path_factory):
+    if REASON:
+        pytest.skip(REASON)
+    outs = []
+    for i in range(2):
+        out = tmp_path_factory.mktemp("sched") / f"st-{os.getpid()}-{i}"
+        assert main(["run", "backend=real", "host=this-vm",
+                     f"scheduler={detect.fair_scheduler()}", "workload.functions=2",
+                     f"duration_s={DURATION_S}", f"warmup_s={WARMUP_S}", f"seed={i}",
+                     "backend.lateness_action=flag", "trace=sched", f"output_dir={out}"]) == 0
+        outs.append(out)
+    return outs
+
+
+def _switch_outs_per_s(t):
+    sw = t[(t.event == "sched_switch") & t.prev_cgroup.notna()]
+    return ((sw.time_ns >= WARMUP_S * 1e9) & (sw.time_ns <= DURATION_S * 1e9)).sum() \
+        / (DURATION_S - WARMUP_S)
+
+
+@pytest.mark.hardware
+def test_sched_parquet_holds_the_runs_tasks(traced_runs):
+    for out in traced_runs:
+        table = pq.read_table(out / SCHED_FILE)
+        assert table.schema == SCHED
+        s = read_run_dir(out).summary.to_pylist()[0]
+        assert s["sched_trace_events"] == table.num_rows > 100
+        assert s["sched_trace_truncated"] is False and s["sched_trace_lost"] == 0
+        assert s["sched_trace_status"] == ("python-perf" if schedtrace.BINDING_MISSING is None
+                                           else s["sched_trace_status"])
+        t = table.to_pandas()
+        ours = {"/faas.slice/func-0", "/faas.slice/func-1"}
+        sw = t[t.event == "sched_switch"]
+        assert (sw.prev_cgroup.isin(ours) | sw.next_cgroup.isin(ours)).all()
+        named = set(t.prev_cgroup.dropna()) | set(t.next_cgroup.dropna())
+        assert named == ours
+        assert t.time_ns.is_monotonic_increasing and t.time_ns.iloc[0] >= 0
+        assert t.time_ns.iloc[-1] <= DURATION_S * 1e9 + 50e6
+        assert t.cost_ns.isna().all() and set(sw.prev_state) <= {"R", "S", "X"}
+
+
+@pytest.mark.hardware
+def test_switch_outs_agree_with_perf_within_the_runs_spread(traced_runs):
+    traced, counted = [], []
+    for out in traced_runs:
+        s = read_run_dir(out).summary.to_pylist()[0]
+        if s["perf_status"] != "ok":
+            pytest.skip(f"perf stat did not count here: {s['perf_status']}")
+        traced.append(_switch_outs_per_s(pq.read_table(out / SCHED_FILE).to_pandas()))
+        counted.append(s["switch_out_rate_per_s"])
+    # perf's window is whole perf intervals (backend.perf_interval_ms = 100 ms),
+    # so it may be off by one interval at each end; beyond that, only the
+    # spread two runs show between themselves
+    spread = max(abs(traced[0] - traced[1]), abs(counted[0] - counted[1]))
+    for tr, pc in zip(traced, counted):
+        grain = pc * 2 * 0.1 / (DURATION_S - WARMUP_S)
+        assert abs(tr - pc) <= spread + grain, (traced, counted)
+
+
+@pytest.mark.hardware
+def test_wakeups_precede_the_switch_ins_they_cause(traced_runs):
+    checked = 0
+    for out in traced_runs:
+        t = pq.read_table(out / SCHED_FILE).to_pandas()
+        asleep = {}
+        for r in t.itertuples():
+            if r.event == "sched_switch":
+                if isinstance(r.prev_cgroup, str) and r.prev_state == "S":
+                    asleep[int(r.prev_pid)] = r.time_ns
+                if isinstance(r.next_cgroup, str) and int(r.next_pid) in asleep:
+                    raise AssertionError(f"{int(r.next_pid)} switched in at {r.time_ns} ns, "
+                                         f"asleep since {asleep[int(r.next_pid)]} ns, not woken")
+            elif r.event in ("sched_wakeup", "sched_wakeup_new"):
+                if asleep.pop(int(r.next_pid), None) is not None:
+                    checked += 1
+    assert checked > 20
