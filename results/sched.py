@@ -22,8 +22,8 @@ last it was seen with; a cgroup's row pools the samples of its tasks, so its
 percentiles are over all of them, not an average of the tasks'.
 
 Everything is computed with numpy over whole columns (one sort of the
-task events), no per-event Python: a million events take about a second
-(docs/tracing.md has the measurement).
+task events), no per-event Python: a million events take 3 to 4 s on a
+2-core VM (docs/tracing.md).
 """
 from __future__ import annotations
 
@@ -283,14 +283,6 @@ def analyse(sched: pa.Table) -> SchedAnalysis:
 def sched_metrics(sched: pa.Table) -> pa.Table:
     """sched_metrics.parquet's table (``SCHED_METRICS``) of a sched table."""
     return analyse(sched).metrics()
-
-
-def involuntary_frac(metrics: pa.Table) -> dict:
-    """cgroup -> involuntary share of its switch-outs, from a metrics table."""
-    rows = metrics.filter(pc.equal(metrics.column("level"), "cgroup"))
-    return dict(zip(rows.column("cgroup").to_pylist(),
-                    (math.nan if v is None else v
-                     for v in rows.column("involuntary_frac").to_pylist())))
 
 
 # (column, header, scale) of `colosim trace`'s table: times in ms, shares in %
