@@ -369,6 +369,33 @@ single seed a cell says "n=1, no CI": sweep seed=0,1,2,... for intervals.
                          help="text (default), markdown, or csv (long form)")
     compare.set_defaults(handler=_compare)
 
+    trace = commands.add_parser(
+        "trace",
+        help="per-cgroup scheduling metrics of a run recorded with trace=sched; "
+        "--perfetto writes a trace for ui.perfetto.dev",
+        description="Read a run's sched.parquet (recorded with trace=sched) and print each "
+        "cgroup's scheduling metrics as perf sched latency / timehist define them: runtime, "
+        "runs, wake-ups, wake-up latency (wake-up to switch-in; mean, p50, p99, max), run "
+        "length (switch-in to switch-out; mean, p99), voluntary and involuntary switch-outs "
+        "and migrations.  The run directory's sched_metrics.parquet holds the same per task "
+        "and per cgroup.",
+        epilog="""examples:
+  colosim run trace=sched output_dir=runs/t       record the schedule
+  colosim trace runs/t                            per-cgroup metrics
+  colosim trace runs/t --tasks                    and per task
+  colosim trace runs/t --perfetto /tmp/t.pftrace  open it in ui.perfetto.dev
+
+Times are in ms.  See docs/tracing.md.
+""",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    trace.add_argument("dir", metavar="RUN_DIR", type=Path,
+                       help="a run directory with sched.parquet")
+    trace.add_argument("--tasks", action="store_true", help="also print one row per task")
+    trace.add_argument("--perfetto", type=Path, default=None, metavar="OUT",
+                       help="write the schedule as a Perfetto trace (protobuf) to OUT")
+    trace.set_defaults(handler=_trace)
+
     report = commands.add_parser(
         "report",
         help="write a self-contained HTML report (plots and comparison tables)",
@@ -410,6 +437,27 @@ def _compare(args: argparse.Namespace) -> int:
     except ResultsError as err:
         return _fail(err)
     print(FORMATTERS[args.format](comparison), end="")
+    return 0
+
+
+def _trace(args: argparse.Namespace) -> int:
+    from results.perfetto import write_perfetto
+    from results.readers import ResultsError
+    from results.sched import format_metrics, read_sched, sched_metrics
+
+    try:
+        sched = read_sched(args.dir)
+        if args.perfetto is not None:
+            write_perfetto(sched, args.perfetto)
+    except ResultsError as err:
+        return _fail(err)
+    metrics = sched_metrics(sched)
+    print(f"{args.dir}: {sched.num_rows:,} events; wake-up latency and run length in ms\n")
+    print("cgroups", format_metrics(metrics), sep="\n")
+    if args.tasks:
+        print("tasks", format_metrics(metrics, "task"), sep="\n")
+    if args.perfetto is not None:
+        print(f"perfetto trace: {args.perfetto} (open it in ui.perfetto.dev)")
     return 0
 
 
