@@ -226,14 +226,7 @@ def cpu_entitlement(results: Results, comparison: Comparison, summary: pd.DataFr
             f"{CPU_LIMIT_COLUMN} (or quota_us/period_us) values, so there is no entitlement "
             "to plot.")
         return section
-    # One run per policy: the densest group, lowest seed, so policies line up.
-    limited = summary[summary["run_id"].isin(frame["run_id"].unique())]
-    x = density_key(comparison.params, summary)
-    if x is not None and limited[x].notna().any():   # runs without the key have NaN
-        limited = limited[limited[x] == limited[x].max()]
-    picks = limited.sort_values("seed").groupby("policy", sort=False).head(1)
-    picks = picks.sort_values("policy", key=lambda p: p.map(lambda x: _rank(colors, x)))
-    picks = picks[:MAX_PANELS]
+    picks = _one_run_per_policy(summary, frame["run_id"].unique(), comparison, colors)
     fig, axes = _panels(len(picks))
     for ax, (_, run) in zip(axes, picks.iterrows()):
         rows = frame[frame["run_id"] == run["run_id"]]
@@ -284,12 +277,7 @@ def cluster_sizing(results: Results, summary: pd.DataFrame, colors: dict) -> lis
                       f"{r['node_reduction_frac']:.0%}" if pd.notna(r.get("node_reduction_frac"))
                       else "", f"{r['perceived_cores_peak']:.1f}",
                       f"{r['effective_cores_peak']:.1f}", f"{r['latency_p99_s']:.3f}"))
-    section.html = ("<table><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>"
-                                                   for h in CLUSTER_HEAD)
-                    + "</tr></thead><tbody>"
-                    + "".join("<tr>" + "".join(f"<td{' class=num' if i >= 2 else ''}>"
-                                               f"{html.escape(c)}</td>" for i, c in enumerate(row))
-                              + "</tr>" for row in cells) + "</tbody></table>")
+    section.html = _html_table(CLUSTER_HEAD, cells, numeric=lambda i: i >= 2)
     section.notes.append("Per run at the node count it ended with: static nodes = every "
                          "function reserving its peak demand; sized nodes = the smallest count "
                          "whose p99 met slo_s; reduction = (static - sized) / static; perceived "
@@ -332,13 +320,10 @@ def validation(path: Path, results: Results) -> Section:
     of the real and the simulated run."""
     frame = read_validation(path)
     section = Section("Validation: simulator vs this host")
-    row_html = "".join(
-        "<tr>" + "".join(f"<td{' class=num' if 2 <= i <= 5 else ''}>{html.escape(c)}</td>"
-                         for i, c in enumerate(row)) + "</tr>"
-        for row in validation_cells(frame))
-    section.html = (f"<p><b>{html.escape(verdict(frame))}</b></p><table><thead><tr>"
-                    + "".join(f"<th>{html.escape(h)}</th>" for h in VALIDATION_HEAD)
-                    + f"</tr></thead><tbody>{row_html}</tbody></table><ul>"
+    section.html = (f"<p><b>{html.escape(verdict(frame))}</b></p>"
+                    + _html_table(VALIDATION_HEAD, validation_cells(frame),
+                                  numeric=lambda i: 2 <= i <= 5)
+                    + "<ul>"
                     + "".join(f"<li>{html.escape(line)}</li>" for line in ks_lines(frame))
                     + "</ul>")
     section.notes.append("error = (sim - real) / real; result: pass or MISS against the "
@@ -380,13 +365,8 @@ def tables(comparison: Comparison) -> Section:
     for metric in comparison.metrics:
         head, body = table_cells(comparison, metric)
         numeric = len(comparison.params) + 1
-        row_html = "".join(
-            "<tr>" + "".join(f"<td{' class=num' if i >= numeric else ''}>{html.escape(c)}</td>"
-                             for i, c in enumerate(row)) + "</tr>"
-            for row in body)
         parts.append(f"<h3>{html.escape(table_title(comparison, metric))}</h3>"
-                     "<table><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head)
-                     + f"</tr></thead><tbody>{row_html}</tbody></table>")
+                     + _html_table(head, body, numeric=lambda i: i >= numeric))
     return Section("Comparison tables", html="".join(parts))
 
 
@@ -435,6 +415,19 @@ def _key_text(params: list[str], key: tuple) -> str:
     return ", ".join(f"{p}={v}" for p, v in zip(params, key))
 
 
+def _one_run_per_policy(summary: pd.DataFrame, run_ids, comparison: Comparison,
+                        colors: dict) -> pd.DataFrame:
+    """Summary rows of one of ``run_ids`` per policy: the densest group,
+    lowest seed, so policies line up; at most ``MAX_PANELS``, baseline first."""
+    runs = summary[summary["run_id"].isin(run_ids)]
+    x = density_key(comparison.params, summary)
+    if x is not None and runs[x].notna().any():   # runs without the key have NaN
+        runs = runs[runs[x] == runs[x].max()]
+    picks = runs.sort_values("seed").groupby("policy", sort=False).head(1)
+    picks = picks.sort_values("policy", key=lambda p: p.map(lambda x: _rank(colors, x)))
+    return picks[:MAX_PANELS]
+
+
 def _limit_mcpu(frame: pd.DataFrame) -> pd.Series:
     if CPU_LIMIT_COLUMN in frame:
         return frame[CPU_LIMIT_COLUMN].astype(float)
@@ -448,6 +441,15 @@ def _innermost(cgroups) -> list[str]:
     names = [str(c).rstrip("/") or "/" for c in cgroups]
     return [c for c, name in zip(cgroups, names)
             if not any(o != name and o.startswith(name.rstrip("/") + "/") for o in names)]
+
+
+def _html_table(head, rows, numeric) -> str:
+    """A table of text cells; ``numeric(i)``: column i is right-aligned figures."""
+    body = "".join("<tr>" + "".join(f"<td{' class=num' if numeric(i) else ''}>"
+                                    f"{html.escape(c)}</td>" for i, c in enumerate(row))
+                   + "</tr>" for row in rows)
+    return ("<table><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head)
+            + f"</tr></thead><tbody>{body}</tbody></table>")
 
 
 def _panels(n: int, columns: int | None = None):
