@@ -26,12 +26,15 @@ from pathlib import Path
 import matplotlib
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator, NullFormatter
 
 from results.compare import (Comparison, compare, display_unit, policy_labels, table_cells,
                              table_title)
 from results.readers import Results, open_results
+from results.schema import SCHED_FILE
 from results.validation import HEAD as VALIDATION_HEAD
 from results.validation import VALIDATION_FILE, ks_lines, read_validation, verdict
 from results.validation import table_cells as validation_cells
@@ -41,6 +44,9 @@ MAX_PANELS = 6          # subplots per figure; more groups are sampled evenly
 CDF_POINTS = 400        # quantiles drawn per CDF line: the PNG stays small
 DENSITY_KEYS = ("workload.functions", "workload.workers", "workload.threads")
 CPU_LIMIT_COLUMN = "cpu_limit_mcpu"
+TIMELINE_S = 0.2        # length of the automatic per-CPU timeline window
+DPI = 96                # pixels per inch of every PNG (the timeline's image map needs it)
+NS = 1_000_000_000      # sched.parquet times are ns
 
 
 @dataclass
@@ -52,8 +58,11 @@ class Section:
 
 
 def write_report(path: str | Path, out: str | Path | None = None, baseline: str | None = None,
-                 ci: float = 0.95, resamples: int = 2000) -> Path:
-    """Read ``path`` (run or sweep directory), write the HTML report, return its path."""
+                 ci: float = 0.95, resamples: int = 2000,
+                 timeline_window: tuple[float, float] | None = None) -> Path:
+    """Read ``path`` (run or sweep directory), write the HTML report, return its path.
+    ``timeline_window``: (start, end) in seconds of run time for the per-CPU
+    timeline; None picks each run's busiest ``TIMELINE_S`` seconds."""
     path = Path(path)
     results = open_results(path)
     comparison = compare(results, baseline=baseline, ci=ci, resamples=resamples)
@@ -62,7 +71,7 @@ def write_report(path: str | Path, out: str | Path | None = None, baseline: str 
     if (path / VALIDATION_FILE).is_file():
         extra.append(validation(path, results))
     page = render(results, comparison, title=f"colosim report: {path.absolute().name}",
-                  extra=extra)
+                  extra=extra, timeline_window=timeline_window)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     tmp.write_text(page, encoding="utf-8")
@@ -71,7 +80,7 @@ def write_report(path: str | Path, out: str | Path | None = None, baseline: str 
 
 
 def render(results: Results, comparison: Comparison, title: str,
-           extra: list[Section] = ()) -> str:
+           extra: list[Section] = (), timeline_window: tuple[float, float] | None = None) -> str:
     """The page; ``extra`` sections (a validation's) follow the overview."""
     summary = results.summary_frame()
     summary["policy"] = _policies(summary)
@@ -86,6 +95,7 @@ def render(results: Results, comparison: Comparison, title: str,
                        "Scheduler overhead and cost per switch vs density",
                        ("sched_overhead_frac", "ctx_switch_cost_mean_us")),
         cpu_entitlement(results, comparison, summary, colors),
+        timeline(results, comparison, summary, colors, timeline_window),
         *cluster_sizing(results, summary, colors),
         tables(comparison),
     ]
@@ -311,6 +321,137 @@ def cluster_sizing(results: Results, summary: pd.DataFrame, colors: dict) -> lis
     return [section]
 
 
+# sched.parquet events the timeline draws from (results/schema.py SCHED)
+SWITCH, THROTTLE, UNTHROTTLE = "sched_switch", "throttle_cfs_rq", "unthrottle_cfs_rq"
+TIMELINE_COLORS = [c for i, c in enumerate(matplotlib.colormaps["tab20"].colors)
+                   if i not in (14, 15)]   # tab20 without its greys: grey is "other"
+OTHER_CGROUPS = "#c8c8c8"
+
+
+def timeline(results: Results, comparison: Comparison, summary: pd.DataFrame, colors: dict,
+             window_s: tuple[float, float] | None = None) -> Section:
+    """One run per policy, CPU by CPU: who ran when (sched_switch pairs),
+    the switch costs, the throttled cfs_rqs; an image map gives each bar a
+    tooltip, as most bars are too narrow to label."""
+    section = Section("Per-CPU timeline")
+    by_id = {p.name: p for p in results.runs}
+    traced = [r for r in summary["run_id"] if r in by_id and (by_id[r] / SCHED_FILE).is_file()]
+    untraced = [r for r in summary["run_id"] if r not in traced]
+    if untraced:
+        shown = ", ".join(untraced[:10]) + (f" and {len(untraced) - 10} more"
+                                              if len(untraced) > 10 else "")
+        section.notes.append(
+            f"{len(untraced)} of {len(summary)} runs have no {SCHED_FILE} ({shown}), so they "
+            "have no timeline: run them with trace=sched (colosim run trace=sched ..., or in "
+            "a sweep) to record the schedule.")
+    if not traced:
+        return section
+    # the rule goes above the charts it chose the windows of
+    rule = (f"Window: per run, the {TIMELINE_S * 1e3:g} ms holding the most sched_switch events "
+            "(the earliest such window, starting at a switch), so the schedule is shown where "
+            "it is busiest; colosim report --timeline-window START:END sets it."
+            if window_s is None else
+            f"Window: {window_s[0]:g} to {window_s[1]:g} s of run time, as given with "
+            "--timeline-window.")
+    section.html = f'<p class="note">{html.escape(rule)}</p>'
+    drawn = []
+    for _, run in _one_run_per_policy(summary, traced, comparison, colors).iterrows():
+        sched = pq.read_table(by_id[run["run_id"]] / SCHED_FILE, columns=[
+            "time_ns", "event", "cpu", "next_pid", "next_comm", "next_cgroup",
+            "cost_ns"]).to_pandas()
+        lo, hi = (busiest_window(sched, int(TIMELINE_S * NS)) if window_s is None
+                  else (int(round(window_s[0] * NS)), int(round(window_s[1] * NS))))
+        bars = running_intervals(sched, lo, hi)
+        if bars.empty:
+            span = (f"{sched['time_ns'].min() / NS:.3f} to {sched['time_ns'].max() / NS:.3f} s"
+                    if len(sched) else "no events")
+            section.notes.append(f"{run['policy']}, run {run['run_id']}: no task ran in "
+                                 f"{lo / NS:g} to {hi / NS:g} s (its trace covers {span}).")
+            continue
+        drawn.append((run, sched, lo, hi, bars))
+    # one colour per cgroup on every chart: the most running time first
+    busy = pd.concat([d[4] for d in drawn]) if drawn else pd.DataFrame()
+    ranked = (busy.assign(length=busy["end_ns"] - busy["start_ns"]).groupby("cgroup")["length"]
+              .sum().sort_values(ascending=False).index.tolist() if drawn else [])
+    palette = dict(zip(ranked, TIMELINE_COLORS))
+    for run, sched, lo, hi, bars in drawn:
+        cpus = _host_cpus(results.configs.get(run["run_id"], {}), sched)
+        switches = sched[(sched["event"] == SWITCH) & (sched["time_ns"] >= lo)
+                         & (sched["time_ns"] < hi)]
+        throttled = throttled_periods(sched, lo, hi)
+        png, areas = _timeline_png(bars, switches, throttled, cpus, lo, hi, palette,
+                                   len(ranked) - len(palette))
+        cost = switches["cost_ns"].dropna()
+        cost_text = (f"{len(switches):,} switches costing {cost.sum() / 1e3:,.1f} µs in all "
+                     f"(mean {cost.mean() / 1e3:.2f} µs; drawn black where at least a pixel "
+                     "wide, and in each bar's tooltip)" if len(cost) else
+                     f"{len(switches):,} switches (their cost is not recorded on this backend)")
+        caption = (f"{run['policy']}, run {run['run_id']} (seed {run['seed']}): "
+                   f"{lo / NS:.3f} to {hi / NS:.3f} s, {cpus} CPUs, {len(bars):,} running "
+                   f"intervals, {cost_text}; {len(throttled):,} throttled cfs_rq periods "
+                   "(red, below the lane). Idle is blank; hover a bar for its task.")
+        section.html += _figure_html(png, caption, f"per-CPU timeline of run {run['run_id']}",
+                                     image_map=(f"timeline-{run['run_id']}", areas))
+    return section
+
+
+def busiest_window(sched: pd.DataFrame, length_ns: int) -> tuple[int, int]:
+    """[start, start + length_ns) holding the most sched_switch events, start
+    at a switch; the earliest of equals. (0, length_ns) without switches."""
+    t = np.sort(sched.loc[sched["event"] == SWITCH, "time_ns"].to_numpy())
+    if t.size == 0:
+        return 0, length_ns
+    counts = np.searchsorted(t, t + length_ns, side="left") - np.arange(t.size)
+    start = int(t[int(np.argmax(counts))])
+    return start, start + length_ns
+
+
+def running_intervals(sched: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
+    """Who ran on each CPU within [lo, hi) ns: from each sched_switch to a
+    task until the CPU's next switch (the trace's last event for the last
+    one: it was still running then), clipped to the window. Columns cpu,
+    start_ns, end_ns, pid, comm, cgroup, cost_ns (the switch into it)."""
+    sw = sched[sched["event"] == SWITCH].sort_values(["cpu", "time_ns"], kind="stable")
+    end = sw.groupby("cpu")["time_ns"].shift(-1).fillna(sched["time_ns"].max())
+    runs = pd.DataFrame({"cpu": sw["cpu"], "start_ns": sw["time_ns"],
+                         "end_ns": end.astype("int64"), "pid": sw["next_pid"],
+                         "comm": sw["next_comm"], "cgroup": sw["next_cgroup"],
+                         "cost_ns": sw["cost_ns"]})
+    runs = runs[(runs["pid"] != 0) & (runs["end_ns"] > runs["start_ns"])
+                & (runs["start_ns"] < hi) & (runs["end_ns"] > lo)]
+    return runs.assign(start_ns=runs["start_ns"].clip(lower=lo),
+                       end_ns=runs["end_ns"].clip(upper=hi)).reset_index(drop=True)
+
+
+def throttled_periods(sched: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
+    """Each cfs_rq's throttled time within [lo, hi) ns: throttle_cfs_rq to
+    the next unthrottle_cfs_rq of the same CPU and group (from the trace's
+    start when it was throttled before it; to its end when still throttled).
+    Columns cpu, cgroup, start_ns, end_ns."""
+    ev = sched[sched["event"].isin((THROTTLE, UNTHROTTLE))].sort_values("time_ns", kind="stable")
+    first, last = (int(sched["time_ns"].min()), int(sched["time_ns"].max())) if len(sched) \
+        else (0, 0)
+    periods = []
+    for (cpu, cgroup), group in ev.groupby(["cpu", "next_cgroup"], sort=True):
+        since, seen = None, False
+        for t, event in zip(group["time_ns"].tolist(), group["event"].tolist()):
+            if event == THROTTLE:
+                if since is None:
+                    since = t
+            elif since is not None or not seen:
+                # an unthrottle closes the open period, or (as the group's
+                # first event) one that began before the trace did
+                periods.append((cpu, cgroup, first if since is None else since, t))
+                since = None
+            seen = True
+        if since is not None:
+            periods.append((cpu, cgroup, since, last))
+    frame = pd.DataFrame(periods, columns=["cpu", "cgroup", "start_ns", "end_ns"])
+    frame = frame[(frame["start_ns"] < hi) & (frame["end_ns"] > lo)]
+    return frame.assign(start_ns=frame["start_ns"].clip(lower=lo),
+                        end_ns=frame["end_ns"].clip(upper=hi)).reset_index(drop=True)
+
+
 def _count(value) -> str:
     return "" if value is None or pd.isna(value) else str(int(value))
 
@@ -452,6 +593,88 @@ def _html_table(head, rows, numeric) -> str:
             + f"</tr></thead><tbody>{body}</tbody></table>")
 
 
+def _host_cpus(config: dict, sched: pd.DataFrame) -> int:
+    """The timeline's lanes: the host's CPUs (config.yaml's host), and at
+    least as many as the trace names."""
+    host = config.get("host") or {}
+    try:
+        n = int(host["sockets"]) * int(host["cores"]) * int(host["threads_per_core"])
+    except (KeyError, TypeError, ValueError):
+        n = 0
+    return max(n, int(sched["cpu"].max()) + 1 if len(sched) else 1)
+
+
+def _timeline_png(bars: pd.DataFrame, switches: pd.DataFrame, throttled: pd.DataFrame,
+                  cpus: int, lo: int, hi: int, palette: dict, n_other: int) -> tuple[str, str]:
+    """The chart and its image map's <area> tags (one per bar and throttled
+    period, in the PNG's pixels: the figure is laid out in whole pixels)."""
+    legend = [Patch(color=c, label=g) for g, c in palette.items()]
+    if n_other:
+        legend.append(Patch(color=OTHER_CGROUPS, label=f"{n_other} other cgroups"))
+    legend += [Patch(color="black", label="switch cost"),
+               Patch(color="red", label="throttled cfs_rq")]
+    columns = 6
+    width, lane, left, right, top = 1240, 22, 70, 12, 10
+    bottom = 44 + 17 * math.ceil(len(legend) / columns)   # x labels, then the legend
+    height = top + lane * cpus + bottom
+    fig = Figure(figsize=(width / DPI, height / DPI), dpi=DPI)
+    ax = fig.add_axes((left / width, bottom / height, 1 - (left + right) / width,
+                       lane * cpus / height))
+    ms = 1e-6   # drawn in ms of run time
+    run_y, run_h, thr_y, thr_h = -0.4, 0.7, 0.32, 0.12   # offsets within a lane
+    for cpu, rows in bars.groupby("cpu"):
+        ax.broken_barh(list(zip(rows["start_ns"] * ms, (rows["end_ns"] - rows["start_ns"]) * ms)),
+                       (cpu + run_y, run_h), linewidth=0,
+                       facecolors=[palette.get(g, OTHER_CGROUPS) for g in rows["cgroup"]])
+    # a cost narrower than a pixel would still be drawn a pixel wide: such
+    # costs are in the tooltips and the caption only
+    pixel_ns = (hi - lo) / (width - left - right)
+    cost = switches[switches["cost_ns"] >= pixel_ns]
+    for cpu, rows in cost.groupby("cpu"):
+        ax.broken_barh(list(zip(rows["time_ns"] * ms,
+                                np.minimum(rows["cost_ns"], hi - rows["time_ns"]) * ms)),
+                       (cpu + run_y, run_h), linewidth=0, facecolors="black")
+    for cpu, rows in throttled.groupby("cpu"):
+        ax.broken_barh(list(zip(rows["start_ns"] * ms, (rows["end_ns"] - rows["start_ns"]) * ms)),
+                       (cpu + thr_y, thr_h), linewidth=0, facecolors="red")
+    ax.set_xlim(lo * ms, hi * ms)
+    ax.set_ylim(cpus - 0.5, -0.5)    # CPU 0 on top
+    ax.set_yticks(range(cpus), [f"CPU {c}" for c in range(cpus)], fontsize=7)
+    ax.set_xlabel("time since the run's start (ms)", fontsize=8)
+    ax.tick_params(axis="x", labelsize=7)
+    ax.grid(True, axis="x", alpha=0.3)
+    fig.legend(handles=legend, loc="lower left", ncol=columns, fontsize=7, frameon=False,
+               bbox_to_anchor=(left / width, 0))
+
+    def rects(frame, y, h):
+        """Pixel boxes (x0, y0, x1, y1, from the top left) of [start, end) x [y, y + h)."""
+        x0 = frame["start_ns"].to_numpy() * ms
+        x1 = frame["end_ns"].to_numpy() * ms
+        cpu = frame["cpu"].to_numpy()
+        p0 = ax.transData.transform(np.column_stack([x0, cpu + y + h]))
+        p1 = ax.transData.transform(np.column_stack([x1, cpu + y]))
+        top, low = height - p0[:, 1], height - p1[:, 1]
+        box = np.column_stack([p0[:, 0], np.minimum(top, low), p1[:, 0], np.maximum(top, low)])
+        box = np.floor(box).astype(int)
+        box[:, 2] = np.maximum(box[:, 2], box[:, 0] + 1)   # narrower than a pixel: one
+        return box
+
+    areas = []
+    for box, r in zip(rects(bars, run_y, run_h), bars.itertuples()):
+        cost_text = ("" if pd.isna(r.cost_ns)
+                     else f"; switched in at a cost of {r.cost_ns / 1e3:.1f} µs")
+        areas.append((box, r.cpu, "run",
+                      f"CPU {r.cpu}: {r.comm} (pid {int(r.pid)}, {r.cgroup}) "
+                      f"{r.start_ns * ms:.3f} to {r.end_ns * ms:.3f} ms{cost_text}"))
+    for box, r in zip(rects(throttled, thr_y, thr_h), throttled.itertuples()):
+        areas.append((box, r.cpu, "throttled", f"CPU {r.cpu}: {r.cgroup} throttled "
+                      f"{r.start_ns * ms:.3f} to {r.end_ns * ms:.3f} ms"))
+    tags = "".join(f'<area shape="rect" coords="{",".join(map(str, box))}" data-cpu="{cpu}" '
+                   f'data-kind="{kind}" title="{html.escape(title)}">'
+                   for box, cpu, kind, title in areas)
+    return _png(fig), tags
+
+
 def _panels(n: int, columns: int | None = None):
     columns = columns or min(n, 3)
     rows = math.ceil(n / columns)
@@ -469,8 +692,22 @@ def _panels(n: int, columns: int | None = None):
 
 def _png(fig: Figure) -> str:
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=96)
+    fig.savefig(buffer, format="png", dpi=DPI)
     return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _figure_html(png: str, caption: str, alt: str,
+                 image_map: tuple[str, str] | None = None) -> str:
+    """An embedded PNG with its caption. ``image_map`` (name, <area> tags):
+    the image keeps its own size (the figure scrolls sideways instead), as
+    a scaled image would no longer line up with its areas."""
+    img = f'<img class="plot" alt="{html.escape(alt)}" src="data:image/png;base64,{png}"'
+    caption = f"<figcaption>{html.escape(caption)}</figcaption>"
+    if image_map is None:
+        return f"<figure>{img}>{caption}</figure>"
+    name, areas = image_map
+    return (f'<figure class="mapped"><div class="scroll">{img} usemap="#{name}"></div>'
+            f'<map name="{name}">{areas}</map>{caption}</figure>')
 
 
 _STYLE = """
@@ -480,6 +717,7 @@ h3 { font-size: 0.95em; margin-top: 1.5em; }
 dl { display: grid; grid-template-columns: max-content auto; gap: 0.2em 1em; }
 dt { font-weight: 600; } dd { margin: 0; }
 figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
+figure.mapped .scroll { overflow-x: auto; } figure.mapped img { max-width: none; }
 figcaption, p.note { font-size: 0.9em; color: #555; }
 table { border-collapse: collapse; font-size: 0.85em; margin-bottom: 1em; }
 th, td { border: 1px solid #ddd; padding: 0.2em 0.5em; } th { background: #f4f4f4; }
@@ -494,9 +732,7 @@ def _page(title: str, sections: list[Section]) -> str:
         slug = "".join(ch if ch.isalnum() else "-" for ch in s.title.lower()).strip("-")
         parts = [f'<section id="{slug}"><h2>{html.escape(s.title)}</h2>', s.html]
         parts += [f'<p class="note">{html.escape(n)}</p>' for n in s.notes]
-        parts += [f'<figure><img class="plot" alt="{html.escape(s.title)}" '
-                  f'src="data:image/png;base64,{png}"><figcaption>{html.escape(c)}</figcaption>'
-                  "</figure>" for png, c in s.figures]
+        parts += [_figure_html(png, c, s.title) for png, c in s.figures]
         body.append("".join(parts) + "</section>")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>"
