@@ -376,7 +376,8 @@ single seed a cell says "n=1, no CI": sweep seed=0,1,2,... for intervals.
         description="Write one self-contained HTML file (plots embedded as PNG) for a run "
         "or sweep directory: latency CDFs per policy, goodput and throughput vs density, "
         "scheduler overhead and cost per switch vs density, CPU entitlement over time of "
-        "autoscaled cgroups, and the `colosim compare` tables.",
+        "autoscaled cgroups, a per-CPU timeline of runs traced with trace=sched, their "
+        "per-cgroup scheduling metrics, and the `colosim compare` tables.",
         epilog="""examples:
   colosim report runs/demo                      writes runs/demo/report.html
   colosim report sweeps/density --out /tmp/density.html

@@ -10,8 +10,11 @@ parameter groups, sampled evenly); goodput, throughput, scheduler overhead
 and cost per switch against the density key (the first of ``DENSITY_KEYS``
 that varies, else the first numeric key) from the comparison; CPU
 entitlement per interval from ``intervals`` (``cpu_limit_mcpu``, or
-``quota_us / period_us``) when a controller limited CPU; the comparison
-tables.
+``quota_us / period_us``) when a controller limited CPU; a per-CPU
+timeline of one traced run per policy (``sched.parquet``, ``trace=sched``)
+over a window of ``TIMELINE_S`` (its busiest, or ``--timeline-window``);
+per-cgroup scheduling metrics from ``sched_metrics.parquet`` when a run has
+one; the comparison tables.
 """
 from __future__ import annotations
 
@@ -19,6 +22,8 @@ import base64
 import html
 import io
 import math
+import posixpath
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -29,7 +34,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
-from matplotlib.ticker import MaxNLocator, NullFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 from results.compare import (Comparison, compare, display_unit, policy_labels, table_cells,
                              table_title)
@@ -96,6 +101,7 @@ def render(results: Results, comparison: Comparison, title: str,
                        ("sched_overhead_frac", "ctx_switch_cost_mean_us")),
         cpu_entitlement(results, comparison, summary, colors),
         timeline(results, comparison, summary, colors, timeline_window),
+        *sched_metrics(results, comparison, summary, colors),
         *cluster_sizing(results, summary, colors),
         tables(comparison),
     ]
@@ -450,6 +456,85 @@ def throttled_periods(sched: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
     frame = frame[(frame["start_ns"] < hi) & (frame["end_ns"] > lo)]
     return frame.assign(start_ns=frame["start_ns"].clip(lower=lo),
                         end_ns=frame["end_ns"].clip(upper=hi)).reset_index(drop=True)
+
+
+# per task and per cgroup, computed from sched.parquet (results/sched.py)
+SCHED_METRICS_FILE = "sched_metrics.parquet"
+MAX_METRIC_CGROUPS = 24   # bars per policy in the wake-up latency chart
+METRICS_HEAD = ("cgroup", "wake-up latency p50 (µs)", "wake-up latency p99 (µs)",
+                "run length p50 (µs)", "involuntary switches", "migrations")
+
+
+def sched_metrics(results: Results, comparison: Comparison, summary: pd.DataFrame,
+                  colors: dict) -> list[Section]:
+    """Per policy, the cgroup rows of one run's sched_metrics.parquet and a
+    chart of their wake-up latency p99; no section when no run has the file."""
+    by_id = {p.name: p for p in results.runs}
+    have = [r for r in summary["run_id"]
+            if r in by_id and (by_id[r] / SCHED_METRICS_FILE).is_file()]
+    if not have:
+        return []
+    section = Section("Task scheduling metrics per cgroup")
+    p99 = {}
+    for _, run in _one_run_per_policy(summary, have, comparison, colors).iterrows():
+        frame = pd.read_parquet(by_id[run["run_id"]] / SCHED_METRICS_FILE)
+        rows = frame[frame["level"] == "cgroup"].set_index("cgroup")
+        rows = rows.loc[sorted(rows.index, key=_natural)]
+        p99[run["policy"]] = rows["wakeup_latency_p99_s"]
+        cells = [(str(cgroup), _us(r["wakeup_latency_p50_s"]), _us(r["wakeup_latency_p99_s"]),
+                  _us(r["run_length_p50_s"]),
+                  "" if pd.isna(r["involuntary_frac"]) else f"{r['involuntary_frac']:.1%}",
+                  _count(r["migrations"])) for cgroup, r in rows.iterrows()]
+        section.html += (f"<h3>{html.escape(str(run['policy']))}, run "
+                         f"{html.escape(str(run['run_id']))} (seed {run['seed']})</h3>"
+                         + _html_table(METRICS_HEAD, cells, numeric=lambda i: i >= 1))
+    section.notes.append(
+        f"The cgroup rows of each run's {SCHED_METRICS_FILE}, one run per policy (densest "
+        "point, lowest seed): wake-up latency = wake-up to running, run length = time on a CPU "
+        "per switch-in, involuntary switches = the share of switches away that were "
+        "preemptions, migrations = moves between CPUs.")
+    section.figures.append(_p99_chart(p99, colors))
+    return [section]
+
+
+def _p99_chart(p99: dict[str, pd.Series], colors: dict) -> tuple[str, str]:
+    """Grouped bars: wake-up latency p99 per cgroup, a bar per policy."""
+    worst = pd.concat(p99.values(), axis=1).max(axis=1).dropna()
+    cgroups = sorted(worst.nlargest(MAX_METRIC_CGROUPS).index, key=_natural)
+    parent = posixpath.commonpath(cgroups) if len(cgroups) > 1 else ""
+    labels = [c[len(parent):].lstrip("/") or c for c in cgroups]
+    width = min(12.9, max(6.0, 1.5 + 0.25 * len(cgroups) * max(1.0, len(p99) / 2)))
+    fig = Figure(figsize=(width, 4.2))
+    fig.subplots_adjust(left=0.9 / width, right=1 - 0.15 / width, top=0.95, bottom=0.85 / 4.2)
+    ax = fig.add_subplot()
+    x = np.arange(len(cgroups))
+    step = 0.8 / len(p99)
+    for k, (policy, values) in enumerate(p99.items()):
+        ax.bar(x - 0.4 + step * (k + 0.5), values.reindex(cgroups).to_numpy() * 1e6, step,
+               color=colors.get(policy), label=policy)
+    ax.set_xticks(x, labels, rotation=60, ha="right", fontsize=7)
+    ax.set_yscale("log")   # tails span µs to ms
+    # 1-2-5 labels in plain µs: a p99 range is often under a decade
+    ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_ylabel("wake-up latency p99 (µs, log scale)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=7)
+    caption = f"Wake-up latency p99 per cgroup{f' under {parent}' if parent else ''}."
+    if len(cgroups) < len(worst):
+        caption += (f" The {len(cgroups)} of {len(worst)} cgroups with the highest p99 "
+                    "under any policy; the tables list all of them.")
+    return _png(fig), caption
+
+
+def _natural(name) -> list:
+    """func-2 before func-10."""
+    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", str(name))]
+
+
+def _us(seconds) -> str:
+    return "" if pd.isna(seconds) else f"{seconds * 1e6:,.1f}"
 
 
 def _count(value) -> str:
