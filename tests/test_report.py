@@ -435,7 +435,8 @@ def test_schedule_sections_render_in_headless_chromium(with_metrics, tmp_path):
     # each timeline is shown at its own size, also in a window narrower than
     # the image, so its image map lines up: the point at the middle of a
     # bar's area is that area (its tooltip)
-    hits = chromium_probe(report, tmp_path, """[...document.querySelectorAll('img[usemap]')].map(img => {
+    hits = chromium_probe(report, tmp_path, """
+      [...document.querySelectorAll('img[usemap]')].map(img => {
         const map = document.querySelector(`map[name='${img.useMap.slice(1)}']`);
         const area = [...map.areas].find(a => a.dataset.kind === 'run');
         const [x0, y0, x1, y1] = area.coords.split(',').map(Number);
