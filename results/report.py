@@ -376,9 +376,11 @@ def timeline(results: Results, comparison: Comparison, summary: pd.DataFrame, co
             continue
         drawn.append((run, sched, lo, hi, bars))
     # one colour per cgroup on every chart: the most running time first
-    busy = pd.concat([d[4] for d in drawn]) if drawn else pd.DataFrame()
-    ranked = (busy.assign(length=busy["end_ns"] - busy["start_ns"]).groupby("cgroup")["length"]
-              .sum().sort_values(ascending=False).index.tolist() if drawn else [])
+    ranked = []
+    if drawn:
+        busy = pd.concat([bars for *_, bars in drawn])
+        ranked = ((busy["end_ns"] - busy["start_ns"]).groupby(busy["cgroup"]).sum()
+                  .sort_values(ascending=False).index.tolist())
     palette = dict(zip(ranked, TIMELINE_COLORS))
     for run, sched, lo, hi, bars in drawn:
         cpus = _host_cpus(results.configs.get(run["run_id"], {}), sched)
@@ -493,7 +495,11 @@ def sched_metrics(results: Results, comparison: Comparison, summary: pd.DataFram
         "point, lowest seed): wake-up latency = wake-up to running, run length = time on a CPU "
         "per switch-in, involuntary switches = the share of switches away that were "
         "preemptions, migrations = moves between CPUs.")
-    section.figures.append(_p99_chart(p99, colors))
+    if all(v.isna().all() for v in p99.values()):
+        section.notes.append("No cgroup has a wake-up latency p99 (no wake-ups), so there is "
+                             "no chart.")
+    else:
+        section.figures.append(_p99_chart(p99, colors))
     return [section]
 
 
