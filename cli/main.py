@@ -2,6 +2,7 @@
 
 import argparse
 import errno
+import math
 import os
 import re
 import sys
@@ -402,7 +403,8 @@ Times are in ms.  See docs/tracing.md.
         description="Write one self-contained HTML file (plots embedded as PNG) for a run "
         "or sweep directory: latency CDFs per policy, goodput and throughput vs density, "
         "scheduler overhead and cost per switch vs density, CPU entitlement over time of "
-        "autoscaled cgroups, and the `colosim compare` tables.",
+        "autoscaled cgroups, a per-CPU timeline of runs traced with trace=sched, their "
+        "per-cgroup scheduling metrics, and the `colosim compare` tables.",
         epilog="""examples:
   colosim report runs/demo                      writes runs/demo/report.html
   colosim report sweeps/density --out /tmp/density.html
@@ -421,6 +423,9 @@ A plot without data is left out, with a sentence saying why.
                         help="confidence level of the intervals (default 0.95)")
     report.add_argument("--resamples", type=int, default=2000,
                         help="bootstrap resamples (default 2000)")
+    report.add_argument("--timeline-window", default=None, metavar="START:END",
+                        help="seconds of run time the per-CPU timeline shows (default: each "
+                        "traced run's busiest 0.2 s)")
     report.set_defaults(handler=_report)
 
 
@@ -462,16 +467,34 @@ def _trace(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    window = None
+    if args.timeline_window is not None:
+        try:
+            window = _timeline_window(args.timeline_window)
+        except ValueError as err:
+            return _fail(err)   # before reading any run
     from results.readers import ResultsError
     from results.report import write_report
 
     try:
         path = write_report(args.dir, args.out, baseline=args.baseline, ci=args.ci,
-                            resamples=args.resamples)
+                            resamples=args.resamples, timeline_window=window)
     except ResultsError as err:
         return _fail(err)
     print(f"report: {path}")
     return 0
+
+
+def _timeline_window(text: str) -> tuple[float, float]:
+    """``--timeline-window START:END``; ValueError naming the option and what it allows."""
+    try:
+        start, end = (float(part) for part in text.split(":"))
+    except ValueError:
+        start = end = math.nan
+    if not 0 <= start < end < math.inf:   # NaN fails every comparison
+        raise ValueError(f"--timeline-window {text!r}: expected START:END in seconds of run "
+                         "time with 0 <= START < END (e.g. 1.2:1.5)")
+    return start, end
 
 
 def _sweep_epilog() -> str:
