@@ -30,6 +30,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from perfetto.trace_builder.proto_builder import StreamingTraceProtoBuilder
 
 from results.readers import ResultsError
+from results.sched import throttled_periods
 
 # ftrace's prev_state bits (include/trace/events/sched.h since Linux 4.14:
 # TASK_REPORT order): R is 0, S 1, X EXIT_DEAD; decoded by the kernel
@@ -76,7 +77,7 @@ def _write(sched: pa.Table, builder: StreamingTraceProtoBuilder) -> None:
     builder.write_packet(packet)
     cgroup_pid = _process_tree(sched, builder)
     _ftrace(cols, builder)
-    _track_events(cols, cgroup_pid, builder)
+    _track_events(cols, sched, cgroup_pid, builder)
 
 
 def _tasks(sched: pa.Table) -> dict[int, tuple[str, str | None]]:
@@ -162,7 +163,7 @@ def _event(cols: dict, r: int, current: int) -> pb.FtraceEvent:
     return pb.FtraceEvent(timestamp=t, pid=current, sched_waking=pb.SchedWakingFtraceEvent(**woken))
 
 
-def _track_events(cols: dict, cgroup_pid: dict, builder) -> None:
+def _track_events(cols: dict, sched: pa.Table, cgroup_pid: dict, builder) -> None:
     """The throttling and switch-cost slices, and the tracks they are on."""
     uuid = iter(range(1, 1 << 62))
     state = {"first": True}
@@ -183,37 +184,31 @@ def _track_events(cols: dict, cgroup_pid: dict, builder) -> None:
         builder.write_packet(p)
         return u
 
-    def slice_(track_uuid: int, begin: int, end: int | None, name: str, args: dict) -> None:
+    def slice_(track_uuid: int, begin: int, end: int, name: str, args: dict) -> None:
         p = packet(begin)
         p.track_event.MergeFrom(pb.TrackEvent(
             type=pb.TrackEvent.TYPE_SLICE_BEGIN, track_uuid=track_uuid, name=name,
             debug_annotations=[pb.DebugAnnotation(name=k, **v) for k, v in args.items()]))
         builder.write_packet(p)
-        if end is not None:
-            p = packet(end)
-            p.track_event.type = pb.TrackEvent.TYPE_SLICE_END
-            p.track_event.track_uuid = track_uuid
-            builder.write_packet(p)
+        p = packet(end)
+        p.track_event.type = pb.TrackEvent.TYPE_SLICE_END
+        p.track_event.track_uuid = track_uuid
+        builder.write_packet(p)
 
     event, cpu, time_ns = cols["event"], cols["cpu"], cols["time_ns"]
     process = {c: track(pb.TrackDescriptor(process=pb.ProcessDescriptor(
         pid=pid, process_name=str(c)))) for c, pid in cgroup_pid.items()}
     # throttling: a slice per throttled period of a cgroup's cfs_rq on a CPU
-    throttled: dict = {}        # (cgroup, cpu) -> [track, time throttled or None]
-    for r in np.flatnonzero(np.isin(event, ["throttle_cfs_rq", "unthrottle_cfs_rq"])):
-        key = (cols["next_cgroup"][r], int(cpu[r]))
+    throttled: dict = {}        # (cgroup, cpu) -> track
+    periods = throttled_periods(
+        sched.select(["time_ns", "event", "cpu", "next_cgroup"]).to_pandas(),
+        int(time_ns.min()), int(time_ns.max()) + 1) if len(time_ns) else []
+    for p in periods.itertuples() if len(time_ns) else ():
+        key = (p.cgroup, int(p.cpu))
         if key not in throttled:
-            throttled[key] = [track(pb.TrackDescriptor(parent_uuid=process[key[0]],
-                                                       name=f"throttled cpu{key[1]}")), None]
-        entry = throttled[key]
-        if event[r] == "throttle_cfs_rq" and entry[1] is None:
-            entry[1] = int(time_ns[r])
-        elif event[r] == "unthrottle_cfs_rq" and entry[1] is not None:
-            slice_(entry[0], entry[1], int(time_ns[r]), "throttled", {})
-            entry[1] = None
-    for (cgroup, c), (track_uuid, since) in throttled.items():
-        if since is not None:           # still throttled when the trace ends: left open
-            slice_(track_uuid, since, None, "throttled", {})
+            throttled[key] = track(pb.TrackDescriptor(parent_uuid=process[key[0]],
+                                                      name=f"throttled cpu{key[1]}"))
+        slice_(throttled[key], int(p.start_ns), int(p.end_ns), "throttled", {})
     # context switches with their charged cost (null on a real host)
     cost = cols["cost_ns"].astype(float)
     charged = np.flatnonzero((event == "sched_switch") & ~np.isnan(cost))

@@ -39,7 +39,8 @@ from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormat
 from results.compare import (Comparison, compare, display_unit, policy_labels, table_cells,
                              table_title)
 from results.readers import Results, open_results
-from results.schema import SCHED_FILE
+from results.sched import throttled_periods
+from results.schema import SCHED_FILE, SCHED_METRICS_FILE
 from results.validation import HEAD as VALIDATION_HEAD
 from results.validation import VALIDATION_FILE, ks_lines, read_validation, verdict
 from results.validation import table_cells as validation_cells
@@ -328,7 +329,7 @@ def cluster_sizing(results: Results, summary: pd.DataFrame, colors: dict) -> lis
 
 
 # sched.parquet events the timeline draws from (results/schema.py SCHED)
-SWITCH, THROTTLE, UNTHROTTLE = "sched_switch", "throttle_cfs_rq", "unthrottle_cfs_rq"
+SWITCH = "sched_switch"
 TIMELINE_COLORS = [c for i, c in enumerate(matplotlib.colormaps["tab20"].colors)
                    if i not in (14, 15)]   # tab20 without its greys: grey is "other"
 OTHER_CGROUPS = "#c8c8c8"
@@ -431,37 +432,7 @@ def running_intervals(sched: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
                        end_ns=runs["end_ns"].clip(upper=hi)).reset_index(drop=True)
 
 
-def throttled_periods(sched: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
-    """Each cfs_rq's throttled time within [lo, hi) ns: throttle_cfs_rq to
-    the next unthrottle_cfs_rq of the same CPU and group (from the trace's
-    start when it was throttled before it; to its end when still throttled).
-    Columns cpu, cgroup, start_ns, end_ns."""
-    ev = sched[sched["event"].isin((THROTTLE, UNTHROTTLE))].sort_values("time_ns", kind="stable")
-    first, last = (int(sched["time_ns"].min()), int(sched["time_ns"].max())) if len(sched) \
-        else (0, 0)
-    periods = []
-    for (cpu, cgroup), group in ev.groupby(["cpu", "next_cgroup"], sort=True):
-        since, seen = None, False
-        for t, event in zip(group["time_ns"].tolist(), group["event"].tolist()):
-            if event == THROTTLE:
-                if since is None:
-                    since = t
-            elif since is not None or not seen:
-                # an unthrottle closes the open period, or (as the group's
-                # first event) one that began before the trace did
-                periods.append((cpu, cgroup, first if since is None else since, t))
-                since = None
-            seen = True
-        if since is not None:
-            periods.append((cpu, cgroup, since, last))
-    frame = pd.DataFrame(periods, columns=["cpu", "cgroup", "start_ns", "end_ns"])
-    frame = frame[(frame["start_ns"] < hi) & (frame["end_ns"] > lo)]
-    return frame.assign(start_ns=frame["start_ns"].clip(lower=lo),
-                        end_ns=frame["end_ns"].clip(upper=hi)).reset_index(drop=True)
-
-
 # per task and per cgroup, computed from sched.parquet (results/sched.py)
-SCHED_METRICS_FILE = "sched_metrics.parquet"
 MAX_METRIC_CGROUPS = 24   # bars per policy in the wake-up latency chart
 METRICS_HEAD = ("cgroup", "wake-up latency p50 (µs)", "wake-up latency p99 (µs)",
                 "run length p50 (µs)", "involuntary switches", "migrations")

@@ -33,6 +33,7 @@ from functools import cached_property
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -317,3 +318,35 @@ def _cell(value, scale) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     return f"{value * scale:.3g}" if scale != 1 else f"{value:.4g}"
+
+
+THROTTLE, UNTHROTTLE = "throttle_cfs_rq", "unthrottle_cfs_rq"
+
+
+def throttled_periods(sched: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
+    """Each cfs_rq's throttled time within [lo, hi) ns: throttle_cfs_rq to
+    the next unthrottle_cfs_rq of the same CPU and group (from the trace's
+    start when it was throttled before it; to its end when still throttled).
+    Columns cpu, cgroup, start_ns, end_ns."""
+    ev = sched[sched["event"].isin((THROTTLE, UNTHROTTLE))].sort_values("time_ns", kind="stable")
+    first, last = (int(sched["time_ns"].min()), int(sched["time_ns"].max())) if len(sched) \
+        else (0, 0)
+    periods = []
+    for (cpu, cgroup), group in ev.groupby(["cpu", "next_cgroup"], sort=True):
+        since, seen = None, False
+        for t, event in zip(group["time_ns"].tolist(), group["event"].tolist()):
+            if event == THROTTLE:
+                if since is None:
+                    since = t
+            elif since is not None or not seen:
+                # an unthrottle closes the open period, or (as the group's
+                # first event) one that began before the trace did
+                periods.append((cpu, cgroup, first if since is None else since, t))
+                since = None
+            seen = True
+        if since is not None:
+            periods.append((cpu, cgroup, since, last))
+    frame = pd.DataFrame(periods, columns=["cpu", "cgroup", "start_ns", "end_ns"])
+    frame = frame[(frame["start_ns"] < hi) & (frame["end_ns"] > lo)]
+    return frame.assign(start_ns=frame["start_ns"].clip(lower=lo),
+                        end_ns=frame["end_ns"].clip(upper=hi)).reset_index(drop=True)

@@ -10,7 +10,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from cli.main import main
 from results.perfetto import PREV_STATE, write_perfetto
-from results.sched import read_sched
+from results.sched import read_sched, throttled_periods
 
 
 @pytest.fixture(scope="module")
@@ -55,11 +55,12 @@ def test_the_file_holds_the_schedule_as_ftrace_events(traced, tmp_path):
     tasks = sched[sched["next_pid"] > 0].drop_duplicates("next_pid", keep="last")
     assert {t.tid: names[t.tgid] for t in tree.threads} == dict(
         zip(tasks["next_pid"], tasks["next_cgroup"]))
-    # throttling: one slice per throttle that ended, open ones left open
+    # throttling: one slice per throttled period of a cfs_rq
     begins = [p.track_event for p in trace.packet if p.HasField("track_event")
               and p.track_event.type == pb.TrackEvent.TYPE_SLICE_BEGIN]
     throttled = [b for b in begins if b.name == "throttled"]
-    assert len(throttled) >= (sched["event"] == "unthrottle_cfs_rq").sum() > 0
+    periods = throttled_periods(sched, int(sched.time_ns.min()), int(sched.time_ns.max()) + 1)
+    assert len(throttled) == len(periods) >= (sched["event"] == "unthrottle_cfs_rq").sum() > 0
     costs = [b for b in begins if b.name == "switch"]
     assert len(costs) == len(switches)
     assert sorted(a.int_value for b in costs for a in b.debug_annotations

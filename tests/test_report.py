@@ -18,8 +18,9 @@ import pytest
 from matplotlib import image as mpimg
 
 from cli.main import main
-from results.report import SCHED_METRICS_FILE, TIMELINE_S, throttled_periods
-from results.schema import SCHED_FILE
+from results.report import TIMELINE_S
+from results.sched import throttled_periods
+from results.schema import SCHED_FILE, SCHED_METRICS_FILE
 from tests.sweeps import make_sweep
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
