@@ -62,10 +62,20 @@ def azure_lags() -> dict:
     return OmegaConf.to_container(cfg, resolve=True)
 
 
+def small_traced() -> dict:
+    """``small`` recording its schedule (trace=sched, docs/tracing.md)."""
+    return {**small(), "trace": {"name": "sched", "max_events": 10**8}}
+
+
+def dense_traced() -> dict:
+    """``dense`` recording its schedule."""
+    return {**dense(), "trace": {"name": "sched", "max_events": 10**8}}
+
+
 def tiny() -> dict:
     """this-vm (2 CPUs), 4 functions at 60 % load, 5 simulated seconds."""
     return poisson_cfg("this-vm", 4, 0.6, 5.0)
 
 
 SCENARIOS = {"dense": dense, "azure_lags": azure_lags, "small": small, "small_lags": small_lags,
-             "tiny": tiny}
+             "tiny": tiny, "small_traced": small_traced, "dense_traced": dense_traced}

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.configs import azure_lags, dense, small, small_lags, tiny
+from benchmarks.configs import (azure_lags, dense, dense_traced, small, small_lags,
+                                small_traced, tiny)
 from sim.workloads import generated, trace_for
 from scenarios.simulate import simulate
 
@@ -59,6 +60,18 @@ def test_dense(benchmark):
 def test_azure_lags(benchmark):
     """azure2021 at 168 functions under CFS-LAGS, 10 s (``make bench`` only)."""
     _run(benchmark, azure_lags(), rounds=3)
+
+
+@pytest.mark.slow
+def test_dense_traced(benchmark):
+    """test_dense recording its schedule (trace=sched): the cost of tracing
+    (docs/performance.md, "Schedule traces")."""
+    _run(benchmark, dense_traced(), rounds=5)
+
+
+def test_small_traced(benchmark):
+    """test_small recording its schedule."""
+    _run(benchmark, small_traced(), rounds=3)
 
 
 def test_small(benchmark):

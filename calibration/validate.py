@@ -34,10 +34,11 @@ import pyarrow.parquet as pq
 import yaml
 
 from backends.real import cgroupfs
+from results.compare import ks, schedule_cell, schedule_rows
 from results.readers import RUNS
 from results.report import write_report
 from results.rundir import TRACE_FILE, RunDir, ensure_writable, read_run_dir
-from results.validation import VALIDATION_FILE, VALIDATION_SCHEMA, to_frame
+from results.validation import SCHEDULE_METRICS, VALIDATION_FILE, VALIDATION_SCHEMA, to_frame
 from scenarios.config import compose, list_options
 from scenarios.runner import RunError, run_scenario
 from scenarios.validate import ConfigError
@@ -153,19 +154,6 @@ def within(error: float, target: float | None) -> bool | None:
     return bool(abs(error) <= target)
 
 
-def ks(real_latency, sim_latency) -> tuple[float, float]:
-    """Two-sample Kolmogorov-Smirnov statistic and p-value of the latency
-    distributions; NaN when either side has no completed request."""
-    from scipy.stats import ks_2samp
-    a = np.asarray(real_latency, dtype=float)
-    b = np.asarray(sim_latency, dtype=float)
-    a, b = a[~np.isnan(a)], b[~np.isnan(b)]
-    if a.size == 0 or b.size == 0:
-        return math.nan, math.nan
-    r = ks_2samp(a, b)
-    return float(r.statistic), float(r.pvalue)
-
-
 def completed_latencies(requests: pa.Table) -> np.ndarray:
     frame = requests.select(["latency_s", "dropped"]).to_pandas()
     return frame.loc[~frame["dropped"].astype(bool), "latency_s"].dropna().to_numpy()
@@ -198,6 +186,10 @@ def scenario_rows(scenario: str, real: dict | None, sim: dict | None, real_laten
                      "n_real": int(np.size(real_latency)), "n_sim": int(np.size(sim_latency)),
                      "real_run": runs[0], "sim_run": runs[1], "note": note})
     return rows
+
+
+def _mean(samples) -> float:
+    return float(np.mean(samples)) if len(samples) else math.nan
 
 
 def replay_mismatch(trace: pa.Table, requests: pa.Table, n_unfinished: int,
@@ -299,11 +291,45 @@ def _compare(name: str, real: RunDir | None, sim: RunDir | None, cfg,
                 notes.append(f"the simulator did not replay the real trace: {why}")
         if summaries[0].get("perf_status") not in (None, "ok"):
             notes.append(f"perf {summaries[0]['perf_status']}")
-    return scenario_rows(
+    runs = tuple(r.path.name if r else "" for r in (real, sim))
+    rows = scenario_rows(
         name, *summaries,
         *(completed_latencies(r.requests) if r else () for r in (real, sim)),
-        tuple(r.path.name if r else "" for r in (real, sim)),
-        "; ".join(notes), float(cfg.duration_s) - warmup)
+        runs, "; ".join(notes), float(cfg.duration_s) - warmup)
+    if real is not None and sim is not None:
+        rows += schedule_validation_rows(name, real.path, sim.path, runs)
+    return rows
+
+
+def schedule_validation_rows(scenario: str, real: Path, sim: Path,
+                             runs: tuple[str, str] = ("", "")) -> list[dict]:
+    """Per cgroup, where both runs have sched.parquet (none otherwise): the
+    mean wake-up latency and run length with their samples' KS test, and the
+    involuntary switch-out share, sim against real."""
+    real_cell, sim_cell = schedule_cell([real]), schedule_cell([sim])
+    if real_cell is None or sim_cell is None:
+        return []
+    rows = []
+    for r in schedule_rows(sim_cell, real_cell):
+        cg = r["cgroup"]
+        values = {"wakeup_latency_mean_s": [_mean(c["wakeup_latency"].get(cg, ()))
+                                            for c in (real_cell, sim_cell)],
+                  "run_length_mean_s": [_mean(c["run_length"].get(cg, ()))
+                                        for c in (real_cell, sim_cell)],
+                  "involuntary_frac": [r["involuntary_frac_baseline"], r["involuntary_frac"]]}
+        for metric in SCHEDULE_METRICS:
+            kind = metric.rsplit("_", 2)[0]       # wakeup_latency, run_length
+            sampled = metric != "involuntary_frac"
+            rv, sv = values[metric]
+            rows.append({"scenario": scenario, "metric": metric, "cgroup": cg,
+                         "real": rv, "sim": sv, "rel_error": rel_error(rv, sv),
+                         "target": math.nan, "ok": None,
+                         "ks_stat": r[f"ks_{kind}"] if sampled else math.nan,
+                         "ks_pvalue": r[f"ks_{kind}_pvalue"] if sampled else math.nan,
+                         "n_real": r[f"n_{kind}_baseline"] if sampled else 0,
+                         "n_sim": r[f"n_{kind}"] if sampled else 0,
+                         "real_run": runs[0], "sim_run": runs[1], "note": ""})
+    return rows
 
 
 def _run(cfg, out_dir: Path) -> str | None:

@@ -2,6 +2,7 @@
 
 import argparse
 import errno
+import math
 import os
 import re
 import sys
@@ -369,13 +370,41 @@ single seed a cell says "n=1, no CI": sweep seed=0,1,2,... for intervals.
                          help="text (default), markdown, or csv (long form)")
     compare.set_defaults(handler=_compare)
 
+    trace = commands.add_parser(
+        "trace",
+        help="per-cgroup scheduling metrics of a run recorded with trace=sched; "
+        "--perfetto writes a trace for ui.perfetto.dev",
+        description="Read a run's sched.parquet (recorded with trace=sched) and print each "
+        "cgroup's scheduling metrics as perf sched latency / timehist define them: runtime, "
+        "runs, wake-ups, wake-up latency (wake-up to switch-in; mean, p50, p99, max), run "
+        "length (switch-in to switch-out; mean, p99), voluntary and involuntary switch-outs "
+        "and migrations.  The run directory's sched_metrics.parquet holds the same per task "
+        "and per cgroup.",
+        epilog="""examples:
+  colosim run trace=sched output_dir=runs/t       record the schedule
+  colosim trace runs/t                            per-cgroup metrics
+  colosim trace runs/t --tasks                    and per task
+  colosim trace runs/t --perfetto /tmp/t.pftrace  open it in ui.perfetto.dev
+
+Times are in ms.  See docs/tracing.md.
+""",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    trace.add_argument("dir", metavar="RUN_DIR", type=Path,
+                       help="a run directory with sched.parquet")
+    trace.add_argument("--tasks", action="store_true", help="also print one row per task")
+    trace.add_argument("--perfetto", type=Path, default=None, metavar="OUT",
+                       help="write the schedule as a Perfetto trace (protobuf) to OUT")
+    trace.set_defaults(handler=_trace)
+
     report = commands.add_parser(
         "report",
         help="write a self-contained HTML report (plots and comparison tables)",
         description="Write one self-contained HTML file (plots embedded as PNG) for a run "
         "or sweep directory: latency CDFs per policy, goodput and throughput vs density, "
         "scheduler overhead and cost per switch vs density, CPU entitlement over time of "
-        "autoscaled cgroups, and the `colosim compare` tables.",
+        "autoscaled cgroups, a per-CPU timeline of runs traced with trace=sched, their "
+        "per-cgroup scheduling metrics, and the `colosim compare` tables.",
         epilog="""examples:
   colosim report runs/demo                      writes runs/demo/report.html
   colosim report sweeps/density --out /tmp/density.html
@@ -394,6 +423,9 @@ A plot without data is left out, with a sentence saying why.
                         help="confidence level of the intervals (default 0.95)")
     report.add_argument("--resamples", type=int, default=2000,
                         help="bootstrap resamples (default 2000)")
+    report.add_argument("--timeline-window", default=None, metavar="START:END",
+                        help="seconds of run time the per-CPU timeline shows (default: each "
+                        "traced run's busiest 0.2 s)")
     report.set_defaults(handler=_report)
 
 
@@ -413,17 +445,56 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _trace(args: argparse.Namespace) -> int:
+    from results.perfetto import write_perfetto
+    from results.readers import ResultsError
+    from results.sched import format_metrics, read_sched, sched_metrics
+
+    try:
+        sched = read_sched(args.dir)
+        if args.perfetto is not None:
+            write_perfetto(sched, args.perfetto)
+    except ResultsError as err:
+        return _fail(err)
+    metrics = sched_metrics(sched)
+    print(f"{args.dir}: {sched.num_rows:,} events; wake-up latency and run length in ms\n")
+    print("cgroups", format_metrics(metrics), sep="\n")
+    if args.tasks:
+        print("tasks", format_metrics(metrics, "task"), sep="\n")
+    if args.perfetto is not None:
+        print(f"perfetto trace: {args.perfetto} (open it in ui.perfetto.dev)")
+    return 0
+
+
 def _report(args: argparse.Namespace) -> int:
+    window = None
+    if args.timeline_window is not None:
+        try:
+            window = _timeline_window(args.timeline_window)
+        except ValueError as err:
+            return _fail(err)   # before reading any run
     from results.readers import ResultsError
     from results.report import write_report
 
     try:
         path = write_report(args.dir, args.out, baseline=args.baseline, ci=args.ci,
-                            resamples=args.resamples)
+                            resamples=args.resamples, timeline_window=window)
     except ResultsError as err:
         return _fail(err)
     print(f"report: {path}")
     return 0
+
+
+def _timeline_window(text: str) -> tuple[float, float]:
+    """``--timeline-window START:END``; ValueError naming the option and what it allows."""
+    try:
+        start, end = (float(part) for part in text.split(":"))
+    except ValueError:
+        start = end = math.nan
+    if not 0 <= start < end < math.inf:   # NaN fails every comparison
+        raise ValueError(f"--timeline-window {text!r}: expected START:END in seconds of run "
+                         "time with 0 <= START < END (e.g. 1.2:1.5)")
+    return start, end
 
 
 def _sweep_epilog() -> str:

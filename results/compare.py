@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import math
+import warnings
 import zlib
 from dataclasses import dataclass
 from typing import Sequence
@@ -26,6 +27,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from results.readers import Results, ResultsError
+from results.sched import analyse, read_sched
+from results.schema import SCHED_FILE
 
 if TYPE_CHECKING:  # pandas loads on first use, so the CLI's parser stays light
     import pandas as pd
@@ -63,6 +66,9 @@ class Comparison:
     ci: float
     resamples: int
     metrics: list[str]
+    # per cgroup, each policy's schedule against the baseline's where both
+    # cells' runs all have sched.parquet (schedule_rows); None: no such pair
+    schedule: pd.DataFrame | None = None
 
 
 # ---------------------------------------------------------------- statistics
@@ -117,6 +123,61 @@ def bootstrap_delta_ci(values: Sequence[float], baseline: Sequence[float], paire
     dx = x[rng.integers(0, x.size, size=(resamples, x.size))].mean(axis=1)
     db = b[rng.integers(0, b.size, size=(resamples, b.size))].mean(axis=1)
     return (delta, *_quantiles(dx - db, ci))
+
+
+def ks(a, b) -> tuple[float, float]:
+    """Two-sample Kolmogorov-Smirnov statistic and p-value (scipy's
+    ks_2samp); NaN when either side has no sample (NaN is no sample)."""
+    from scipy.stats import ks_2samp
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    a, b = a[~np.isnan(a)], b[~np.isnan(b)]
+    if a.size == 0 or b.size == 0:
+        return math.nan, math.nan
+    with warnings.catch_warnings():
+        # tied samples (many zero wake-up latencies) make scipy fall back from
+        # the exact p-value to the asymptotic one, with a warning per call
+        warnings.filterwarnings("ignore", "ks_2samp: Exact calculation unsuccessful")
+        r = ks_2samp(a, b)
+    return float(r.statistic), float(r.pvalue)
+
+
+def schedule_rows(cell: dict, base: dict) -> list[dict]:
+    """Per cgroup present in both: the KS statistic of wake-up latencies and
+    of run lengths (cell vs base) and the involuntary switch shares.  A cell
+    is {"wakeup_latency": {cgroup: samples}, "run_length": ..., "switches":
+    {cgroup: (involuntary, all)}}, pooled over its runs (:func:`schedule_cell`)."""
+    rows = []
+    for cgroup in sorted(set(cell["switches"]) & set(base["switches"]), key=str):
+        row = {"cgroup": cgroup}
+        for kind in ("wakeup_latency", "run_length"):
+            a, b = cell[kind].get(cgroup, ()), base[kind].get(cgroup, ())
+            row[f"n_{kind}"], row[f"n_{kind}_baseline"] = len(a), len(b)
+            row[f"ks_{kind}"], row[f"ks_{kind}_pvalue"] = ks(a, b)
+        (inv, n), (inv_b, n_b) = cell["switches"][cgroup], base["switches"][cgroup]
+        row["involuntary_frac"] = inv / n if n else math.nan
+        row["involuntary_frac_baseline"] = inv_b / n_b if n_b else math.nan
+        row["involuntary_frac_delta"] = row["involuntary_frac"] - row["involuntary_frac_baseline"]
+        rows.append(row)
+    return rows
+
+
+def schedule_cell(run_dirs) -> dict | None:
+    """The pooled schedule samples of runs (None unless every run has sched.parquet)."""
+    if not run_dirs or not all((d / SCHED_FILE).is_file() for d in run_dirs):
+        return None
+    cell = {"wakeup_latency": {}, "run_length": {}, "switches": {}}
+    for d in run_dirs:
+        a = analyse(read_sched(d))
+        for kind, samples in (("wakeup_latency", a.wakeup_latencies()),
+                              ("run_length", a.run_lengths())):
+            for cgroup, x in samples.items():
+                cell[kind][cgroup] = np.concatenate([cell[kind].get(cgroup, []), x])
+        m = a.metrics().to_pandas()
+        for r in m[m["level"] == "cgroup"].itertuples():
+            inv, n = cell["switches"].get(r.cgroup, (0, 0))
+            cell["switches"][r.cgroup] = (inv + r.switches_involuntary,
+                                          n + r.switches_involuntary + r.switches_voluntary)
+    return cell
 
 
 # ---------------------------------------------------------------- grouping
@@ -196,7 +257,7 @@ def compare(results: Results, metrics: Sequence[str] | None = None,
     # the baseline first, the others in name order
     order = {p: i for i, p in enumerate([base] + [p for p in policies if p != base])}
     rows = []
-    groups = summary.groupby(params, dropna=False, sort=True) if params else [((), summary)]
+    groups = list(summary.groupby(params, dropna=False, sort=True)) if params else [((), summary)]
     for key, group in groups:
         key = key if isinstance(key, tuple) else (key,)
         cells = {p: g.sort_values("seed") for p, g in group.groupby("policy")}
@@ -207,7 +268,29 @@ def compare(results: Results, metrics: Sequence[str] | None = None,
                                  base, base_cell, ci, resamples))
     frame = pd.DataFrame(rows)
     return Comparison(frame=frame, params=params, baseline=base, ci=ci, resamples=resamples,
-                      metrics=metrics)
+                      metrics=metrics, schedule=_schedule(results, summary, params, base, groups))
+
+
+def _schedule(results: Results, summary: pd.DataFrame, params, base, groups):
+    """Each non-baseline policy's schedule_rows against the baseline of its
+    group, where both have traces; None when no pair has."""
+    import pandas as pd
+
+    where = {run.name: run for run in results.runs}
+    rows = []
+    for key, group in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        cells = {p: [where[r] for r in g["run_id"] if r in where]
+                 for p, g in group.groupby("policy")}
+        base_cell = schedule_cell(cells.get(base, []))
+        if base_cell is None:
+            continue
+        for policy in sorted(p for p in cells if p != base):
+            cell = schedule_cell(cells[policy])
+            if cell is not None:
+                rows += [{**dict(zip(params, key)), "policy": policy, **r}
+                         for r in schedule_rows(cell, base_cell)]
+    return pd.DataFrame(rows) if rows else None
 
 
 def _row(metric, key, policy, cell, base, base_cell, ci, resamples) -> dict:
@@ -302,27 +385,55 @@ def _resampled_pairs(comparison: Comparison) -> bool:
     return bool((frame["paired"] & (frame["n"] > 1)).any())
 
 
+SCHEDULE_TITLE = ("schedule (sched.parquet), per cgroup vs {base}: two-sample KS statistic of "
+                  "wake-up latencies and of run lengths (runs of a policy pooled), involuntary "
+                  "switch-out share")
+
+
+def schedule_cells(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the schedule table (empty rows: no traced pair)."""
+    head = [*comparison.params, "policy", "cgroup", "wake-ups", "KS wake-up", "runs", "KS run",
+            "invol %", f"invol % {comparison.baseline}", "delta pp"]
+    frame = comparison.schedule
+    body = [] if frame is None else [
+        [*(str(r[p]) for p in comparison.params), r["policy"], str(r["cgroup"]),
+         f"{r['n_wakeup_latency']}/{r['n_wakeup_latency_baseline']}", fmt(r["ks_wakeup_latency"]),
+         f"{r['n_run_length']}/{r['n_run_length_baseline']}", fmt(r["ks_run_length"]),
+         fmt(100 * r["involuntary_frac"]), fmt(100 * r["involuntary_frac_baseline"]),
+         fmt(100 * r["involuntary_frac_delta"], True)]
+        for r in frame.to_dict("records")]
+    return head, body
+
+
+def _blocks(comparison: Comparison):
+    """(title, header, rows, label columns) of every table."""
+    for metric in comparison.metrics:
+        yield (table_title(comparison, metric), *table_cells(comparison, metric),
+               len(comparison.params) + 1)
+    head, body = schedule_cells(comparison)
+    if body:
+        yield SCHEDULE_TITLE.format(base=comparison.baseline), head, body, \
+            len(comparison.params) + 2
+
+
 def format_text(comparison: Comparison) -> str:
     blocks = []
-    for metric in comparison.metrics:
-        head, body = table_cells(comparison, metric)
+    for title, head, body, labels in _blocks(comparison):
         rows = [head, *body]
         widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-        numeric = set(range(len(comparison.params) + 1, len(head)))
-        lines = ["  ".join(v.rjust(w) if i in numeric else v.ljust(w)
+        lines = ["  ".join(v.ljust(w) if i < labels else v.rjust(w)
                            for i, (v, w) in enumerate(zip(r, widths))).rstrip() for r in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
-        blocks.append("\n".join([table_title(comparison, metric), *lines]))
+        blocks.append("\n".join([title, *lines]))
     return "\n\n".join(blocks) + "\n"
 
 
 def format_markdown(comparison: Comparison) -> str:
     blocks = []
-    for metric in comparison.metrics:
-        head, body = table_cells(comparison, metric)
-        labels = len(comparison.params) + 1     # group keys and policy: left, numbers: right
+    for title, head, body, labels in _blocks(comparison):
+        # group keys and policy: left, numbers: right
         align = ["---"] * labels + ["---:"] * (len(head) - labels)
-        lines = [f"### {table_title(comparison, metric)}", "",
+        lines = [f"### {title}", "",
                  "| " + " | ".join(head) + " |", "| " + " | ".join(align) + " |"]
         lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in body]
         blocks.append("\n".join(lines))

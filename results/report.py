@@ -10,8 +10,11 @@ parameter groups, sampled evenly); goodput, throughput, scheduler overhead
 and cost per switch against the density key (the first of ``DENSITY_KEYS``
 that varies, else the first numeric key) from the comparison; CPU
 entitlement per interval from ``intervals`` (``cpu_limit_mcpu``, or
-``quota_us / period_us``) when a controller limited CPU; the comparison
-tables.
+``quota_us / period_us``) when a controller limited CPU; a per-CPU
+timeline of one traced run per policy (``sched.parquet``, ``trace=sched``)
+over a window of ``TIMELINE_S`` (its busiest, or ``--timeline-window``);
+per-cgroup scheduling metrics from ``sched_metrics.parquet`` when a run has
+one; the comparison tables.
 """
 from __future__ import annotations
 
@@ -19,6 +22,8 @@ import base64
 import html
 import io
 import math
+import posixpath
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,12 +31,16 @@ from pathlib import Path
 import matplotlib
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator, NullFormatter
+from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 from results.compare import (Comparison, compare, display_unit, policy_labels, table_cells,
                              table_title)
 from results.readers import Results, open_results
+from results.sched import throttled_periods
+from results.schema import SCHED_FILE, SCHED_METRICS_FILE
 from results.validation import HEAD as VALIDATION_HEAD
 from results.validation import VALIDATION_FILE, ks_lines, read_validation, verdict
 from results.validation import table_cells as validation_cells
@@ -41,6 +50,9 @@ MAX_PANELS = 6          # subplots per figure; more groups are sampled evenly
 CDF_POINTS = 400        # quantiles drawn per CDF line: the PNG stays small
 DENSITY_KEYS = ("workload.functions", "workload.workers", "workload.threads")
 CPU_LIMIT_COLUMN = "cpu_limit_mcpu"
+TIMELINE_S = 0.2        # length of the automatic per-CPU timeline window
+DPI = 96                # pixels per inch of every PNG (the timeline's image map needs it)
+NS = 1_000_000_000      # sched.parquet times are ns
 
 
 @dataclass
@@ -52,8 +64,11 @@ class Section:
 
 
 def write_report(path: str | Path, out: str | Path | None = None, baseline: str | None = None,
-                 ci: float = 0.95, resamples: int = 2000) -> Path:
-    """Read ``path`` (run or sweep directory), write the HTML report, return its path."""
+                 ci: float = 0.95, resamples: int = 2000,
+                 timeline_window: tuple[float, float] | None = None) -> Path:
+    """Read ``path`` (run or sweep directory), write the HTML report, return its path.
+    ``timeline_window``: (start, end) in seconds of run time for the per-CPU
+    timeline; None picks each run's busiest ``TIMELINE_S`` seconds."""
     path = Path(path)
     results = open_results(path)
     comparison = compare(results, baseline=baseline, ci=ci, resamples=resamples)
@@ -62,7 +77,7 @@ def write_report(path: str | Path, out: str | Path | None = None, baseline: str 
     if (path / VALIDATION_FILE).is_file():
         extra.append(validation(path, results))
     page = render(results, comparison, title=f"colosim report: {path.absolute().name}",
-                  extra=extra)
+                  extra=extra, timeline_window=timeline_window)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     tmp.write_text(page, encoding="utf-8")
@@ -71,7 +86,7 @@ def write_report(path: str | Path, out: str | Path | None = None, baseline: str 
 
 
 def render(results: Results, comparison: Comparison, title: str,
-           extra: list[Section] = ()) -> str:
+           extra: list[Section] = (), timeline_window: tuple[float, float] | None = None) -> str:
     """The page; ``extra`` sections (a validation's) follow the overview."""
     summary = results.summary_frame()
     summary["policy"] = _policies(summary)
@@ -86,6 +101,8 @@ def render(results: Results, comparison: Comparison, title: str,
                        "Scheduler overhead and cost per switch vs density",
                        ("sched_overhead_frac", "ctx_switch_cost_mean_us")),
         cpu_entitlement(results, comparison, summary, colors),
+        timeline(results, comparison, summary, colors, timeline_window),
+        *sched_metrics(results, comparison, summary, colors),
         *cluster_sizing(results, summary, colors),
         tables(comparison),
     ]
@@ -226,14 +243,7 @@ def cpu_entitlement(results: Results, comparison: Comparison, summary: pd.DataFr
             f"{CPU_LIMIT_COLUMN} (or quota_us/period_us) values, so there is no entitlement "
             "to plot.")
         return section
-    # One run per policy: the densest group, lowest seed, so policies line up.
-    limited = summary[summary["run_id"].isin(frame["run_id"].unique())]
-    x = density_key(comparison.params, summary)
-    if x is not None and limited[x].notna().any():   # runs without the key have NaN
-        limited = limited[limited[x] == limited[x].max()]
-    picks = limited.sort_values("seed").groupby("policy", sort=False).head(1)
-    picks = picks.sort_values("policy", key=lambda p: p.map(lambda x: _rank(colors, x)))
-    picks = picks[:MAX_PANELS]
+    picks = _one_run_per_policy(summary, frame["run_id"].unique(), comparison, colors)
     fig, axes = _panels(len(picks))
     for ax, (_, run) in zip(axes, picks.iterrows()):
         rows = frame[frame["run_id"] == run["run_id"]]
@@ -284,12 +294,7 @@ def cluster_sizing(results: Results, summary: pd.DataFrame, colors: dict) -> lis
                       f"{r['node_reduction_frac']:.0%}" if pd.notna(r.get("node_reduction_frac"))
                       else "", f"{r['perceived_cores_peak']:.1f}",
                       f"{r['effective_cores_peak']:.1f}", f"{r['latency_p99_s']:.3f}"))
-    section.html = ("<table><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>"
-                                                   for h in CLUSTER_HEAD)
-                    + "</tr></thead><tbody>"
-                    + "".join("<tr>" + "".join(f"<td{' class=num' if i >= 2 else ''}>"
-                                               f"{html.escape(c)}</td>" for i, c in enumerate(row))
-                              + "</tr>" for row in cells) + "</tbody></table>")
+    section.html = _html_table(CLUSTER_HEAD, cells, numeric=lambda i: i >= 2)
     section.notes.append("Per run at the node count it ended with: static nodes = every "
                          "function reserving its peak demand; sized nodes = the smallest count "
                          "whose p99 met slo_s; reduction = (static - sized) / static; perceived "
@@ -323,6 +328,192 @@ def cluster_sizing(results: Results, summary: pd.DataFrame, colors: dict) -> lis
     return [section]
 
 
+# sched.parquet events the timeline draws from (results/schema.py SCHED)
+SWITCH = "sched_switch"
+TIMELINE_COLORS = [c for i, c in enumerate(matplotlib.colormaps["tab20"].colors)
+                   if i not in (14, 15)]   # tab20 without its greys: grey is "other"
+OTHER_CGROUPS = "#c8c8c8"
+
+
+def timeline(results: Results, comparison: Comparison, summary: pd.DataFrame, colors: dict,
+             window_s: tuple[float, float] | None = None) -> Section:
+    """One run per policy, CPU by CPU: who ran when (sched_switch pairs),
+    the switch costs, the throttled cfs_rqs; an image map gives each bar a
+    tooltip, as most bars are too narrow to label."""
+    section = Section("Per-CPU timeline")
+    by_id = {p.name: p for p in results.runs}
+    traced = [r for r in summary["run_id"] if r in by_id and (by_id[r] / SCHED_FILE).is_file()]
+    untraced = [r for r in summary["run_id"] if r not in traced]
+    if untraced:
+        shown = ", ".join(untraced[:10]) + (f" and {len(untraced) - 10} more"
+                                              if len(untraced) > 10 else "")
+        section.notes.append(
+            f"{len(untraced)} of {len(summary)} runs have no {SCHED_FILE} ({shown}), so they "
+            "have no timeline: run them with trace=sched (colosim run trace=sched ..., or in "
+            "a sweep) to record the schedule.")
+    if not traced:
+        return section
+    # the rule goes above the charts it chose the windows of
+    rule = (f"Window: per run, the {TIMELINE_S * 1e3:g} ms holding the most sched_switch events "
+            "(the earliest such window, starting at a switch), so the schedule is shown where "
+            "it is busiest; colosim report --timeline-window START:END sets it."
+            if window_s is None else
+            f"Window: {window_s[0]:g} to {window_s[1]:g} s of run time, as given with "
+            "--timeline-window.")
+    section.html = f'<p class="note">{html.escape(rule)}</p>'
+    drawn = []
+    for _, run in _one_run_per_policy(summary, traced, comparison, colors).iterrows():
+        sched = pq.read_table(by_id[run["run_id"]] / SCHED_FILE, columns=[
+            "time_ns", "event", "cpu", "next_pid", "next_comm", "next_cgroup",
+            "cost_ns"]).to_pandas()
+        lo, hi = (busiest_window(sched, int(TIMELINE_S * NS)) if window_s is None
+                  else (int(round(window_s[0] * NS)), int(round(window_s[1] * NS))))
+        bars = running_intervals(sched, lo, hi)
+        if bars.empty:
+            span = (f"{sched['time_ns'].min() / NS:.3f} to {sched['time_ns'].max() / NS:.3f} s"
+                    if len(sched) else "no events")
+            section.notes.append(f"{run['policy']}, run {run['run_id']}: no task ran in "
+                                 f"{lo / NS:g} to {hi / NS:g} s (its trace covers {span}).")
+            continue
+        drawn.append((run, sched, lo, hi, bars))
+    # one colour per cgroup on every chart: the most running time first
+    ranked = []
+    if drawn:
+        busy = pd.concat([bars for *_, bars in drawn])
+        ranked = ((busy["end_ns"] - busy["start_ns"]).groupby(busy["cgroup"]).sum()
+                  .sort_values(ascending=False).index.tolist())
+    palette = dict(zip(ranked, TIMELINE_COLORS))
+    for run, sched, lo, hi, bars in drawn:
+        cpus = _host_cpus(results.configs.get(run["run_id"], {}), sched)
+        switches = sched[(sched["event"] == SWITCH) & (sched["time_ns"] >= lo)
+                         & (sched["time_ns"] < hi)]
+        throttled = throttled_periods(sched, lo, hi)
+        png, areas = _timeline_png(bars, switches, throttled, cpus, lo, hi, palette,
+                                   len(ranked) - len(palette))
+        cost = switches["cost_ns"].dropna()
+        cost_text = (f"{len(switches):,} switches costing {cost.sum() / 1e3:,.1f} µs in all "
+                     f"(mean {cost.mean() / 1e3:.2f} µs; drawn black where at least a pixel "
+                     "wide, and in each bar's tooltip)" if len(cost) else
+                     f"{len(switches):,} switches (their cost is not recorded on this backend)")
+        caption = (f"{run['policy']}, run {run['run_id']} (seed {run['seed']}): "
+                   f"{lo / NS:.3f} to {hi / NS:.3f} s, {cpus} CPUs, {len(bars):,} running "
+                   f"intervals, {cost_text}; {len(throttled):,} throttled cfs_rq periods "
+                   "(red, below the lane). Idle is blank; hover a bar for its task.")
+        section.html += _figure_html(png, caption, f"per-CPU timeline of run {run['run_id']}",
+                                     image_map=(f"timeline-{run['run_id']}", areas))
+    return section
+
+
+def busiest_window(sched: pd.DataFrame, length_ns: int) -> tuple[int, int]:
+    """[start, start + length_ns) holding the most sched_switch events, start
+    at a switch; the earliest of equals. (0, length_ns) without switches."""
+    t = np.sort(sched.loc[sched["event"] == SWITCH, "time_ns"].to_numpy())
+    if t.size == 0:
+        return 0, length_ns
+    counts = np.searchsorted(t, t + length_ns, side="left") - np.arange(t.size)
+    start = int(t[int(np.argmax(counts))])
+    return start, start + length_ns
+
+
+def running_intervals(sched: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
+    """Who ran on each CPU within [lo, hi) ns: from each sched_switch to a
+    task until the CPU's next switch (the trace's last event for the last
+    one: it was still running then), clipped to the window. Columns cpu,
+    start_ns, end_ns, pid, comm, cgroup, cost_ns (the switch into it)."""
+    sw = sched[sched["event"] == SWITCH].sort_values(["cpu", "time_ns"], kind="stable")
+    end = sw.groupby("cpu")["time_ns"].shift(-1).fillna(sched["time_ns"].max())
+    runs = pd.DataFrame({"cpu": sw["cpu"], "start_ns": sw["time_ns"],
+                         "end_ns": end.astype("int64"), "pid": sw["next_pid"],
+                         "comm": sw["next_comm"], "cgroup": sw["next_cgroup"],
+                         "cost_ns": sw["cost_ns"]})
+    runs = runs[(runs["pid"] != 0) & (runs["end_ns"] > runs["start_ns"])
+                & (runs["start_ns"] < hi) & (runs["end_ns"] > lo)]
+    return runs.assign(start_ns=runs["start_ns"].clip(lower=lo),
+                       end_ns=runs["end_ns"].clip(upper=hi)).reset_index(drop=True)
+
+
+# per task and per cgroup, computed from sched.parquet (results/sched.py)
+MAX_METRIC_CGROUPS = 24   # bars per policy in the wake-up latency chart
+METRICS_HEAD = ("cgroup", "wake-up latency p50 (µs)", "wake-up latency p99 (µs)",
+                "run length p50 (µs)", "involuntary switches", "migrations")
+
+
+def sched_metrics(results: Results, comparison: Comparison, summary: pd.DataFrame,
+                  colors: dict) -> list[Section]:
+    """Per policy, the cgroup rows of one run's sched_metrics.parquet and a
+    chart of their wake-up latency p99; no section when no run has the file."""
+    by_id = {p.name: p for p in results.runs}
+    have = [r for r in summary["run_id"]
+            if r in by_id and (by_id[r] / SCHED_METRICS_FILE).is_file()]
+    if not have:
+        return []
+    section = Section("Task scheduling metrics per cgroup")
+    p99 = {}
+    for _, run in _one_run_per_policy(summary, have, comparison, colors).iterrows():
+        frame = pd.read_parquet(by_id[run["run_id"]] / SCHED_METRICS_FILE)
+        rows = frame[frame["level"] == "cgroup"].set_index("cgroup")
+        rows = rows.loc[sorted(rows.index, key=_natural)]
+        p99[run["policy"]] = rows["wakeup_latency_p99_s"]
+        cells = [(str(cgroup), _us(r["wakeup_latency_p50_s"]), _us(r["wakeup_latency_p99_s"]),
+                  _us(r["run_length_p50_s"]),
+                  "" if pd.isna(r["involuntary_frac"]) else f"{r['involuntary_frac']:.1%}",
+                  _count(r["migrations"])) for cgroup, r in rows.iterrows()]
+        section.html += (f"<h3>{html.escape(str(run['policy']))}, run "
+                         f"{html.escape(str(run['run_id']))} (seed {run['seed']})</h3>"
+                         + _html_table(METRICS_HEAD, cells, numeric=lambda i: i >= 1))
+    section.notes.append(
+        f"The cgroup rows of each run's {SCHED_METRICS_FILE}, one run per policy (densest "
+        "point, lowest seed): wake-up latency = wake-up to running, run length = time on a CPU "
+        "per switch-in, involuntary switches = the share of switches away that were "
+        "preemptions, migrations = moves between CPUs.")
+    if all(v.isna().all() for v in p99.values()):
+        section.notes.append("No cgroup has a wake-up latency p99 (no wake-ups), so there is "
+                             "no chart.")
+    else:
+        section.figures.append(_p99_chart(p99, colors))
+    return [section]
+
+
+def _p99_chart(p99: dict[str, pd.Series], colors: dict) -> tuple[str, str]:
+    """Grouped bars: wake-up latency p99 per cgroup, a bar per policy."""
+    worst = pd.concat(p99.values(), axis=1).max(axis=1).dropna()
+    cgroups = sorted(worst.nlargest(MAX_METRIC_CGROUPS).index, key=_natural)
+    parent = posixpath.commonpath(cgroups) if len(cgroups) > 1 else ""
+    labels = [c[len(parent):].lstrip("/") or c for c in cgroups]
+    width = min(12.9, max(6.0, 1.5 + 0.25 * len(cgroups) * max(1.0, len(p99) / 2)))
+    fig = Figure(figsize=(width, 4.2))
+    fig.subplots_adjust(left=0.9 / width, right=1 - 0.15 / width, top=0.95, bottom=0.85 / 4.2)
+    ax = fig.add_subplot()
+    x = np.arange(len(cgroups))
+    step = 0.8 / len(p99)
+    for k, (policy, values) in enumerate(p99.items()):
+        ax.bar(x - 0.4 + step * (k + 0.5), values.reindex(cgroups).to_numpy() * 1e6, step,
+               color=colors.get(policy), label=policy)
+    ax.set_xticks(x, labels, rotation=60, ha="right", fontsize=7)
+    ax.set_yscale("log")   # tails span µs to ms
+    # 1-2-5 labels in plain µs: a p99 range is often under a decade
+    ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_ylabel("wake-up latency p99 (µs, log scale)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=7)
+    caption = f"Wake-up latency p99 per cgroup{f' under {parent}' if parent else ''}."
+    if len(cgroups) < len(worst):
+        caption += (f" The {len(cgroups)} of {len(worst)} cgroups with the highest p99 "
+                    "under any policy; the tables list all of them.")
+    return _png(fig), caption
+
+
+def _natural(name) -> list:
+    """func-2 before func-10."""
+    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", str(name))]
+
+
+def _us(seconds) -> str:
+    return "" if pd.isna(seconds) else f"{seconds * 1e6:,.1f}"
+
+
 def _count(value) -> str:
     return "" if value is None or pd.isna(value) else str(int(value))
 
@@ -332,13 +523,10 @@ def validation(path: Path, results: Results) -> Section:
     of the real and the simulated run."""
     frame = read_validation(path)
     section = Section("Validation: simulator vs this host")
-    row_html = "".join(
-        "<tr>" + "".join(f"<td{' class=num' if 2 <= i <= 5 else ''}>{html.escape(c)}</td>"
-                         for i, c in enumerate(row)) + "</tr>"
-        for row in validation_cells(frame))
-    section.html = (f"<p><b>{html.escape(verdict(frame))}</b></p><table><thead><tr>"
-                    + "".join(f"<th>{html.escape(h)}</th>" for h in VALIDATION_HEAD)
-                    + f"</tr></thead><tbody>{row_html}</tbody></table><ul>"
+    section.html = (f"<p><b>{html.escape(verdict(frame))}</b></p>"
+                    + _html_table(VALIDATION_HEAD, validation_cells(frame),
+                                  numeric=lambda i: 2 <= i <= 5)
+                    + "<ul>"
                     + "".join(f"<li>{html.escape(line)}</li>" for line in ks_lines(frame))
                     + "</ul>")
     section.notes.append("error = (sim - real) / real; result: pass or MISS against the "
@@ -380,13 +568,8 @@ def tables(comparison: Comparison) -> Section:
     for metric in comparison.metrics:
         head, body = table_cells(comparison, metric)
         numeric = len(comparison.params) + 1
-        row_html = "".join(
-            "<tr>" + "".join(f"<td{' class=num' if i >= numeric else ''}>{html.escape(c)}</td>"
-                             for i, c in enumerate(row)) + "</tr>"
-            for row in body)
         parts.append(f"<h3>{html.escape(table_title(comparison, metric))}</h3>"
-                     "<table><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head)
-                     + f"</tr></thead><tbody>{row_html}</tbody></table>")
+                     + _html_table(head, body, numeric=lambda i: i >= numeric))
     return Section("Comparison tables", html="".join(parts))
 
 
@@ -435,6 +618,19 @@ def _key_text(params: list[str], key: tuple) -> str:
     return ", ".join(f"{p}={v}" for p, v in zip(params, key))
 
 
+def _one_run_per_policy(summary: pd.DataFrame, run_ids, comparison: Comparison,
+                        colors: dict) -> pd.DataFrame:
+    """Summary rows of one of ``run_ids`` per policy: the densest group,
+    lowest seed, so policies line up; at most ``MAX_PANELS``, baseline first."""
+    runs = summary[summary["run_id"].isin(run_ids)]
+    x = density_key(comparison.params, summary)
+    if x is not None and runs[x].notna().any():   # runs without the key have NaN
+        runs = runs[runs[x] == runs[x].max()]
+    picks = runs.sort_values("seed").groupby("policy", sort=False).head(1)
+    picks = picks.sort_values("policy", key=lambda p: p.map(lambda x: _rank(colors, x)))
+    return picks[:MAX_PANELS]
+
+
 def _limit_mcpu(frame: pd.DataFrame) -> pd.Series:
     if CPU_LIMIT_COLUMN in frame:
         return frame[CPU_LIMIT_COLUMN].astype(float)
@@ -448,6 +644,97 @@ def _innermost(cgroups) -> list[str]:
     names = [str(c).rstrip("/") or "/" for c in cgroups]
     return [c for c, name in zip(cgroups, names)
             if not any(o != name and o.startswith(name.rstrip("/") + "/") for o in names)]
+
+
+def _html_table(head, rows, numeric) -> str:
+    """A table of text cells; ``numeric(i)``: column i is right-aligned figures."""
+    body = "".join("<tr>" + "".join(f"<td{' class=num' if numeric(i) else ''}>"
+                                    f"{html.escape(c)}</td>" for i, c in enumerate(row))
+                   + "</tr>" for row in rows)
+    return ("<table><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head)
+            + f"</tr></thead><tbody>{body}</tbody></table>")
+
+
+def _host_cpus(config: dict, sched: pd.DataFrame) -> int:
+    """The timeline's lanes: the host's CPUs (config.yaml's host), and at
+    least as many as the trace names."""
+    host = config.get("host") or {}
+    try:
+        n = int(host["sockets"]) * int(host["cores"]) * int(host["threads_per_core"])
+    except (KeyError, TypeError, ValueError):
+        n = 0
+    return max(n, int(sched["cpu"].max()) + 1 if len(sched) else 1)
+
+
+def _timeline_png(bars: pd.DataFrame, switches: pd.DataFrame, throttled: pd.DataFrame,
+                  cpus: int, lo: int, hi: int, palette: dict, n_other: int) -> tuple[str, str]:
+    """The chart and its image map's <area> tags (one per bar and throttled
+    period, in the PNG's pixels: the figure is laid out in whole pixels)."""
+    legend = [Patch(color=c, label=g) for g, c in palette.items()]
+    if n_other:
+        legend.append(Patch(color=OTHER_CGROUPS, label=f"{n_other} other cgroups"))
+    legend += [Patch(color="black", label="switch cost"),
+               Patch(color="red", label="throttled cfs_rq")]
+    columns = 6
+    width, lane, left, right, top = 1240, 22, 70, 12, 10
+    bottom = 44 + 17 * math.ceil(len(legend) / columns)   # x labels, then the legend
+    height = top + lane * cpus + bottom
+    fig = Figure(figsize=(width / DPI, height / DPI), dpi=DPI)
+    ax = fig.add_axes((left / width, bottom / height, 1 - (left + right) / width,
+                       lane * cpus / height))
+    ms = 1e-6   # drawn in ms of run time
+    run_y, run_h, thr_y, thr_h = -0.4, 0.7, 0.32, 0.12   # offsets within a lane
+    for cpu, rows in bars.groupby("cpu"):
+        ax.broken_barh(list(zip(rows["start_ns"] * ms, (rows["end_ns"] - rows["start_ns"]) * ms)),
+                       (cpu + run_y, run_h), linewidth=0,
+                       facecolors=[palette.get(g, OTHER_CGROUPS) for g in rows["cgroup"]])
+    # a cost narrower than a pixel would still be drawn a pixel wide: such
+    # costs are in the tooltips and the caption only
+    pixel_ns = (hi - lo) / (width - left - right)
+    cost = switches[switches["cost_ns"] >= pixel_ns]
+    for cpu, rows in cost.groupby("cpu"):
+        ax.broken_barh(list(zip(rows["time_ns"] * ms,
+                                np.minimum(rows["cost_ns"], hi - rows["time_ns"]) * ms)),
+                       (cpu + run_y, run_h), linewidth=0, facecolors="black")
+    for cpu, rows in throttled.groupby("cpu"):
+        ax.broken_barh(list(zip(rows["start_ns"] * ms, (rows["end_ns"] - rows["start_ns"]) * ms)),
+                       (cpu + thr_y, thr_h), linewidth=0, facecolors="red")
+    ax.set_xlim(lo * ms, hi * ms)
+    ax.set_ylim(cpus - 0.5, -0.5)    # CPU 0 on top
+    ax.set_yticks(range(cpus), [f"CPU {c}" for c in range(cpus)], fontsize=7)
+    ax.set_xlabel("time since the run's start (ms)", fontsize=8)
+    ax.tick_params(axis="x", labelsize=7)
+    ax.grid(True, axis="x", alpha=0.3)
+    fig.legend(handles=legend, loc="lower left", ncol=columns, fontsize=7, frameon=False,
+               bbox_to_anchor=(left / width, 0))
+
+    def rects(frame, y, h):
+        """Pixel boxes (x0, y0, x1, y1, from the top left) of [start, end) x [y, y + h)."""
+        x0 = frame["start_ns"].to_numpy() * ms
+        x1 = frame["end_ns"].to_numpy() * ms
+        cpu = frame["cpu"].to_numpy()
+        p0 = ax.transData.transform(np.column_stack([x0, cpu + y + h]))
+        p1 = ax.transData.transform(np.column_stack([x1, cpu + y]))
+        top, low = height - p0[:, 1], height - p1[:, 1]
+        box = np.column_stack([p0[:, 0], np.minimum(top, low), p1[:, 0], np.maximum(top, low)])
+        box = np.floor(box).astype(int)
+        box[:, 2] = np.maximum(box[:, 2], box[:, 0] + 1)   # narrower than a pixel: one
+        return box
+
+    areas = []
+    for box, r in zip(rects(bars, run_y, run_h), bars.itertuples()):
+        cost_text = ("" if pd.isna(r.cost_ns)
+                     else f"; switched in at a cost of {r.cost_ns / 1e3:.1f} µs")
+        areas.append((box, r.cpu, "run",
+                      f"CPU {r.cpu}: {r.comm} (pid {int(r.pid)}, {r.cgroup}) "
+                      f"{r.start_ns * ms:.3f} to {r.end_ns * ms:.3f} ms{cost_text}"))
+    for box, r in zip(rects(throttled, thr_y, thr_h), throttled.itertuples()):
+        areas.append((box, r.cpu, "throttled", f"CPU {r.cpu}: {r.cgroup} throttled "
+                      f"{r.start_ns * ms:.3f} to {r.end_ns * ms:.3f} ms"))
+    tags = "".join(f'<area shape="rect" coords="{",".join(map(str, box))}" data-cpu="{cpu}" '
+                   f'data-kind="{kind}" title="{html.escape(title)}">'
+                   for box, cpu, kind, title in areas)
+    return _png(fig), tags
 
 
 def _panels(n: int, columns: int | None = None):
@@ -467,8 +754,22 @@ def _panels(n: int, columns: int | None = None):
 
 def _png(fig: Figure) -> str:
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=96)
+    fig.savefig(buffer, format="png", dpi=DPI)
     return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _figure_html(png: str, caption: str, alt: str,
+                 image_map: tuple[str, str] | None = None) -> str:
+    """An embedded PNG with its caption. ``image_map`` (name, <area> tags):
+    the image keeps its own size (the figure scrolls sideways instead), as
+    a scaled image would no longer line up with its areas."""
+    img = f'<img class="plot" alt="{html.escape(alt)}" src="data:image/png;base64,{png}"'
+    caption = f"<figcaption>{html.escape(caption)}</figcaption>"
+    if image_map is None:
+        return f"<figure>{img}>{caption}</figure>"
+    name, areas = image_map
+    return (f'<figure class="mapped"><div class="scroll">{img} usemap="#{name}"></div>'
+            f'<map name="{name}">{areas}</map>{caption}</figure>')
 
 
 _STYLE = """
@@ -478,6 +779,7 @@ h3 { font-size: 0.95em; margin-top: 1.5em; }
 dl { display: grid; grid-template-columns: max-content auto; gap: 0.2em 1em; }
 dt { font-weight: 600; } dd { margin: 0; }
 figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
+figure.mapped .scroll { overflow-x: auto; } figure.mapped img { max-width: none; }
 figcaption, p.note { font-size: 0.9em; color: #555; }
 table { border-collapse: collapse; font-size: 0.85em; margin-bottom: 1em; }
 th, td { border: 1px solid #ddd; padding: 0.2em 0.5em; } th { background: #f4f4f4; }
@@ -492,9 +794,7 @@ def _page(title: str, sections: list[Section]) -> str:
         slug = "".join(ch if ch.isalnum() else "-" for ch in s.title.lower()).strip("-")
         parts = [f'<section id="{slug}"><h2>{html.escape(s.title)}</h2>', s.html]
         parts += [f'<p class="note">{html.escape(n)}</p>' for n in s.notes]
-        parts += [f'<figure><img class="plot" alt="{html.escape(s.title)}" '
-                  f'src="data:image/png;base64,{png}"><figcaption>{html.escape(c)}</figcaption>'
-                  "</figure>" for png, c in s.figures]
+        parts += [_figure_html(png, c, s.title) for png, c in s.figures]
         body.append("".join(parts) + "</section>")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>"

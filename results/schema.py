@@ -169,7 +169,40 @@ SCHED = pa.schema(
 )
 SCHED_FILE = "sched.parquet"
 
+# sched_metrics.parquet: per-task and per-cgroup scheduling metrics computed
+# from sched.parquet (results/sched.py, which defines each one), written
+# beside it.  One row per task (level "task": pid, comm and cgroup of the
+# task) and one per cgroup (level "cgroup": pid and comm null; the cgroup's
+# tasks pooled, so its percentiles are over all their samples).
+SCHED_METRICS = pa.schema(
+    [
+        ("level", pa.string()),                  # "task" | "cgroup"
+        ("pid", pa.int64()),                     # null on cgroup rows
+        ("comm", pa.string()),                   # null on cgroup rows
+        ("cgroup", pa.string()),
+        ("runtime_s", pa.float64()),             # sum of the run lengths
+        ("n_runs", pa.int64()),                  # runs: switch-in to the next switch-out
+        ("n_wakeups", pa.int64()),               # sched_wakeup + sched_wakeup_new events
+        ("wakeup_latency_mean_s", pa.float64()),  # wake-up to the next switch-in
+        ("wakeup_latency_p50_s", pa.float64()),
+        ("wakeup_latency_p95_s", pa.float64()),
+        ("wakeup_latency_p99_s", pa.float64()),
+        ("wakeup_latency_max_s", pa.float64()),
+        ("run_length_mean_s", pa.float64()),
+        ("run_length_p50_s", pa.float64()),
+        ("run_length_p99_s", pa.float64()),
+        ("switches_voluntary", pa.int64()),      # switch-outs with prev_state S or X
+        ("switches_involuntary", pa.int64()),    # switch-outs with prev_state R (preempted)
+        ("involuntary_frac", pa.float64()),      # involuntary / all switch-outs
+        ("migrations", pa.int64()),              # sched_migrate_task events
+    ]
+)
+SCHED_METRICS_FILE = "sched_metrics.parquet"
+
 TABLES = {"summary": SUMMARY, "requests": REQUESTS, "intervals": INTERVALS}
+# Tables a run directory has only under trace=sched: checked like the others
+# (check_table) but never required of a run.
+TRACE_TABLES = {"sched": SCHED, "sched_metrics": SCHED_METRICS}
 _OPTIONAL = {"summary": SUMMARY_OPTIONAL, "intervals": INTERVALS_OPTIONAL}
 
 
@@ -179,12 +212,13 @@ class SchemaError(ValueError):
 
 def check_table(name: str, table: pa.Table) -> None:
     """Raise SchemaError unless `table` fits the `name` table's schema."""
-    if name not in TABLES:
-        raise SchemaError(f"unknown results table {name!r}; known: {', '.join(TABLES)}")
-    missing = [f.name for f in TABLES[name] if f.name not in table.schema.names]
+    schemas = {**TABLES, **TRACE_TABLES}
+    if name not in schemas:
+        raise SchemaError(f"unknown results table {name!r}; known: {', '.join(schemas)}")
+    missing = [f.name for f in schemas[name] if f.name not in table.schema.names]
     if missing:
         raise SchemaError(f"{name} table is missing required columns: {', '.join(missing)}")
-    typed = list(TABLES[name]) + list(_OPTIONAL.get(name, []))
+    typed = list(schemas[name]) + list(_OPTIONAL.get(name, []))
     wrong = [
         f"{f.name} is {table.schema.field(f.name).type}, expected {f.type}"
         for f in typed

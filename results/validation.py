@@ -22,7 +22,13 @@ VALIDATION_SCHEMA = pa.schema([
     ("sim", pa.float64()), ("rel_error", pa.float64()), ("target", pa.float64()),
     ("ok", pa.bool_()), ("ks_stat", pa.float64()), ("ks_pvalue", pa.float64()),
     ("n_real", pa.int64()), ("n_sim", pa.int64()), ("real_run", pa.string()),
-    ("sim_run", pa.string()), ("note", pa.string())])
+    ("sim_run", pa.string()), ("note", pa.string()),
+    # where both runs recorded sched.parquet: one row per cgroup and
+    # SCHEDULE_METRICS (real, sim: the mean over the cgroup's samples, or the
+    # share; ks_*: the samples' KS test; n_*: their counts); null on the
+    # scenario's summary rows.  A file without it has only those.
+    ("cgroup", pa.string())])
+SCHEDULE_METRICS = ("wakeup_latency_mean_s", "run_length_mean_s", "involuntary_frac")
 
 
 def to_frame(rows: list[dict]) -> pd.DataFrame:
@@ -42,11 +48,16 @@ def result_text(ok, target: float) -> str:
     return PASS if ok else MISS
 
 
+def _per_cgroup(frame: pd.DataFrame) -> pd.Series:
+    return frame["cgroup"].notna() if "cgroup" in frame else pd.Series(False, frame.index)
+
+
 def table_cells(frame: pd.DataFrame) -> list[list[str]]:
     """Rows as the text, markdown and HTML tables show them (display units:
-    latencies in ms, fractions in %; missing values as "-")."""
+    latencies in ms, fractions in %; missing values as "-"); the per-cgroup
+    schedule rows are ks_lines'."""
     body = []
-    for r in frame.to_dict("records"):
+    for r in frame[~_per_cgroup(frame)].to_dict("records"):
         scale, unit = display_unit(r["metric"])
         name = f"{r['metric']} ({unit})" if unit else r["metric"]
         err = r["rel_error"]
@@ -59,7 +70,8 @@ def table_cells(frame: pd.DataFrame) -> list[list[str]]:
 
 def ks_lines(frame: pd.DataFrame) -> list[str]:
     out = []
-    for name, g in frame.groupby("scenario", sort=False):
+    cgroup_rows = frame[_per_cgroup(frame)]
+    for name, g in frame[~_per_cgroup(frame)].groupby("scenario", sort=False):
         r = g.iloc[0]
         stat = "-" if math.isnan(r["ks_stat"]) else f"{r['ks_stat']:.3f} (p = {r['ks_pvalue']:.2g})"
         line = f"{name}: latency KS statistic {stat}, {r['n_real']} real vs {r['n_sim']} " \
@@ -67,6 +79,24 @@ def ks_lines(frame: pd.DataFrame) -> list[str]:
         if r["note"]:
             line += f"; note: {r['note']}"
         out.append(line)
+        out += _schedule_lines(cgroup_rows[cgroup_rows["scenario"] == name])
+    return out
+
+
+def _schedule_lines(rows: pd.DataFrame) -> list[str]:
+    """Per cgroup: the KS statistics of wake-up latency and run length, and
+    the involuntary switch-out shares, sim against real."""
+    out = []
+    for cgroup, g in rows.groupby("cgroup", sort=True):
+        m = {r["metric"]: r for r in g.to_dict("records")}
+        parts = [f"{label} KS {m[k]['ks_stat']:.3f} ({m[k]['n_real']} real vs {m[k]['n_sim']} sim)"
+                 for k, label in (("wakeup_latency_mean_s", "wake-up latency"),
+                                  ("run_length_mean_s", "run length")) if k in m]
+        if "involuntary_frac" in m:
+            r = m["involuntary_frac"]
+            parts.append(f"involuntary share {fmt(100 * r['real'])}% real, {fmt(100 * r['sim'])}% "
+                         f"sim ({fmt(100 * (r['sim'] - r['real']), True)} pp)")
+        out.append(f"  {cgroup}: " + "; ".join(parts))
     return out
 
 

@@ -11,6 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 from backends.cluster import consolidate, simulate_cluster
 from backends.real.run import RealRunError, run_real
 from results.rundir import write_run_dir
+from results.sched import sched_metrics
 from scenarios.simulate import simulate
 from sim import workloads
 from sim.workloads.trace import read_trace
@@ -42,7 +43,7 @@ def run_scenario(cfg: DictConfig, out_dir: Path, progress=None) -> pa.Table:
     summary = with_run_id(result.summary, out_dir.name)
     tables = SimpleNamespace(summary=summary, requests=result.requests,
                              intervals=result.intervals, trace=trace,
-                             extra=getattr(result, "extra", None))
+                             extra=run_extra(result))
     write_run_dir(tables, out_dir, cfg)
     return summary
 
@@ -61,7 +62,7 @@ def _run_cluster(cfg: DictConfig, out_dir: Path, progress=None) -> pa.Table:
     summary = with_run_id(result.summary, out_dir.name)
     tables = SimpleNamespace(summary=summary, requests=result.requests,
                              intervals=result.intervals, trace=trace,
-                             extra=getattr(result, "extra", None))
+                             extra=run_extra(result))
     write_run_dir(tables, out_dir, cfg)
     return summary
 
@@ -74,9 +75,19 @@ def _run_real(cfg: DictConfig, out_dir: Path, progress=None) -> pa.Table:
     summary = with_run_id(result.summary, out_dir.name)
     tables = SimpleNamespace(summary=summary, requests=result.requests,
                              intervals=result.intervals, trace=result.trace,
-                             extra=getattr(result, "extra", None))
+                             extra=run_extra(result))
     write_run_dir(tables, out_dir, cfg)
     return summary
+
+
+def run_extra(result) -> dict:
+    """The run directory's further tables: the backend's own (its sched
+    trace, if any) and, beside a sched trace, its per-task and per-cgroup
+    metrics (sched_metrics.parquet; results/sched.py)."""
+    extra = dict(getattr(result, "extra", None) or {})
+    if "sched" in extra:
+        extra["sched_metrics"] = sched_metrics(extra["sched"])
+    return extra
 
 
 class RunError(RuntimeError):

@@ -8,17 +8,18 @@ BASE = ["host=this-vm", "duration_s=0.5", "warmup_s=0.1", "interval_s=0.1",
 SCHEDULERS, SEEDS, FUNCTIONS = ("cfs", "lags"), (0, 1), (2, 4)
 
 
-def make_sweep(sweep_dir, schedulers=SCHEDULERS, seeds=SEEDS, functions=FUNCTIONS):
+def make_sweep(sweep_dir, schedulers=SCHEDULERS, seeds=SEEDS, functions=FUNCTIONS,
+               overrides=()):
     """A sweep directory laid out exactly as `colosim sweep` writes it (same
     run-directory naming, runner and collect), without the Hydra launcher:
     its process start-up would dominate these sub-second runs. The launcher
-    itself is tested in test_sweep.py."""
+    itself is tested in test_sweep.py. ``overrides`` are added to every run's."""
     from scenarios.config import compose
     from scenarios.runner import run_scenario
     from scenarios.sweep import collect, run_dir_of
 
     for scheduler in schedulers:
-        base = compose(BASE + [f"scheduler={scheduler}"])
+        base = compose(BASE + list(overrides) + [f"scheduler={scheduler}"])
         for seed in seeds:
             for n in functions:
                 cfg = copy.deepcopy(base)

@@ -56,6 +56,8 @@ SCENARIOS = {
     "quota": make_cfg(periodic(threads=3, run_ms=4.0, sleep_ms=0.0, quota_us=50_000,
                                period_us=100_000), cores=2, duration_s=1.0, warmup_s=0.1),
 }
+# the schedule trace (sim/tracing.py) of a run with throttling and of one with SMT
+SCENARIOS["quota"]["trace"] = SCENARIOS["cfs-smt"]["trace"] = {"name": "sched"}
 _DUMP = """
 import json, sys
 from scenarios.simulate import simulate
@@ -68,7 +70,8 @@ for name, cfg in cfgs.items():
     for measured in ("wall_time_s", "sim_s_per_wall_s", "run_id"):
         s.pop(measured)
     out[name] = {"summary": s, "requests": r.requests.to_pylist(),
-                 "intervals": r.intervals.to_pylist()}
+                 "intervals": r.intervals.to_pylist(),
+                 "sched": r.extra["sched"].to_pylist() if "sched" in r.extra else None}
 json.dump(out, sys.stdout, default=str)
 """
 
@@ -95,6 +98,7 @@ def test_compiled_and_python_sources_give_identical_results():
     for name in SCENARIOS:
         assert fast[name]["summary"]["ctx_switches"] > 0, name
         assert fast[name] == pure[name], name
+    assert len(fast["quota"]["sched"]) > 100
 
 
 def test_a_stale_compiled_module_is_refused(tmp_path, monkeypatch):

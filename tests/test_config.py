@@ -13,6 +13,7 @@ def test_groups_and_options_match_the_documented_names():
         "backend": ["real", "sim"],
         "calibration": ["default", "e5-2430l", "ideal", "this-vm"],
         "cluster": ["kubernetes", "none"],
+        "trace": ["none", "optional", "sched"],
         "controller": ["catcloud", "dynamic_priority", "lags_static", "least_loaded", "none",
                        "static", "vpa"],
         "experiment": ["affinity_workers", "catcloud_exp1", "catcloud_exp2", "catcloud_mixed",
@@ -33,6 +34,7 @@ def test_groups_and_options_match_the_documented_names():
         "controller": "none",
         "backend": "sim",
         "cluster": "none",
+        "trace": "none",
         "experiment": None,
     }
 

@@ -28,10 +28,11 @@ def test_other_load_is_busy_time_minus_the_run_and_colosim(tmp_path):
 
 def test_the_verdict_names_each_bound_exceeded():
     quiet = {"host_steal_frac": 0.01, "host_other_frac": 0.02}
-    assert D.verdict(quiet, {"cpu": 0.05}, 0.02, 0.05, 0.1) == ""
-    why = D.verdict({"host_steal_frac": 0.03, "host_other_frac": 0.2}, {"cpu": -0.3},
-                    0.02, 0.05, 0.1)
-    assert "steal 3.0%" in why and "other load 20.0%" in why and "cpu alone ran -30%" in why
+    assert D.verdict(quiet, {"cpu": (40.0, 42.0, 0.05)}, 0.02, 0.05, 0.1) == ""
+    why = D.verdict({"host_steal_frac": 0.03, "host_other_frac": 0.2},
+                    {"cpu": (24.0, 52.0, 52 / 24 - 1)}, 0.02, 0.05, 0.1)
+    assert "steal 3.0%" in why and "other load 20.0%" in why
+    assert "cpu alone took 24.0-52.0 ns per access" in why and "spread 117%" in why
 
 
 def test_host_times_reads_this_host():

@@ -248,16 +248,20 @@ def test_least_loaded_admits_real_jobs_fifo_as_the_simulator_does(least_loaded_r
     real = least_loaded_runs["real"].requests.to_pandas().set_index("function")
     sim = least_loaded_runs["sim"].requests.to_pandas().set_index("function")
     s = least_loaded_runs["real"].summary.to_pylist()[0]
-    assert s["least_loaded_admitted"] == 4 and len(real) == 4
+    assert s["least_loaded_admitted"] == len(real) >= 2
     assert s["job_alone_ns_per_access_cpu"] > 0
     if not detect.perf_events()["hardware"]:           # this VM: no IPCE to report
         assert math.isnan(s["ipce_global"]) and math.isnan(s["time_above_target_frac"])
     # no backfilling: the 2-core job waits for both 1-core jobs, job-4 for it
-    assert real.start_s["job-3"] >= max(real.end_s["job-1"], real.end_s["job-2"])
-    assert real.start_s["job-4"] >= real.start_s["job-3"]
+    # (on a slowed host the last ones may not be admitted before the end)
+    if "job-3" in real.index:
+        assert real.start_s["job-3"] >= max(real.end_s["job-1"], real.end_s["job-2"])
+    if "job-4" in real.index:
+        assert real.start_s["job-4"] >= real.start_s["job-3"]
     assert s["host_disturbed"] == bool(s["host_disturbed_reason"])
     if s["host_disturbed"]:
         pytest.skip(f"timing comparison not made: {s['host_disturbed_reason']}")
+    assert s["least_loaded_admitted"] == 4
     # the same admissions (controller ticks) and run times as the simulator,
     # up to a job's start-up (fork, perf, fault-in) and a busy host's noise
     for job in real.index:

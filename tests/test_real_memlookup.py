@@ -124,15 +124,15 @@ def test_two_containers_run_bursts_back_to_back_as_the_simulator(tmp_path):
     assert s["job_alone_ns_per_access_memlookup"] > 0
     assert math.isnan(s["llc_occupancy_mb"])                  # no classes to monitor
     # the speed alone measured again after the run, and the verdict on it
-    drift = s["job_alone_drift_memlookup"]
-    assert (abs(drift) > 0.1) <= s["host_disturbed"]
+    assert (s["job_alone_spread_memlookup"] > 0.1) <= s["host_disturbed"]
     assert s["host_disturbed"] == bool(s["host_disturbed_reason"])
     if s["host_disturbed"]:
         # this VM's memory speed moves several-fold with its neighbours: a
         # disturbed run is flagged, not compared
         pytest.skip(f"speed comparison not made: {s['host_disturbed_reason']}")
-    # a burst is 10 ms of work at the speed measured alone: never much less
-    assert req.latency_s.min() > 0.008, req.latency_s.describe()
+    # a burst is 10 ms of work at the fastest speed measured alone, which held
+    # within 10 % before and after the run: hardly any burst takes much less
+    assert req.latency_s.quantile(0.05) > 0.008, req.latency_s.describe()
     # two containers, one thread each, ~100 bursts/s each: as the simulator
     ss = sim.summary.to_pylist()[0]
     assert s["throughput_rps"] == pytest.approx(ss["throughput_rps"], rel=0.2)

@@ -39,7 +39,8 @@ class RealBackend:
     job_alone_s: float = 0.5
     # a run is flagged host_disturbed (backends/real/disturbance.py) when, over its
     # summary window, steal or other load exceed these fractions of the host's CPU
-    # time, or a job shape's speed alone changed by more than disturbed_alone_drift
+    # time, or a job shape's speed alone measured before and after the run spreads
+    # by more than disturbed_alone_spread (slowest / fastest - 1)
     disturbed_steal_frac: float = 0.02
     disturbed_other_frac: float = 0.05
-    disturbed_alone_drift: float = 0.10
+    disturbed_alone_spread: float = 0.10

@@ -16,9 +16,10 @@ instead of letting it be compared silently:
     sampler), over the host's CPU time: other load on the guest.  Kernel
     threads doing work for the run (kworkers, ksoftirqd, perf) count here
     too, so the threshold leaves room for them.
-``job_alone_drift_<class>``
-    (memory workers only) the speed of one thread of the job shape alone,
-    measured again after the run, relative to the measurement before it.
+``job_alone_spread_<class>``
+    (memory workers only) one thread of the job shape alone is measured
+    three times before the run and three times after it: slowest over
+    fastest ns per access, minus one.
 
 The thresholds are ``backend.disturbed_*`` (backends/real/config.py).
 """
@@ -58,8 +59,8 @@ def measure(a: dict, z: dict, run: str) -> dict[str, float]:
             "host_other_frac": max(0.0, other) / total}
 
 
-def verdict(fracs: dict[str, float], drifts: dict[str, float], steal_max: float,
-            other_max: float, drift_max: float) -> str:
+def verdict(fracs: dict[str, float], spreads: dict[str, tuple[float, float, float]],
+            steal_max: float, other_max: float, spread_max: float) -> str:
     """Why the run counts as disturbed ("" when it does not)."""
     why = []
     steal, other = fracs["host_steal_frac"], fracs["host_other_frac"]
@@ -67,8 +68,9 @@ def verdict(fracs: dict[str, float], drifts: dict[str, float], steal_max: float,
         why.append(f"steal {steal:.1%} of CPU time (bound {steal_max:.1%})")
     if other > other_max:
         why.append(f"other load {other:.1%} of the host's CPU (bound {other_max:.1%})")
-    for cls, d in sorted(drifts.items()):
-        if abs(d) > drift_max:
-            why.append(f"{cls} alone ran {d:+.0%} slower after the run than before "
-                       f"(bound ±{drift_max:.0%}: neighbours sharing the cache or memory)")
+    for cls, (fast, slow, spread) in sorted(spreads.items()):
+        if spread > spread_max:
+            why.append(f"{cls} alone took {fast:.1f}-{slow:.1f} ns per access before and "
+                       f"after the run (spread {spread:.0%}, bound {spread_max:.0%}: "
+                       f"neighbours sharing the cache or memory)")
     return "; ".join(why)

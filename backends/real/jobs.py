@@ -410,14 +410,16 @@ ALONE_REPEATS = 3
 
 
 def calibrate(classes: dict[str, list[str]], cpu: int, seconds: float = 0.5,
-              binary=None) -> dict[str, float]:
-    """ns per access alone for each class's job shape: the fastest of
-    ALONE_REPEATS measurements sharing ``seconds`` (a disturbance on a
-    shared host only ever slows a measurement down)."""
+              binary=None) -> dict[str, list[float]]:
+    """ns per access alone for each class's job shape: ALONE_REPEATS
+    measurements sharing ``seconds``.  The fastest is the shape's speed (a
+    disturbance on a shared host only ever slows a measurement down); their
+    spread, with the same measurements after the run, tells whether the
+    host's memory speed held still (backends/real/disturbance.py)."""
     binary = binary or build_memworker()
     each = seconds / ALONE_REPEATS
     try:
-        return {c: min(alone_ns_per_access(a, cpu, each, binary) for _ in range(ALONE_REPEATS))
+        return {c: [alone_ns_per_access(a, cpu, each, binary) for _ in range(ALONE_REPEATS)]
                 for c, a in classes.items()}
     except MemWorkerError as e:
         raise JobError(f"measuring the jobs' speed alone: {e}") from None
@@ -473,7 +475,9 @@ class JobsRunner(FunctionsRunner):
                 raise ValueError(f"workload.memory needs a profile for {missing}")
             shapes = {c: job_args(profiles.get(c)) for c in classes}
             binary = build_memworker()
-            alone = calibrate(shapes, min(s.cpus), float(self.b.job_alone_s), binary)
+            self.alone_samples = calibrate(shapes, min(s.cpus), float(self.b.job_alone_s),
+                                           binary)
+            alone = {c: min(v) for c, v in self.alone_samples.items()}
             self.alone_shapes, self.alone_cpu = shapes, min(s.cpus)
         except (ValueError, JobError) as e:
             raise RealRunError(str(e)) from None

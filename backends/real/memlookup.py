@@ -152,13 +152,15 @@ class ContainerProc:
 
 def start_containers(w: dict, containers: list[dict], cgroups: list[str], host, cg, binary,
                      max_s: float, alone_s: float, seed: int
-                     ) -> tuple[list[ContainerProc], float, list[str]]:
+                     ) -> tuple[list[ContainerProc], list[float], list[str]]:
     """Measure one thread of the shape alone, set each container's cpuset,
     start its worker (faulted in, waiting for t0) and put it in its class.
-    Returns the workers, the alone ns per access and the classes made."""
+    Returns the workers, the measurements of ns per access alone and the
+    classes made."""
     shape = containers[0]["args"]
-    alone = calibrate({"memlookup": shape}, min(containers[0]["cpus"]), alone_s, binary)
-    ns = alone["memlookup"]
+    samples = calibrate({"memlookup": shape}, min(containers[0]["cpus"]), alone_s,
+                        binary)["memlookup"]
+    ns = min(samples)
     procs: list[ContainerProc] = []
     try:
         for i, (c, cgroup) in enumerate(zip(containers, cgroups)):
@@ -175,7 +177,7 @@ def start_containers(w: dict, containers: list[dict], cgroups: list[str], host, 
         for p in procs:
             p.kill()
         raise
-    return procs, ns, classes
+    return procs, samples, classes
 
 
 def occupancy_mb(host, classes: list[str]) -> float:
@@ -234,12 +236,13 @@ class MemLookupRunner(BurstRunner):
         try:
             self.groups = plan(self.w, s.host.cores_by_socket())
             # start_containers stops the ones it started if a later one fails
-            self.workers, ns, self.classes = start_containers(
+            self.workers, samples, self.classes = start_containers(
                 self.w, self.groups, s.cgroups, s.host, s.cg, build_memworker(), s.max_s,
                 float(self.b.job_alone_s), s.seed)
         except MemLookupError as e:
             raise RealRunError(str(e)) from None
-        self.alone = {"memlookup": ns}
+        self.alone_samples = {"memlookup": samples}
+        self.alone = {"memlookup": min(samples)}
         self.alone_shapes = {"memlookup": self.groups[0]["args"]}
         self.alone_cpu = min(self.groups[0]["cpus"])
 

@@ -392,12 +392,12 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
         summary = summary.append_column(column, pa.array([value], pa.float64()))
     for cls, ns in sorted(runner.alone.items()):
         summary = summary.append_column(f"job_alone_ns_per_access_{cls}", pa.array([ns]))
-    drifts = alone_drifts(runner, b)
-    for cls, d in sorted(drifts.items()):
-        summary = summary.append_column(f"job_alone_drift_{cls}", pa.array([d]))
+    spreads = alone_spreads(runner, b)
+    for cls, (_, _, spread) in sorted(spreads.items()):
+        summary = summary.append_column(f"job_alone_spread_{cls}", pa.array([spread]))
     row = summary.slice(0, 1).to_pylist()[0]
-    why = disturbance_verdict(row, drifts, b.disturbed_steal_frac, b.disturbed_other_frac,
-                              b.disturbed_alone_drift)
+    why = disturbance_verdict(row, spreads, b.disturbed_steal_frac, b.disturbed_other_frac,
+                              b.disturbed_alone_spread)
     if why:
         print(f"colosim: warning: the host was disturbed during the run ({why}); the run "
               f"is flagged (host_disturbed = true): compare it only with that in mind",
@@ -458,18 +458,24 @@ def trace_columns(cap: schedtrace.Capture | None, p: schedtrace.Plan) -> dict:
             "sched_trace_lost": (None if cap is None else cap.lost, pa.int64())}
 
 
-def alone_drifts(runner: Runner, b: RealBackend) -> dict[str, float]:
-    """Per job class measured alone before the run: the same measurement
-    after it, as a relative change of ns per access (a neighbour that came
-    or went meanwhile shows here, where steal and load do not see it)."""
+def alone_spreads(runner: Runner, b: RealBackend) -> dict[str, tuple[float, float, float]]:
+    """Per job class measured alone before the run: the same measurements
+    after it, and (fastest, slowest, slowest / fastest - 1) of ns per access
+    over all of them (a neighbour contending for the cache or memory shows
+    here, where steal and load do not see it)."""
     if not runner.alone_shapes:
         return {}
     try:
         after = calibrate(runner.alone_shapes, runner.alone_cpu, float(b.job_alone_s))
     except JobError as e:
-        print(f"colosim: warning: {e}; the run's drift is unknown", file=sys.stderr)
+        print(f"colosim: warning: {e}; the run's memory speed spread is unknown",
+              file=sys.stderr)
         return {}
-    return {cls: after[cls] / runner.alone[cls] - 1 for cls in after}
+    out = {}
+    for cls, samples in after.items():
+        ns = samples + runner.alone_samples[cls]
+        out[cls] = (min(ns), max(ns), max(ns) / min(ns) - 1)
+    return out
 
 
 def _summary(cfg, b, requests, sampler, perf_rows, lstats, ok, perf_status, host_sched, cpus,

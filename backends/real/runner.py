@@ -117,8 +117,10 @@ class Runner(ABC):
         # per job class: wall ns per access alone (summary columns), where
         # the workers' speed is measured before the run
         self.alone: dict[str, float] = {}
-        # the job shapes (memworker arguments) behind ``alone`` and the CPU they
-        # were measured on: run_real measures them again after the run
+        # the measurements behind ``alone`` (backends/real/jobs.py calibrate),
+        # the job shapes (memworker arguments) and the CPU they were measured
+        # on: run_real measures them again after the run
+        self.alone_samples: dict[str, list[float]] = {}
         self.alone_shapes: dict[str, list[str]] = {}
         self.alone_cpu = 0
 
