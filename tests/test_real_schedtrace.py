@@ -84,25 +84,28 @@ def test_window_and_max_events_apply_as_in_the_simulator(capsys):
     assert rows.truncated and "trace.max_events=2 reached" in capsys.readouterr().err
 
 
-def test_clock_offset_is_found_from_the_sleeps_within_its_bound():
+def test_clock_offset_is_bounded_by_the_thread_starts():
     rng = np.random.default_rng(3)
     offset = 7_654_321
-    marks, switches, t = [], [], 1_000_000_000
-    for s in schedtrace.MARK_SLEEPS_S:
-        sleep = int(s * 1e9)
+    marks, births, t = [], [], 1_000_000_000
+    for _ in range(schedtrace.MARK_THREADS):
         t1 = t
-        so = t1 + int(rng.integers(1_000, 5_000))         # syscall, then off the CPU
-        si = so + sleep + int(rng.integers(50_000, 150_000))  # timer slack, wake-up
-        t2 = si + int(rng.integers(1_000, 5_000))
-        # a preemption between the sleeps must not be taken for one
-        switches += [(so + offset, True), (si + offset, False),
-                     (t2 + 20_000 + offset, True), (t2 + 30_000 + offset, False)]
+        w = t1 + int(rng.integers(2_000, 20_000))          # in clone(), before it returns
+        t2 = w + int(rng.integers(2_000, 20_000))
         marks.append((t1, t2))
-        t = t2 + 100_000
-    got, err = clock_offset(marks, switches)
-    assert abs(got - offset) <= err and err < 5_000
-    with pytest.raises(ValueError):
-        clock_offset(marks, switches[2:3])
+        births.append(w + offset)
+        t = t2 + 200_000
+    got, err = clock_offset(marks, births[::-1])            # in any order
+    assert abs(got - offset) <= err and err < 20_000
+    with pytest.raises(ValueError, match="7 sched_wakeup_new records .* 8 threads"):
+        clock_offset(marks, births[1:])
+    with pytest.raises(ValueError, match="empty"):
+        clock_offset(marks, [births[0] + 1_000_000] + births[1:])
+
+
+def test_the_clock_marks_are_thread_starts_inside_their_brackets():
+    marks = schedtrace.thread_marks(3)
+    assert len(marks) == 3 and all(0 < t2 - t1 < 50_000_000 for t1, t2 in marks)
 
 
 def test_perf_script_lines_parse_to_events():

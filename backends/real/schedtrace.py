@@ -14,9 +14,10 @@ How (docs/real-backend.md, "On the real host"):
   binding, ``perf record -k CLOCK_MONOTONIC`` writes them to a file and
   ``perf script`` is parsed after the run (:class:`PerfRecord`), saying why.
 - **Clock.** The binding cannot set ``use_clockid`` (perf 6.1's evsel
-  rejects the keyword), so samples carry perf's clock (``local_clock``).
-  :func:`clock_offset` measures its offset to CLOCK_MONOTONIC by sleeps of
-  known, distinct lengths, before t0 and after the end, and times are
+  crashes on the keyword), so samples carry perf's clock (``local_clock``).
+  :func:`clock_offset` measures its offset to CLOCK_MONOTONIC before t0 and
+  after the end from threads started between two CLOCK_MONOTONIC reads
+  (their ``sched_wakeup_new`` lies inside each bracket), and times are
   interpolated between the two (the clocks drift apart by ppm).
 - **Which tasks.** The run's tasks are the threads of the processes in its
   cgroups (:class:`Members`: ``cgroup.procs`` and ``tasks`` read at every
@@ -39,6 +40,7 @@ import sys
 import tempfile
 import threading
 import time
+import _thread
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -64,9 +66,8 @@ RING_PAGES = 1024                  # per CPU: 4 MiB, about 35k sched_switch reco
 # TASK_REPORT_MAX (0x100, "R+") when the task was preempted
 TASK_REPORT = 0xff
 EXIT_DEAD, EXIT_ZOMBIE = 0x10, 0x20
-# sleep lengths (s) the clock offset is measured with: distinct, so each
-# sleep's switch-out/in pair is told apart from the others'
-MARK_SLEEPS_S = (0.001, 0.0017, 0.0024, 0.0031, 0.0038)
+# threads started to measure the clock offset (each bounds it from both sides)
+MARK_THREADS = 8
 
 
 def prev_state(bits: int) -> str:
@@ -236,38 +237,41 @@ def append_row(rows: SchedRows, now: int, e: Event, prev_cg: str | None,
 
 # --- the clock -------------------------------------------------------------
 
-def sleep_marks() -> list[tuple[int, int]]:
-    """Sleep MARK_SLEEPS_S in turn: (CLOCK_MONOTONIC before, after) each."""
+def _nothing() -> None:
+    pass
+
+
+def thread_marks(n: int = MARK_THREADS) -> list[tuple[int, int]]:
+    """Start ``n`` threads that return at once, one at a time, each between
+    two CLOCK_MONOTONIC reads: (before, after) each.  ``_thread`` returns
+    as soon as the thread is cloned (``threading`` would wait for it to
+    run), so a bracket is about one clone() wide."""
     marks = []
-    for s in MARK_SLEEPS_S:
+    for _ in range(n):
         t1 = time.monotonic_ns()
-        time.sleep(s)
+        _thread.start_new_thread(_nothing, ())
         marks.append((t1, time.monotonic_ns()))
+        time.sleep(0.0002)      # the thread exits: its records stay apart
     return marks
 
 
-def clock_offset(marks: list[tuple[int, int]], switches: list[tuple[int, bool]]
-                 ) -> tuple[int, int]:
+def clock_offset(marks: list[tuple[int, int]], births: list[int]) -> tuple[int, int]:
     """perf clock - CLOCK_MONOTONIC (ns) and its uncertainty (half the
-    bound's width), from :func:`sleep_marks` and the sleeping thread's
-    switches in perf time, (time, switched out?).  A sleep from t1 to t2
-    switched out at ``so`` and back in at ``si`` bounds the offset to
-    (si - t2, so - t1); the pair is the one whose time off the CPU (si -
-    so) is just short of t2 - t1, which the distinct sleep lengths make
-    unique.  ValueError when no sleep is found."""
-    pairs = [(so, si) for (so, out), (si, inn) in zip(switches, switches[1:])
-             if out and not inn]
-    lo, hi = None, None
-    for t1, t2 in marks:
-        want = t2 - t1
-        fits = [(so, si) for so, si in pairs if 0 <= want - (si - so) < 300_000]
-        if len(fits) != 1:
-            continue
-        so, si = fits[0]
-        lo = si - t2 if lo is None else max(lo, si - t2)
-        hi = so - t1 if hi is None else min(hi, so - t1)
-    if lo is None or lo > hi:
-        raise ValueError(f"no sleep of {len(marks)} was found among {len(pairs)} switch pairs")
+    bound's width), from :func:`thread_marks` and the ``sched_wakeup_new``
+    records of the thread that ran it, in perf time.  A record at ``w``
+    between CLOCK_MONOTONIC ``t1`` and ``t2`` bounds the offset to
+    ``[w - t2, w - t1]``; the bounds of all are intersected.  The
+    tracepoint runs in the parent's own context (never the idle task's,
+    whose records this VM's CPU 1 does not deliver), so every one is
+    there.  ValueError when the records do not pair with the marks."""
+    births = sorted(births)
+    if len(births) != len(marks):
+        raise ValueError(f"{len(births)} sched_wakeup_new records of the marking thread for "
+                         f"{len(marks)} threads started")
+    lo = max(w - t2 for w, (_, t2) in zip(births, marks))
+    hi = min(w - t1 for w, (t1, _) in zip(births, marks))
+    if lo > hi:
+        raise ValueError(f"the thread starts bound the clock offset to [{lo}, {hi}] ns: empty")
     return (lo + hi) // 2, (hi - lo) // 2
 
 
@@ -283,6 +287,7 @@ class Capture:
     offset_ns: tuple[int, int] = (0, 0)     # perf clock - CLOCK_MONOTONIC at start, end
     offset_err_ns: int = 0
     read: int = field(default=0)            # records read, every task's
+    per_cpu: dict[int, int] = field(default_factory=dict)   # the same by CPU
 
 
 class BindingCapture:
@@ -297,12 +302,13 @@ class BindingCapture:
         self.cpus = sorted(cpus)
         self.lost = 0
         self.read = 0
+        self.per_cpu = dict.fromkeys(self.cpus, 0)
         self.t0: int | None = None
         self._pending: list[Event] = []
         self._kept: list[tuple[Event, str | None, str | None]] = []
         self._in_window = 0                 # kept events surely inside the window
-        self._marker: int | None = None     # the thread whose switches time the clock
-        self._marks: list[tuple[int, bool]] = []
+        self._marker: int | None = None     # the thread whose starts time the clock
+        self._marks: list[int] = []     # its sched_wakeup_new records, perf time
         self._offset = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -345,23 +351,17 @@ class BindingCapture:
         """Rows are kept from here on (events before only teach membership)."""
         self.t0 = t0
 
-    def _measure_offset(self, tries: int = 3) -> tuple[int, int, int]:
-        """(offset, uncertainty, when in perf time); ValueError after
-        ``tries`` rounds of sleeps none of which was seen whole (on a busy
-        host a switch record can be late to come out of its ring)."""
-        for _ in range(tries):
-            self._drain()
-            self._marker, self._marks = threading.get_native_id(), []
-            marks = sleep_marks()
-            time.sleep(0.002)
-            self._drain(final=True)
-            self._marker = None
-            try:
-                off, err = clock_offset(marks, self._marks)
-                return off, err, marks[len(marks) // 2][0] + off
-            except ValueError as e:
-                missed = e
-        raise missed
+    def _measure_offset(self) -> tuple[int, int, int]:
+        """(offset, uncertainty, when in perf time): this thread starts
+        MARK_THREADS threads (:func:`thread_marks`) while the rings record
+        its ``sched_wakeup_new``."""
+        self._drain()
+        self._marker, self._marks = threading.get_native_id(), []
+        marks = thread_marks()
+        self._drain(final=True)
+        self._marker = None
+        off, err = clock_offset(marks, self._marks)
+        return off, err, marks[len(marks) // 2][0] + off
 
     def _run(self) -> None:
         while not self._stop.wait(DRAIN_S):
@@ -376,6 +376,7 @@ class BindingCapture:
         p = _perf
         horizon = time.monotonic_ns() + self._offset - int(DRAIN_S * 1e9)
         ev, kinds, pending, marker = self._evlist, self._kinds, self._pending, self._marker
+        per_cpu = self.per_cpu
         for i in self._rings:
             while (r := ev.read_on_cpu(i)) is not None:
                 if type(r) is not p.sample_event:
@@ -387,18 +388,19 @@ class BindingCapture:
                     e = Event(r.sample_time, kind, r.sample_cpu, r.sample_pid, r.sample_tid,
                               r.next_pid, r.next_comm, r.prev_pid, r.prev_comm,
                               prev_state(r.prev_state))
-                    if marker is not None and marker in (e.a_pid, e.b_pid):
-                        self._marks.append((e.time, e.a_pid == marker))
                 elif kind == "sched_migrate_task":
                     e = Event(r.sample_time, kind, r.dest_cpu, r.sample_pid, r.sample_tid,
                               r.pid, r.comm, orig_cpu=r.orig_cpu)
                 elif kind is not None:
                     e = Event(r.sample_time, kind, r.target_cpu, r.sample_pid, r.sample_tid,
                               r.pid, r.comm)
+                    if kind == "sched_wakeup_new" and e.tid == marker:
+                        self._marks.append(e.time)
                 else:
                     continue
                 pending.append(e)
-                self.read += 1
+                per_cpu[r.sample_cpu] = per_cpu.get(r.sample_cpu, 0) + 1
+        self.read = sum(per_cpu.values())
         pending.sort(key=_time)
         k = len(pending)
         if not final:
@@ -445,7 +447,7 @@ class BindingCapture:
             now = e.time - o0 - int(slope * (e.time - p0)) - self.t0
             append_row(rows, now, e, prev_cg, next_cg)
         return Capture(rows.table(), rows.truncated, self.lost, "python-perf", (o0, o1),
-                       max(e0, e1), self.read)
+                       max(e0, e1), self.read, dict(self.per_cpu))
 
     def close(self) -> None:
         """On every exit path: the reader stops, the switch interval is back."""
