@@ -161,6 +161,15 @@ PERF_COLUMNS = {"context-switches": "ctx_switches", "cpu-migrations": "migration
 _PERF_INDEX = {ev: i for i, ev in enumerate(PERF_COLUMNS)}
 
 
+def perf_spans(samples, offset_s: float, step_s: float) -> list[tuple[float, float]]:
+    """(start, end) in run time of each perf interval, as perf_rows splits
+    them (an interval ends at the time perf prints, and starts at the
+    previous one's end)."""
+    ends = sorted({s.time_s for s in samples if s.time_s is not None})
+    return [((max(0.0, t - step_s) if i == 0 else ends[i - 1]) - offset_s, t - offset_s)
+            for i, t in enumerate(ends)]
+
+
 def perf_rows(samples, offset_s: float, step_s: float):
     """(midpoint in run time, cgroup, then one count per PERF_COLUMNS event)
     per perf interval and cgroup; a count perf could not take is None."""

@@ -25,6 +25,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -226,6 +227,26 @@ class PerfStat:
             os.close(fd)
             self._fd = None
             raise
+
+    def counting_since(self, timeout_s: float = 3.0, poll_s: float = 0.0005) -> int | None:
+        """CLOCK_MONOTONIC (ns) of perf's time zero (its interval times count
+        from when it enabled its counters, some ms after start()), from when
+        its first interval line appears in the file, less the time the line
+        gives; known to ``poll_s`` plus perf's write (well under 1 ms here).
+        Waits for that line (about one interval); None if it does not come
+        within ``timeout_s`` (perf exited, or is very late)."""
+        assert self._fd is not None and self._proc is not None
+        end = time.monotonic_ns() + int(timeout_s * 1e9)
+        while (now := time.monotonic_ns()) < end and self._proc.poll() is None:
+            text = os.pread(self._fd, 1 << 16, 0).decode(errors="replace")
+            for line in text.splitlines():
+                head = line.split(",", 1)[0].strip()
+                if "," in line and not line.startswith("#"):
+                    t = _num(head)
+                    if t is not None:
+                        return now - int(t * 1e9)
+            time.sleep(poll_s)
+        return None
 
     def stop(self, timeout_s: float = 5.0) -> list[PerfSample]:
         """SIGINT perf (it prints the last partial interval), parse its CSV."""

@@ -54,7 +54,7 @@ from backends.real.disturbance import verdict as disturbance_verdict
 from backends.real.config import RealBackend
 from backends.real.functions import FunctionsRunner, WorkerPoolRunner
 from backends.real.host import RealHost
-from backends.real.intervals import Sampler, perf_rows, sum_or_none
+from backends.real.intervals import Sampler, perf_rows, perf_spans, sum_or_none
 from backends.real.jobs import JobError, JobsRunner, calibrate, counted_events
 from backends.real.loadgen import Timer, lateness_stats, lateness_verdict, set_timer_slack
 from backends.real.memlookup import MemLookupRunner
@@ -309,7 +309,12 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
         loadgen_cpu = _pin_load_generator(b, online, cpus)
         set_timer_slack(1)
         rt_set = _load_generator_fifo(b, rr)
-        time.sleep(0.05)   # let perf attach its counters
+        # perf counts from its time zero on, which is when its first interval
+        # line shows (less the time it prints): the run starts after it
+        if perf is not None:
+            perf_t0 = perf.counting_since() or perf_t0
+        else:
+            time.sleep(0.05)
         t0 = time.monotonic_ns() + 10_000_000
         host._t0 = t0      # the Host clock starts with the replay
         if tracer is not None:
@@ -378,8 +383,12 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
               file=sys.stderr)
 
     perf_offset_s = (t0 - perf_t0) / NS
+    perf_step_s = int(b.perf_interval_ms) / 1000
     perf_by_interval = perf_rows(perf_samples, perf_offset_s,
-                                  int(b.perf_interval_ms) / 1000) if perf_samples else None
+                                  perf_step_s) if perf_samples else None
+    # the perf intervals the summary counts: those centred in [warmup, duration]
+    perf_window = [(a, z) for a, z in perf_spans(perf_samples, perf_offset_s, perf_step_s)
+                   if warmup_ns / NS <= (a + z) / 2 <= duration_ns / NS] if perf_samples else []
     requests, arrived = runner.requests(res, rows, t0, warmup_ns, duration_ns)
     intervals = sampler.table(perf_by_interval)
     summary = _summary(cfg, b, requests, sampler, perf_by_interval, stats, ok, perf_status,
@@ -404,6 +413,10 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
               file=sys.stderr)
     summary = summary.append_column("host_disturbed", pa.array([bool(why)]))
     summary = summary.append_column("host_disturbed_reason", pa.array([why], pa.string()))
+    summary = summary.append_column("perf_window_start_s", pa.array(
+        [perf_window[0][0] if perf_window else None], pa.float64()))
+    summary = summary.append_column("perf_window_end_s", pa.array(
+        [perf_window[-1][1] if perf_window else None], pa.float64()))
     extra = {}
     if trace_plan is not None:
         for column, (value, typ) in trace_columns(captured, trace_plan).items():
@@ -451,11 +464,16 @@ def _stop_trace(tracer, p: schedtrace.Plan, tcfg):
 def trace_columns(cap: schedtrace.Capture | None, p: schedtrace.Plan) -> dict:
     """Summary columns of trace=sched / optional: the rows written, whether
     max_events cut them, how they were recorded (or why not), the records
-    perf lost."""
+    perf lost, the records read per CPU (every task's: "cpu:count ..."), the
+    clock offset's uncertainty."""
     return {"sched_trace_events": (0 if cap is None else cap.table.num_rows, pa.int64()),
             "sched_trace_truncated": (False if cap is None else cap.truncated, pa.bool_()),
             "sched_trace_status": (p.status, pa.string()),
-            "sched_trace_lost": (None if cap is None else cap.lost, pa.int64())}
+            "sched_trace_lost": (None if cap is None else cap.lost, pa.int64()),
+            "sched_trace_cpu_records": (None if cap is None else " ".join(
+                f"{c}:{n}" for c, n in sorted(cap.per_cpu.items())), pa.string()),
+            "sched_trace_clock_err_us": (None if cap is None else cap.offset_err_ns / 1000,
+                                         pa.float64())}
 
 
 def alone_spreads(runner: Runner, b: RealBackend) -> dict[str, tuple[float, float, float]]:
@@ -491,7 +509,9 @@ def _summary(cfg, b, requests, sampler, perf_rows, lstats, ok, perf_status, host
     bursts_known = all(z[c]["nr_bursts"] is not None for c in groups)
     sw = mg = None
     if perf_rows is not None:
-        win = [p for p in perf_rows if p[0] >= warmup_ns / NS]
+        # the intervals centred in the window (not those after its end: perf
+        # counts on until the run's teardown)
+        win = [p for p in perf_rows if warmup_ns / NS <= p[0] <= duration_ns / NS]
         sw = sum_or_none([p[2] for p in win])
         mg = sum_or_none([p[3] for p in win])
     nan = math.nan

@@ -179,6 +179,7 @@ class Event:
     a_comm: str | None = None
     state: str | None = None
     orig_cpu: int | None = None
+    on_cpu: int | None = None       # the CPU that recorded it (perf script's)
 
 
 class Members:
@@ -502,15 +503,16 @@ def parse_script_line(line: str) -> Event | int | None:
     if kind == "sched_switch":
         f = _SCRIPT_SWITCH.match(rest)
         return f and Event(t, kind, int(cpu), int(tgid), int(tid), int(f.group(5)), f.group(4),
-                           int(f.group(2)), f.group(1), script_state(f.group(3)))
+                           int(f.group(2)), f.group(1), script_state(f.group(3)),
+                           on_cpu=int(cpu))
     if kind == "sched_migrate_task":
         f = _SCRIPT_MIGRATE.match(rest)
         return f and Event(t, kind, int(f.group(4)), int(tgid), int(tid), int(f.group(2)),
-                           f.group(1), orig_cpu=int(f.group(3)))
+                           f.group(1), orig_cpu=int(f.group(3)), on_cpu=int(cpu))
     if kind in ("sched_wakeup", "sched_wakeup_new"):
         f = _SCRIPT_WAKEUP.match(rest)
         return f and Event(t, kind, int(f.group(3)), int(tgid), int(tid), int(f.group(2)),
-                           f.group(1))
+                           f.group(1), on_cpu=int(cpu))
     return None
 
 
@@ -568,16 +570,18 @@ class RecordCapture:
             self.close()
         if r.returncode != 0:
             raise PerfUnavailable(f"perf script failed: {(r.stderr or err).strip()[-300:]}")
-        rows, lost = SchedRows(self.tcfg), 0
+        rows, lost, per_cpu = SchedRows(self.tcfg), 0, dict.fromkeys(sorted(self.cpus), 0)
         for line in r.stdout.splitlines():
             e = parse_script_line(line)
             if isinstance(e, int):
                 lost += e
             elif e is not None:
+                per_cpu[e.on_cpu] = per_cpu.get(e.on_cpu, 0) + 1
                 sides = self.members.classify(e)
                 if sides is not None:
                     append_row(rows, e.time - self.t0, e, *sides)
-        return Capture(rows.table(), rows.truncated, lost, self.status)
+        return Capture(rows.table(), rows.truncated, lost, self.status,
+                       read=sum(per_cpu.values()), per_cpu=per_cpu)
 
     def _stop_thread(self) -> None:
         if self._thread is not None:
