@@ -237,14 +237,17 @@ class PerfStat:
         within ``timeout_s`` (perf exited, or is very late)."""
         assert self._fd is not None and self._proc is not None
         end = time.monotonic_ns() + int(timeout_s * 1e9)
+        seen = os.fstat(self._fd).st_size     # lines written before now are of no use:
         while (now := time.monotonic_ns()) < end and self._proc.poll() is None:
-            text = os.pread(self._fd, 1 << 16, 0).decode(errors="replace")
-            for line in text.splitlines():
-                head = line.split(",", 1)[0].strip()
-                if "," in line and not line.startswith("#"):
-                    t = _num(head)
-                    if t is not None:
-                        return now - int(t * 1e9)
+            size = os.fstat(self._fd).st_size  # a line is timed when it appears
+            if size > seen:
+                text = os.pread(self._fd, size - seen, seen).decode(errors="replace")
+                times = [_num(line.split(",", 1)[0]) for line in text.splitlines()
+                         if "," in line and not line.startswith("#")]
+                times = [t for t in times if t is not None]
+                if times:
+                    return now - int(max(times) * 1e9)
+                seen = size
             time.sleep(poll_s)
         return None
 

@@ -132,10 +132,13 @@ class TraceRefused(RuntimeError):
     """trace=sched on a host that cannot trace (nothing was created)."""
 
 
-def plan(tcfg: TraceConfig, binding_missing: str | None = BINDING_MISSING) -> Plan | None:
+def plan(tcfg: TraceConfig, binding_missing: str | None = ...) -> Plan | None:
     """Before the run: None under trace=none; how it records otherwise.
     trace=sched where tracing is impossible raises TraceRefused naming what
-    is missing; trace=optional gets method None and prints why."""
+    is missing; trace=optional gets method None and prints why.
+    ``binding_missing``: by default the module's BINDING_MISSING, read now."""
+    if binding_missing is ...:
+        binding_missing = BINDING_MISSING
     if tcfg.name == "none":
         return None
     missing = tracing_missing()
@@ -482,7 +485,8 @@ class _quiet_stderr:
 
 # --- the fallback: perf record + perf script --------------------------------
 
-_SCRIPT_HEAD = re.compile(r"^\s*(\d+)/(\d+)\s+\[(\d+)\]\s+(\d+)\.(\d{9}):\s+sched:(\w+):\s+(.*)$")
+# perf script prints tid -1 for a task's last switch (it has exited: X)
+_SCRIPT_HEAD = re.compile(r"^\s*(-?\d+)/(-?\d+)\s+\[(\d+)\]\s+(\d+)\.(\d{9}):\s+sched:(\w+):\s+(.*)$")
 _SCRIPT_SWITCH = re.compile(r"^prev_comm=(.*) prev_pid=(-?\d+) prev_prio=-?\d+ prev_state=(\S+) "
                             r"==> next_comm=(.*) next_pid=(-?\d+) next_prio=-?\d+$")
 _SCRIPT_WAKEUP = re.compile(r"^comm=(.*) pid=(-?\d+) prio=-?\d+ target_cpu=(\d+)$")
