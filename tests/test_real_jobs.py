@@ -355,7 +355,10 @@ def test_dynamic_priority_runs_on_real_jobs_against_emulated_rdt_and_perf(
     for k in ("ipce_global", "ipce_priority", "ipce_batch"):
         assert s[k] == pytest.approx(0.95, abs=1e-3), k
     assert s["time_above_target_frac"] == 1.0
-    assert set(req.index) == {"job-1", "job-2"}
+    # both 6 s jobs end within the 7.5 s run unless the host was slowed
+    # (measured: host_disturbed) enough to push one past the end
+    assert set(req.index) <= {"job-1", "job-2"} and len(req) >= 1
+    assert s["host_disturbed"] or len(req) == 2, s["host_disturbed_reason"]
     ops = [op for op, _, _ in calls]
     # the root group shrinks before the class that takes its ways exists
     first_root, first_conf = ops.index("root"), ops.index("configure")
