@@ -9,7 +9,7 @@ from cli.main import main
 from results.schema import RTAPP, check_table
 from scenarios.simulate import simulate
 from sim.rq import nice_to_weight
-from tests.simcfg import make_cfg
+from tests.simcfg import DEFAULT_COSTS, make_cfg
 
 LIBRARY = sorted(Path(__file__).resolve().parent.parent.glob("scenarios/rtapp/*.json"))
 
@@ -44,7 +44,6 @@ def test_periodic_task_alone_slack_is_period_minus_run(tmp_path):
 
 
 def test_switch_costs_show_in_wake_up_latency(tmp_path):
-    from tests.simcfg import DEFAULT_COSTS
     rows = _run(tmp_path, {"tasks": {"t": {"run": 3000,
                                            "timer": {"ref": "unique", "period": 10000}}}},
                 calibration=DEFAULT_COSTS)
