@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from results.schema import TABLES, TRACE_TABLES, check_table
+from results.schema import TABLES, TRACE_TABLES, WORKLOAD_TABLES, check_table
 
 CONFIG_FILE = "config.yaml"
 TRACE_FILE = "trace.parquet"
@@ -64,7 +64,8 @@ def write_run_dir(result: Any, out_dir: str | Path, config: Mapping | DictConfig
         for name, table in (getattr(result, "extra", None) or {}).items():
             if name in TABLES or name == TRACE_FILE.split(".")[0]:
                 raise ValueError(f"extra table {name!r} would replace {name}.parquet")
-            if name in TRACE_TABLES:   # a reader relies on their columns as on the others'
+            # a reader relies on their columns as on the others'
+            if name in TRACE_TABLES or name in WORKLOAD_TABLES:
                 check_table(name, table)
             pq.write_table(table, tmp / f"{name}.parquet")
         (tmp / CONFIG_FILE).write_text(_to_yaml(config))

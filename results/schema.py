@@ -199,10 +199,42 @@ SCHED_METRICS = pa.schema(
 )
 SCHED_METRICS_FILE = "sched_metrics.parquet"
 
+# rtapp.parquet (workload=rtapp, docs/rtapp.md): one row per loop of a phase
+# of each thread, as rt-app logs it in <log_basename>-<thread>.log, written
+# alike by the simulator (sim/workloads/rtapp.py) and the real backend (from
+# rt-app's logs).  Columns after the first six are the log's, in its order,
+# in its integer microseconds (the unit in the name): rt-app's values,
+# exactly, rather than seconds rounded twice.  start_us and end_us are on
+# rt-app's clock (CLOCK_MONOTONIC on a real host, the simulated clock from
+# t0 in the simulator); rel_st_us is since the use case began on both.
+RTAPP = pa.schema(
+    [
+        ("task", pa.string()),          # rt-app's thread name, <task>-<index>
+        ("cgroup", pa.string()),        # its cgroup in the loop: the taskgroup, "/" the root
+        ("idx", pa.int64()),            # the log's #idx: the thread's index
+        ("thread_loop", pa.int64()),    # rt-app's loop counters (its ftrace rtapp_loop event)
+        ("phase", pa.int64()),
+        ("phase_loop", pa.int64()),
+        ("perf", pa.int64()),           # thousands of calibration loops run; null if unknown
+        ("run_us", pa.int64()),         # wall time in run and runtime events
+        ("period_us", pa.int64()),      # wall time of the whole loop
+        ("start_us", pa.int64()),
+        ("end_us", pa.int64()),
+        ("rel_st_us", pa.int64()),
+        ("slack_us", pa.int64()),       # timer deadline minus the time it was reached
+        ("c_duration_us", pa.int64()),  # configured run + runtime
+        ("c_period_us", pa.int64()),    # configured timer periods
+        ("wu_lat_us", pa.int64()),      # timer wake-up latency
+    ]
+)
+RTAPP_FILE = "rtapp.parquet"
+
 TABLES = {"summary": SUMMARY, "requests": REQUESTS, "intervals": INTERVALS}
 # Tables a run directory has only under trace=sched: checked like the others
 # (check_table) but never required of a run.
 TRACE_TABLES = {"sched": SCHED, "sched_metrics": SCHED_METRICS}
+# Tables a workload adds to its runs (SimResult.extra): checked like the others.
+WORKLOAD_TABLES = {"rtapp": RTAPP}
 _OPTIONAL = {"summary": SUMMARY_OPTIONAL, "intervals": INTERVALS_OPTIONAL}
 
 
@@ -212,7 +244,7 @@ class SchemaError(ValueError):
 
 def check_table(name: str, table: pa.Table) -> None:
     """Raise SchemaError unless `table` fits the `name` table's schema."""
-    schemas = {**TABLES, **TRACE_TABLES}
+    schemas = {**TABLES, **TRACE_TABLES, **WORKLOAD_TABLES}
     if name not in schemas:
         raise SchemaError(f"unknown results table {name!r}; known: {', '.join(schemas)}")
     missing = [f.name for f in schemas[name] if f.name not in table.schema.names]

@@ -25,7 +25,8 @@ class SimResult:
     requests: pa.Table
     intervals: pa.Table
     config: dict
-    # more tables of the run directory (name -> table): sched.parquet under trace=sched
+    # more tables of the run directory (name -> table): sched.parquet under
+    # trace=sched, the workload's own (Workload.tables: rtapp.parquet)
     extra: dict = field(default_factory=dict)
 
 
@@ -120,7 +121,7 @@ def simulate(cfg, progress=None, trace=None) -> SimResult:
     if controller is not None:
         for column, value in controller.summary().items():
             summary = summary.append_column(column, pa.array([value]))
-    extra = {}
+    extra = dict(workload.tables())
     if tracer is not None:
         extra["sched"] = tracer.table()
         summary = summary.append_column("sched_trace_events", pa.array([extra["sched"].num_rows]))

@@ -20,7 +20,7 @@ from sim.engine import Engine
 from sim.memory.progress import MemorySystem
 from sim.rq import CfsRq, Rq, SchedEntity, TaskGroup
 from sim.rt import MAX_RT_PRIO, RtClass, rt_prio
-from sim.sched_class import SCHED_RR, TASK_POLICIES
+from sim.sched_class import RT_POLICIES, SCHED_POLICIES, SCHED_RR, TASK_POLICIES
 from sim.sched_flags import (CPU_IDLE, CPU_NEWLY_IDLE, CPU_NOT_IDLE, DEQUEUE_SLEEP,
                              ENQUEUE_INITIAL, ENQUEUE_MIGRATED, ENQUEUE_WAKEUP, WF_FORK, WF_TTWU)
 from sim.task import BURST_BLOCK, BURST_EXIT, Task
@@ -215,9 +215,9 @@ class Machine:
         switched_from/switched_to move its fair load, a running task that
         falls back to fair or an RT task now behind a more important one
         reschedules, and a queued one preempts as a wakee would."""
-        if policy not in TASK_POLICIES:
-            raise ValueError(f"task policy {policy!r}: choose from {', '.join(TASK_POLICIES)}")
-        prio = rt_prio(rt_priority) if policy == SCHED_RR else 120 + p.nice
+        if policy not in SCHED_POLICIES:
+            raise ValueError(f"task policy {policy!r}: choose from {', '.join(SCHED_POLICIES)}")
+        prio = rt_prio(rt_priority) if policy in RT_POLICIES else 120 + p.nice
         if p.dead or (prio == p.prio and policy == p.sched_policy):
             return
         was_rt = p.prio < MAX_RT_PRIO

@@ -1,4 +1,4 @@
-"""The real-time class: SCHED_RR as in kernel/sched/rt.c (Linux 5.18).
+"""The real-time class: SCHED_RR and SCHED_FIFO as in kernel/sched/rt.c (Linux 5.18).
 
 Like rt_sched_class in the kernel this class is always present and ranks
 above the fair class: a runnable RT task preempts a fair one at once, and a
@@ -9,6 +9,8 @@ runtime is throttled).  Modelled:
   rt_priority``, lower is more important); SCHED_RR rotates a task to the
   tail of its list when its ``sched_rr_timeslice_ms`` quantum, counted in
   ticks, runs out and another task of the same priority is queued;
+  SCHED_FIFO has no quantum: it runs until it blocks or a more important
+  task preempts it (task_tick_rt() returns early for it);
 - RT bandwidth (``sched_rt_runtime_us`` per ``sched_rt_period_us``, per
   CPU as with RT_RUNTIME_SHARE off, the default since v5.1): an rt_rq whose
   ``rt_time`` exceeds the runtime is throttled until the period timer pays
@@ -20,7 +22,7 @@ runtime is throttled).  Modelled:
 - push on wake-up to a lower-priority CPU when the CPU is RT-overloaded, and
   pull from overloaded CPUs when a CPU's last RT task sleeps.
 
-Not modelled: SCHED_FIFO and SCHED_DEADLINE, RT group scheduling
+Not modelled: SCHED_DEADLINE, RT group scheduling
 (CONFIG_RT_GROUP_SCHED), priority inheritance, RT_RUNTIME_SHARE.
 """
 from __future__ import annotations

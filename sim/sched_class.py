@@ -18,8 +18,14 @@ from sim.config import MISSING, tunable
 # task scheduling policies (include/uapi/linux/sched.h)
 SCHED_NORMAL = "normal"
 SCHED_RR = "rr"
+SCHED_FIFO = "fifo"
+# what a scenario may give its threads (scheduler.task_policy, cgroups' task_policy)
 TASK_POLICIES = (SCHED_NORMAL, SCHED_RR)
-RT_PRIORITY_RANGE = (1, 99)      # sched_priority of SCHED_RR
+# what the machine implements (Machine.sched_setscheduler): SCHED_FIFO is
+# SCHED_RR without the round-robin quantum, as in kernel/sched/rt.c
+SCHED_POLICIES = (SCHED_NORMAL, SCHED_RR, SCHED_FIFO)
+RT_POLICIES = (SCHED_RR, SCHED_FIFO)
+RT_PRIORITY_RANGE = (1, 99)      # sched_priority of SCHED_RR and SCHED_FIFO
 
 
 @dataclass

@@ -23,7 +23,7 @@ def test_groups_and_options_match_the_documented_names():
         "host": ["e5-2430l", "epyc-7453", "generic", "silver-4314-2s", "this-vm"],
         "scheduler": ["cfs", "cfs_tuned", "eevdf", "eevdf_tuned", "lags", "rr"],
         "workload": ["azure2019", "azure2021", "clients", "ebizzy", "memlookup", "noisy_jobs",
-                     "periodic", "poisson", "random", "resctl", "resctl_mix", "resctl_parallel",
+                     "periodic", "poisson", "random", "resctl", "resctl_mix", "resctl_parallel", "rtapp",
                      "webserver", "worker_pool"],
     }
     assert default_options() == {

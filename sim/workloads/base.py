@@ -83,6 +83,11 @@ class Workload:
         """Called once at t = 0: fork the first threads, schedule arrivals."""
         raise NotImplementedError
 
+    def tables(self) -> dict:
+        """More tables for the run directory, name -> table, each written as
+        <name>.parquet (their schemas: results/schema.py WORKLOAD_TABLES)."""
+        return {}
+
     def burst_done(self, task) -> int:
         """``task`` (owned by this workload) ran its burst: set its next one
         and return 0 to run on, a sleep in ns, BURST_BLOCK or BURST_EXIT
