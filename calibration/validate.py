@@ -174,6 +174,8 @@ def scenario_rows(scenario: str, real: dict | None, sim: dict | None, real_laten
     """One row per metric; a backend that did not run (None) gives missing values."""
     rv = metric_values(real, window_s) if real is not None else {}
     sv = metric_values(sim, window_s) if sim is not None else {}
+    # a real run measured on a disturbed host is flagged, not compared
+    disturbed = bool(real.get("host_disturbed")) if real is not None else None
     stat, p = ks(real_latency, sim_latency)
     rows = []
     for m in METRICS:
@@ -182,7 +184,8 @@ def scenario_rows(scenario: str, real: dict | None, sim: dict | None, real_laten
         target = TARGETS.get(m)
         rows.append({"scenario": scenario, "metric": m, "real": r, "sim": s, "rel_error": err,
                      "target": math.nan if target is None else target,
-                     "ok": within(err, target), "ks_stat": stat, "ks_pvalue": p,
+                     "ok": None if disturbed else within(err, target),
+                     "real_disturbed": disturbed, "ks_stat": stat, "ks_pvalue": p,
                      "n_real": int(np.size(real_latency)), "n_sim": int(np.size(sim_latency)),
                      "real_run": runs[0], "sim_run": runs[1], "note": note})
     return rows
@@ -291,6 +294,9 @@ def _compare(name: str, real: RunDir | None, sim: RunDir | None, cfg,
                 notes.append(f"the simulator did not replay the real trace: {why}")
         if summaries[0].get("perf_status") not in (None, "ok"):
             notes.append(f"perf {summaries[0]['perf_status']}")
+        if summaries[0].get("host_disturbed"):
+            notes.append(f"real host disturbed, not compared: "
+                         f"{summaries[0]['host_disturbed_reason']}")
     runs = tuple(r.path.name if r else "" for r in (real, sim))
     rows = scenario_rows(
         name, *summaries,

@@ -27,7 +27,11 @@ VALIDATION_SCHEMA = pa.schema([
     # SCHEDULE_METRICS (real, sim: the mean over the cgroup's samples, or the
     # share; ks_*: the samples' KS test; n_*: their counts); null on the
     # scenario's summary rows.  A file without it has only those.
-    ("cgroup", pa.string())])
+    ("cgroup", pa.string()),
+    # the real run flagged its host disturbed (backends/real/disturbance.py):
+    # its rows are not compared (ok null); null without a real run
+    ("real_disturbed", pa.bool_())])
+DISTURBED = "disturbed"
 SCHEDULE_METRICS = ("wakeup_latency_mean_s", "run_length_mean_s", "involuntary_frac")
 
 
@@ -64,8 +68,12 @@ def table_cells(frame: pd.DataFrame) -> list[list[str]]:
         body.append([r["scenario"], name, fmt(r["real"] * scale), fmt(r["sim"] * scale),
                      "-" if math.isnan(err) else f"{100 * err:+.1f}%",
                      "" if math.isnan(r["target"]) else f"±{100 * r['target']:.0f}%",
-                     result_text(r["ok"], r["target"])])
+                     DISTURBED if _disturbed(r) else result_text(r["ok"], r["target"])])
     return body
+
+
+def _disturbed(row: dict) -> bool:
+    return row.get("real_disturbed") is True
 
 
 def ks_lines(frame: pd.DataFrame) -> list[str]:
@@ -102,7 +110,9 @@ def _schedule_lines(rows: pd.DataFrame) -> list[str]:
 
 def verdict(frame: pd.DataFrame) -> str:
     """One line: how many targets were met, which were missed or missing."""
-    targeted = frame[frame["target"].notna()]
+    disturbed = frame["real_disturbed"].eq(True) if "real_disturbed" in frame else \
+        pd.Series(False, frame.index)
+    targeted = frame[frame["target"].notna() & ~disturbed]
     ok = targeted["ok"]
     met = int((ok == True).sum())   # noqa: E712 - nullable booleans
     missed = targeted[ok == False]   # noqa: E712
@@ -114,6 +124,9 @@ def verdict(frame: pd.DataFrame) -> str:
             f"{r.scenario} {r.metric} ({100 * r.rel_error:+.0f}%)" for r in missed.itertuples()))
     if len(missing):
         parts.append(f"missing: {len(missing)}")
+    if disturbed.any():
+        parts.append("not compared, the real host was disturbed: "
+                     + ", ".join(frame.loc[disturbed, "scenario"].unique()))
     return "; ".join(parts)
 
 

@@ -226,7 +226,10 @@ def _validate(main, scenarios, out):
     frame = vt.read_validation(out)
     print(vt.format_text(frame))
     assert set(frame.scenario) == set(scenarios), "a real run was rejected (see notes)"
-    targeted = frame[frame.target.notna()]
+    disturbed = frame[frame.real_disturbed.eq(True)]
+    if len(disturbed):
+        print("not compared, the real host was disturbed:", *disturbed.note.unique(), sep="\n")
+    targeted = frame[frame.target.notna() & ~frame.real_disturbed.eq(True)]
     known = np.array([(s, m) in KNOWN_MISSES for s, m in zip(targeted.scenario,
                                                               targeted.metric)], dtype=bool)
     missed = (targeted.ok != True).to_numpy()                       # noqa: E712
@@ -264,7 +267,7 @@ def test_reduced_calibrate_and_validate_on_this_host(tmp_path, capsys):
     assert 5_000 <= wake <= 1_000_000, wake
     capsys.readouterr()
     # full-length runs (15 s): quick ones (5 s) leave p50 too noisy for a 10% target
-    _, unexpected, now_pass = _validate(main, CI_SCENARIOS, tmp_path / "val")
+    targeted, unexpected, now_pass = _validate(main, CI_SCENARIOS, tmp_path / "val")
     if not unexpected.empty:
         # this VM's real p50 moves ~10% between runs minutes apart (8.0 and
         # 8.8 ms for poisson-32, the simulator's 7.79 both times): a miss
@@ -274,4 +277,7 @@ def test_reduced_calibrate_and_validate_on_this_host(tmp_path, capsys):
         _, repeated, _ = _validate(main, again, tmp_path / "val-again")
         unexpected = unexpected.merge(repeated[["scenario", "metric"]])
     assert unexpected.empty, unexpected[["scenario", "metric", "real", "sim", "rel_error"]]
+    if targeted.empty:
+        pytest.skip("every real run was measured on a disturbed host: nothing compared "
+                    "(backends/real/disturbance.py)")
     assert now_pass.empty, f"known misses now pass, update KNOWN_MISSES and the docs:\n{now_pass}"
