@@ -47,6 +47,12 @@ SUMMARY = pa.schema(
         ("wall_time_s", pa.float64()),
         ("sim_events", pa.int64()),
         ("n_dropped", pa.int64()),
+        # requests of the window still running or queued at the end, and
+        # whether they show a growing backlog (request_columns)
+        ("n_unfinished", pa.int64()),
+        ("unfinished_frac", pa.float64()),
+        ("backlog_ratio", pa.float64()),
+        ("overloaded", pa.bool_()),
     ]
 )
 
@@ -244,19 +250,47 @@ def run_identity(cfg: dict, backend: str) -> dict:
     }
 
 
-def request_columns(requests: pa.Table, window_s: float, slo_s: float) -> dict:
-    """The summary columns computed from requests.parquet (dropped requests
-    count in n_requests, not in throughput or latency)."""
+# A run is overloaded (its backlog grew) when more than this share of the
+# requests that arrived in the window had not finished by its end ...
+OVERLOAD_UNFINISHED_FRAC = 0.05
+# ... and they are more than this many times what a steady state holds in
+# flight (Little's law), so requests merely long against the window (a
+# stable run of 5 s jobs in a 30 s window) are not taken for a backlog.
+OVERLOAD_BACKLOG_RATIO = 2.0
+OVERLOAD_RULE = (f"unfinished > {OVERLOAD_UNFINISHED_FRAC:.0%} of the window's arrivals and "
+                 f"> {OVERLOAD_BACKLOG_RATIO:g}x the steady in-flight count "
+                 f"(throughput x mean latency)")
+
+
+def request_columns(requests: pa.Table, window_s: float, slo_s: float,
+                    n_unfinished: int) -> dict:
+    """The summary columns computed from requests.parquet and the count of
+    requests of the window that had not finished by its end (dropped
+    requests count in n_requests, not in throughput or latency; unfinished
+    ones in none of these, so the latency statistics are of the finished
+    requests only)."""
     dropped = requests.column("dropped").to_numpy(zero_copy_only=False)
     lat = requests.column("latency_s").to_numpy(zero_copy_only=False)[~dropped]
     if lat.size:
         mean, (p50, p95, p99) = float(lat.mean()), np.percentile(lat, [50, 95, 99])
     else:
         mean = p50 = p95 = p99 = float("nan")
+    throughput = int(lat.size) / window_s
+    arrived = int(requests.num_rows) + n_unfinished
+    unfinished_frac = n_unfinished / arrived if arrived else float("nan")
+    # Little's law: a steady state holds throughput x mean latency in flight
+    in_flight = throughput * mean if lat.size else 0.0
+    backlog_ratio = (n_unfinished / in_flight if in_flight > 0
+                     else float("inf") if n_unfinished else float("nan"))
     return {
         "n_requests": int(requests.num_rows),
         "n_dropped": int(dropped.sum()),
-        "throughput_rps": int(lat.size) / window_s,
+        "n_unfinished": int(n_unfinished),
+        "unfinished_frac": unfinished_frac,
+        "backlog_ratio": backlog_ratio,
+        "overloaded": bool(unfinished_frac > OVERLOAD_UNFINISHED_FRAC
+                           and backlog_ratio > OVERLOAD_BACKLOG_RATIO),
+        "throughput_rps": throughput,
         "goodput_rps": int((lat <= slo_s).sum()) / window_s,
         "slo_s": slo_s,
         "latency_mean_s": mean,

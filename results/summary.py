@@ -26,6 +26,7 @@ def format_summary(summary: pa.Table) -> str:
     latency = " / ".join(
         num(f"latency_{q}_s", ",.2f", 1e3) for q in ("mean", "p50", "p95", "p99")
     )
+    requests, overload, of_finished = _request_lines(row)
     lines = [
         ("run", f"{get('run_id') or MISSING}  (experiment {get('experiment') or MISSING})"),
         (
@@ -37,13 +38,14 @@ def format_summary(summary: pa.Table) -> str:
         ),
         ("duration", f"{num('duration_s', ',.1f')} s "
                      + ("on the real host" if real else "simulated")),
-        ("requests", f"{num('n_requests', ',d')}, {num('n_dropped', ',d')} dropped"),
+        ("requests", requests),
+        *overload,
         (
             "throughput",
             f"{num('throughput_rps', ',.1f')} req/s, goodput {num('goodput_rps', ',.1f')} req/s "
             f"(SLO {num('slo_s', ',.3g')} s)",
         ),
-        ("latency ms", f"{latency}  (mean / p50 / p95 / p99)"),
+        ("latency ms", f"{latency}  (mean / p50 / p95 / p99{of_finished})"),
         ("CPU util", f"{num('cpu_util', '.1f', 100)} %"),
         ("sched overhead", f"{num('sched_overhead_frac', '.2f', 100)} % of CPU time"),
         (
@@ -72,6 +74,33 @@ def format_summary(summary: pa.Table) -> str:
         ]
     width = max(len(label) for label, _ in lines)
     return "\n".join(f"{label:<{width}}  {text}" for label, text in lines)
+
+
+def _request_lines(row: dict) -> tuple[str, list, str]:
+    """The requests line, the overload line (none for a run written before
+    the summary had one) and what the latency statistics are over."""
+    n, dropped, unfinished = (row.get(k) for k in ("n_requests", "n_dropped", "n_unfinished"))
+    if n is None or dropped is None:
+        return MISSING, [], ""
+    finished = n - dropped
+    if unfinished is None:   # an older run directory: nothing known of the unfinished
+        return f"{n:,}, {dropped:,} dropped", [], f" of the {finished:,} finished"
+    arrived = n + unfinished
+    share = f" ({100 * unfinished / arrived:.1f} %)" if arrived else ""
+    requests = (f"{arrived:,} arrived in the window: {finished:,} finished, "
+                f"{unfinished:,} unfinished{share}, {dropped:,} dropped")
+    of_finished = f" of the {finished:,} finished"
+    if unfinished:
+        of_finished += f"; {unfinished:,} unfinished excluded"
+    overloaded = row.get("overloaded")
+    if overloaded is None:
+        return requests, [], of_finished
+    if not overloaded:
+        return requests, [("overloaded", "no")], of_finished
+    # the rule is OVERLOAD_RULE (docs/results.md); the line gives its measures
+    return requests, [("overloaded", (
+        f"YES, the backlog grew: {unfinished:,} unfinished, "
+        f"{row.get('backlog_ratio'):,.1f}x what a steady state holds in flight"))], of_finished
 
 
 # (column, heading, scale, format) of the sweep table

@@ -197,8 +197,8 @@ def _summary(cfg, machine, recorder, requests, c: HostCounters, window_s, wall_s
     capacity_ns = window_s * NSEC_PER_SEC * machine.topology.nr_cpus
     row = {
         **run_identity(cfg, "sim"),
-        **request_columns(requests, window_s, float(cfg.get("slo_s", 1.0))),
-        "n_unfinished": int(recorder.arrived - requests.num_rows),
+        **request_columns(requests, window_s, float(cfg.get("slo_s", 1.0)),
+                          recorder.arrived - requests.num_rows),
         "cpu_util": (c.busy_ns + c.overhead_ns) / capacity_ns,
         "sched_overhead_frac": c.overhead_ns / capacity_ns,
         "ctx_switches": c.switches,

@@ -17,7 +17,8 @@ SUMMARY_ROW = dict(
     latency_p99_s=1.24, cpu_util=0.5, sched_overhead_frac=0.015, ctx_switches=1200,
     ctx_switch_rate_per_s=120.0, ctx_switch_cost_mean_us=12.5, migrations=7,
     runqueue_wait_mean_s=0.002, nr_periods=0, nr_throttled=0, throttled_time_s=0.0,
-    wall_time_s=0.25, sim_events=98765, n_dropped=1,
+    wall_time_s=0.25, sim_events=98765, n_dropped=1, n_unfinished=0, unfinished_frac=0.0,
+    backlog_ratio=0.0, overloaded=False,
 )  # fmt: skip
 
 
