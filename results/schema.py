@@ -56,8 +56,23 @@ SUMMARY = pa.schema(
     ]
 )
 
+# The run's identity on every row of requests.parquet and intervals.parquet
+# (constant per file, copied from the summary by results/rundir.py), so
+# many runs' files read as one table with a glob, e.g. DuckDB's
+# read_parquet('sweeps/x/runs/*/requests.parquet'), without a join on
+# file names.  They come first in those files.
+RUN_LABELS = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("scheduler", pa.string()),
+        ("controllers", pa.string()),
+        ("seed", pa.int64()),
+    ]
+)
+
 REQUESTS = pa.schema(
     [
+        *RUN_LABELS,
         ("function", pa.string()),
         ("cgroup", pa.string()),
         ("arrival_s", pa.float64()),
@@ -71,6 +86,7 @@ REQUESTS = pa.schema(
 
 INTERVALS = pa.schema(
     [
+        *RUN_LABELS,
         ("interval_start_s", pa.float64()),
         ("interval_end_s", pa.float64()),
         ("cgroup", pa.string()),
@@ -232,6 +248,18 @@ def check_table(name: str, table: pa.Table) -> None:
     ]
     if wrong:
         raise SchemaError(f"{name} table has columns of the wrong type: {'; '.join(wrong)}")
+
+
+def with_run_labels(table: pa.Table, summary: pa.Table) -> pa.Table:
+    """``table`` with the RUN_LABELS columns set from the summary's row
+    (added in front, or replaced where the table has them already)."""
+    for i, field in enumerate(RUN_LABELS):
+        value = pa.scalar(summary.column(field.name)[0].as_py(), field.type)
+        column = pa.repeat(value, table.num_rows)
+        index = table.schema.get_field_index(field.name)
+        table = (table.set_column(index, field, column) if index >= 0
+                 else table.add_column(i, field, column))
+    return table
 
 
 def run_identity(cfg: dict, backend: str) -> dict:

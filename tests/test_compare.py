@@ -112,6 +112,34 @@ def test_readers_open_a_sweep_as_one_dataset_per_table(sweep, summary):
     assert {"usage_s", "run_id", "workload.functions"} <= set(intervals.columns)
 
 
+def test_run_files_carry_their_labels_so_a_glob_reads_many_runs(sweep, summary):
+    files = sorted(str(f) for f in sweep.glob("runs/*/requests.parquet"))
+    table = ds.dataset(files).to_table(columns=["run_id", "scheduler", "controllers", "seed"])
+    per_run = table.to_pandas().drop_duplicates().set_index("run_id").sort_index()
+    expected = summary.set_index("run_id").sort_index()[per_run.columns]
+    assert len(per_run) == len(files)    # one label set per file
+    pd.testing.assert_frame_equal(per_run, expected, check_dtype=False)
+    intervals = ds.dataset(sorted(str(f) for f in sweep.glob("runs/*/intervals.parquet")))
+    assert {"run_id", "scheduler", "seed"} <= set(intervals.schema.names)
+
+
+def test_readers_take_labels_from_the_files_once_and_label_older_files(sweep, tmp_path):
+    import shutil
+    runs = sorted((sweep / "runs").iterdir())[:2]
+    old = shutil.copytree(runs[0], tmp_path / runs[0].name)
+    for name in ("requests", "intervals"):   # as written before the files had labels
+        table = pq.read_table(old / f"{name}.parquet")
+        pq.write_table(table.drop_columns(["run_id", "scheduler", "controllers", "seed"]),
+                       old / f"{name}.parquet")
+    results = open_results(old, runs[1])
+    names = results.dataset("requests").schema.names
+    assert len(names) == len(set(names))
+    table = results.table("requests", columns=["run_id", "scheduler", "seed"])
+    counts = table.group_by("run_id").aggregate([("seed", "count")]).to_pylist()
+    assert {r["run_id"]: r["seed_count"] for r in counts} == {
+        r.name: pq.read_metadata(r / "requests.parquet").num_rows for r in (old, runs[1])}
+
+
 def test_run_directories_read_like_a_sweep(sweep, summary):
     seed0 = summary[summary["seed"] == 0]["run_id"]
     results = open_results(*(sweep / "runs" / r for r in seed0))

@@ -6,7 +6,7 @@ import pytest
 
 from results import rundir
 from results.rundir import RunDirExistsError, read_run_dir, write_run_dir
-from results.schema import INTERVALS, REQUESTS, SUMMARY, SchemaError, check_table
+from results.schema import INTERVALS, REQUESTS, RUN_LABELS, SUMMARY, SchemaError, check_table
 from results.summary import format_summary
 from scenarios.config import compose
 
@@ -56,8 +56,14 @@ def test_round_trip(tmp_path):
     ]  # fmt: skip
     back = read_run_dir(path)
     assert back.summary.equals(result.summary)
-    assert back.requests.equals(result.requests)
-    assert back.intervals.equals(result.intervals)
+    labels = RUN_LABELS.names
+    for name in ("requests", "intervals"):
+        table = getattr(back, name)
+        # the run's identity in front of every row, from the summary
+        assert table.column_names[:len(labels)] == labels
+        assert table.select(labels).to_pylist() == [
+            dict(run_id="r1", scheduler="cfs", controllers="", seed=0)] * table.num_rows
+        assert table.drop_columns(labels).equals(getattr(result, name).drop_columns(labels))
     assert back.config == config
 
 
