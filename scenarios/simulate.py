@@ -74,8 +74,9 @@ def simulate(cfg, progress=None, trace=None) -> SimResult:
 
     ``progress(sim_time_s, duration_s)``, if given, is called as simulated
     time advances.  ``trace`` (a table of sim.workloads.trace.TRACE_SCHEMA)
-    is what a trace-driven workload replays when its ``trace_file`` is
-    null; ``sim.workloads.trace_for(cfg)`` generates one."""
+    is what a trace-driven workload replays; without it the workload reads
+    its ``trace_file``.  ``scenarios.runner.replayed_trace(cfg)`` gives the
+    trace a config replays (its file's, or the one generated from the seed)."""
     cfg = _plain(cfg)
     duration_ns = s_to_ns(float(cfg["duration_s"]))
     warmup_ns = s_to_ns(float(cfg.get("warmup_s", 0.0)))
