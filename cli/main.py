@@ -559,7 +559,12 @@ def _sweep_quietly_or_not(args: argparse.Namespace, sweeps) -> int:
     table = sweeps.collect(sweep_dir, swept)
     n = 0 if table is None else table.num_rows
     if n:
-        print(format_sweep(table), end="\n\n")
+        from results.readers import open_results
+
+        # the keys that tell the runs apart, from their configs: also those
+        # swept by an earlier invocation into the same --dir
+        results = open_results(sweep_dir)
+        print(format_sweep(results.summary(), results.keys), end="\n\n")
     print(f"{n} run(s) in {sweep_dir} ({time.perf_counter() - t0:.1f} s wall); "
           f"summary: {sweep_dir / sweeps.SUMMARY}")
     return 0

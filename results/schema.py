@@ -284,10 +284,12 @@ OVERLOAD_UNFINISHED_FRAC = 0.05
 # ... and they are more than this many times what a steady state holds in
 # flight (Little's law), so requests merely long against the window (a
 # stable run of 5 s jobs in a 30 s window) are not taken for a backlog.
-OVERLOAD_BACKLOG_RATIO = 2.0
+# A stable run's ratio is about 1; at the onset of overload only 1.5 to 2,
+# as the finished requests' own latencies grow with the backlog.
+OVERLOAD_BACKLOG_RATIO = 1.5
 OVERLOAD_RULE = (f"unfinished > {OVERLOAD_UNFINISHED_FRAC:.0%} of the window's arrivals and "
-                 f"> {OVERLOAD_BACKLOG_RATIO:g}x the steady in-flight count "
-                 f"(throughput x mean latency)")
+                 f"> {OVERLOAD_BACKLOG_RATIO:g}x a steady state's in-flight count, "
+                 f"throughput x mean latency")
 
 
 def request_columns(requests: pa.Table, window_s: float, slo_s: float,
