@@ -55,7 +55,8 @@ IDENTITY = tuple(RUN_LABELS.names)
 _IGNORED_KEYS = {"output_dir", "seed"}
 _IGNORED_SUFFIXES = (".description",)
 # Group choices whose option name already has a summary column.
-_GROUP_COLUMNS = {"workload": "scenario", "host": "host", "scheduler": "scheduler"}
+_GROUP_COLUMNS = {"workload": "scenario", "host": "host", "scheduler": "scheduler",
+                  "backend": "backend"}
 
 try:  # the C loader is ~10x faster on big sweeps; PyYAML may lack it
     _YamlLoader = yaml.CSafeLoader

@@ -287,9 +287,12 @@ OVERLOAD_UNFINISHED_FRAC = 0.05
 # A stable run's ratio is about 1; at the onset of overload only 1.5 to 2,
 # as the finished requests' own latencies grow with the backlog.
 OVERLOAD_BACKLOG_RATIO = 1.5
-OVERLOAD_RULE = (f"unfinished > {OVERLOAD_UNFINISHED_FRAC:.0%} of the window's arrivals and "
-                 f"> {OVERLOAD_BACKLOG_RATIO:g}x a steady state's in-flight count, "
-                 f"throughput x mean latency")
+# ... and at least this many: a handful of requests in flight at the end of
+# a short run is chance, whatever its share (two of 30 in a 0.4 s run).
+OVERLOAD_MIN_UNFINISHED = 10
+OVERLOAD_RULE = (f"unfinished > {OVERLOAD_UNFINISHED_FRAC:.0%} of the window's arrivals, "
+                 f"> {OVERLOAD_BACKLOG_RATIO:g}x a steady state's in-flight count "
+                 f"(throughput x mean latency) and >= {OVERLOAD_MIN_UNFINISHED}")
 
 
 def request_columns(requests: pa.Table, window_s: float, slo_s: float,
@@ -319,7 +322,8 @@ def request_columns(requests: pa.Table, window_s: float, slo_s: float,
         "unfinished_frac": unfinished_frac,
         "backlog_ratio": backlog_ratio,
         "overloaded": bool(unfinished_frac > OVERLOAD_UNFINISHED_FRAC
-                           and backlog_ratio > OVERLOAD_BACKLOG_RATIO),
+                           and backlog_ratio > OVERLOAD_BACKLOG_RATIO
+                           and n_unfinished >= OVERLOAD_MIN_UNFINISHED),
         "throughput_rps": throughput,
         "goodput_rps": int((lat <= slo_s).sum()) / window_s,
         "slo_s": slo_s,

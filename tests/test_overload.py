@@ -3,7 +3,8 @@
 import pyarrow as pa
 import pytest
 
-from results.schema import OVERLOAD_BACKLOG_RATIO, OVERLOAD_UNFINISHED_FRAC, request_columns
+from results.schema import (OVERLOAD_BACKLOG_RATIO, OVERLOAD_MIN_UNFINISHED, OVERLOAD_UNFINISHED_FRAC,
+                            request_columns)
 from results.summary import format_summary
 from scenarios.config import compose
 from scenarios.simulate import simulate
@@ -50,7 +51,11 @@ def test_requests_long_against_the_window_are_not_taken_for_a_backlog():
 def test_request_columns_without_any_finished_request():
     empty = pa.table({"latency_s": pa.array([], pa.float64()),
                       "dropped": pa.array([], pa.bool_())})
-    row = request_columns(empty, 1.0, 1.0, n_unfinished=5)
-    assert row["unfinished_frac"] == 1.0 and row["overloaded"]
+    row = request_columns(empty, 1.0, 1.0, n_unfinished=OVERLOAD_MIN_UNFINISHED)
+    assert row["unfinished_frac"] == 1.0 and row["backlog_ratio"] == float("inf")
+    assert row["overloaded"]
+    # fewer is chance, whatever its share
+    row = request_columns(empty, 1.0, 1.0, n_unfinished=OVERLOAD_MIN_UNFINISHED - 1)
+    assert row["unfinished_frac"] == 1.0 and not row["overloaded"]
     row = request_columns(empty, 1.0, 1.0, n_unfinished=0)
     assert not row["overloaded"]
