@@ -48,7 +48,7 @@ from scipy.optimize import least_squares
 
 from scenarios import simulate as scenario
 from scenarios.config import compose
-from scenarios.runner import generated_trace
+from scenarios.runner import replayed_trace
 from sim.costmodel import NAMES, CostModel
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -264,7 +264,7 @@ def simulate_point(workload: str, functions: int, params: dict, seed: int,
     cfg["duration_s"] = float(duration_s)
     cfg["warmup_s"] = float(warmup_s)
     cfg["calibration"] = profile_dict(params)
-    trace = generated_trace(_as_dictconfig(cfg))
+    trace = replayed_trace(_as_dictconfig(cfg))
     holder = {}
     orig_build = scenario.build
 

@@ -43,7 +43,10 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser(
         "run",
         help="simulate one scenario and write a run directory",
-        description="Simulate one scenario and write a run directory.",
+        description="Simulate one scenario (or run it on this host: backend=real), write a\n"
+        "run directory and print its summary: the requests that arrived, finished and\n"
+        "were left unfinished, whether the run was overloaded (its backlog grew), and\n"
+        "latencies, which are of the finished requests.",
         epilog=_run_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -59,8 +62,10 @@ def _parser() -> argparse.ArgumentParser:
     sweep = commands.add_parser(
         "sweep",
         help="run a Hydra multirun: one run directory per point, one summary",
-        description="Run every combination of the swept overrides (Hydra multirun) and write "
-        "one directory with each run's directory and a concatenated summary.parquet.",
+        description="Run every combination of the swept overrides (Hydra multirun) and write\n"
+        "one directory with each run's directory and a concatenated summary.parquet;\n"
+        "then print one line per run, labelled by the keys that vary between the runs\n"
+        "and sorted by them, with its unfinished share and whether it was overloaded.",
         epilog=_sweep_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -348,9 +353,14 @@ def _add_results_commands(commands) -> None:
   colosim compare runs/a runs/b --metric latency_p99_s --baseline eevdf
   colosim compare sweeps/x --format csv > x.csv    long form, full precision
 
-A policy is the scheduler, plus the controllers when they vary.  Latencies are
-shown in ms and fractions in % (the CSV keeps the columns' own units).  With a
-single seed a cell says "n=1, no CI": sweep seed=0,1,2,... for intervals.
+A policy is the scheduler, plus the controllers when they vary, plus the
+backend when runs of both are given (cfs@sim against cfs@real, the real host
+the default baseline).  Latencies are shown in ms and fractions in % (the CSV
+keeps the columns' own units); latency statistics are of the finished
+requests, and a title says how many unfinished ones they leave out.  Where
+runs were overloaded (their backlog grew), an "overloaded" column counts
+them per cell.  With a single seed a cell says "n=1, no CI": sweep
+seed=0,1,2,... for intervals.
 """,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -360,8 +370,9 @@ single seed a cell says "n=1, no CI": sweep seed=0,1,2,... for intervals.
                          help="summary column to compare; repeat or comma-separate "
                          f"(default: {', '.join(DEFAULT_METRICS)})")
     compare.add_argument("--baseline", default=None, metavar="POLICY",
-                         help="policy the deltas are taken against (default: cfs, or the "
-                         "first policy present when there is no cfs run)")
+                         help="policy the deltas are taken against (default: cfs, on the "
+                         "real host when runs of both backends are given, or the first "
+                         "policy present when there is no cfs run)")
     compare.add_argument("--ci", type=float, default=0.95,
                          help="confidence level of the intervals (default 0.95)")
     compare.add_argument("--resamples", type=int, default=2000,
@@ -559,7 +570,12 @@ def _sweep_quietly_or_not(args: argparse.Namespace, sweeps) -> int:
     table = sweeps.collect(sweep_dir, swept)
     n = 0 if table is None else table.num_rows
     if n:
-        print(format_sweep(table), end="\n\n")
+        from results.readers import open_results
+
+        # the keys that tell the runs apart, from their configs: also those
+        # swept by an earlier invocation into the same --dir
+        results = open_results(sweep_dir)
+        print(format_sweep(results.summary(), results.keys), end="\n\n")
     print(f"{n} run(s) in {sweep_dir} ({time.perf_counter() - t0:.1f} s wall); "
           f"summary: {sweep_dir / sweeps.SUMMARY}")
     return 0

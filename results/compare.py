@@ -4,7 +4,10 @@ baseline policy, with bootstrap confidence intervals over seeds.
 Runs are grouped by the parameters that vary between them (the sweep's keys
 and any differing config key or identification column; see
 results/readers.py), and inside a group by policy: the scheduler, plus the
-controllers when those vary. Within a (group, policy) cell the seeds are the
+controllers when those vary, plus the backend when runs of both are read
+(``cfs@sim`` against ``cfs@real``, the real host the default baseline, so a
+simulated and a real run of a scenario compare as the simulator's error).
+Within a (group, policy) cell the seeds are the
 samples. The value shown is their mean, and its CI is a percentile bootstrap
 of that mean. The delta against the baseline policy is paired by seed when
 both policies ran the same seeds (same seed = same arrivals, so pairing
@@ -33,14 +36,16 @@ from results.schema import SCHED_FILE
 if TYPE_CHECKING:  # pandas loads on first use, so the CLI's parser stays light
     import pandas as pd
 
+# memory model (docs/memory.md); shown only where some run has them
+MEMORY_METRICS = ("llc_miss_rate", "llc_occupancy_mb", "ipce_global", "ipce_priority",
+                  "ipce_batch", "time_above_target_frac")
 DEFAULT_METRICS = ("goodput_rps", "throughput_rps", "latency_p50_s", "latency_p99_s",
-                   "sched_overhead_frac", "ctx_switch_cost_mean_us", "ctx_switch_rate_per_s",
-                   "cpu_util",
-                   # memory model (docs/memory.md); shown only where some run has them
-                   "llc_miss_rate", "llc_occupancy_mb", "ipce_global", "ipce_priority",
-                   "ipce_batch", "time_above_target_frac")
-MEMORY_METRICS = DEFAULT_METRICS[8:]
+                   "unfinished_frac", "sched_overhead_frac", "ctx_switch_cost_mean_us",
+                   "ctx_switch_rate_per_s", "cpu_util", *MEMORY_METRICS)
 DEFAULT_BASELINE = "cfs"
+# with runs of both backends, the default baseline is the real host's, so
+# the deltas read simulator minus real
+BASELINE_BACKEND = "real"
 FORMATS = ("text", "markdown", "csv")
 NO_CI = "n=1, no CI"
 
@@ -69,6 +74,9 @@ class Comparison:
     # per cgroup, each policy's schedule against the baseline's where both
     # cells' runs all have sched.parquet (schedule_rows); None: no such pair
     schedule: pd.DataFrame | None = None
+    # requests of the compared runs left unfinished at their end, which
+    # their latency statistics leave out
+    n_unfinished: int = 0
 
 
 # ---------------------------------------------------------------- statistics
@@ -195,11 +203,13 @@ def metric_columns(summary: pd.DataFrame, keys: Sequence[str] = ()) -> list[str]
 
 
 def swept_params(results: Results, summary: pd.DataFrame) -> list[str]:
-    """Columns whose values differ between runs, policy and seed excluded."""
+    """Columns whose values differ between runs, policy and seed excluded
+    (and the backend, which is part of the policy when it differs)."""
     candidates = [*_SETUP_COLUMNS[:4], *results.keys, *_SETUP_COLUMNS[4:]]
     params = []
     for column in dict.fromkeys(candidates):
-        if column in _NOT_PARAMS or column.startswith("controller") or column not in summary:
+        if (column in _NOT_PARAMS or column == "backend" or column.startswith("controller")
+                or column not in summary):
             continue
         if summary[column].astype(str).nunique() > 1:
             params.append(column)
@@ -207,12 +217,20 @@ def swept_params(results: Results, summary: pd.DataFrame) -> list[str]:
 
 
 def policy_labels(summary: pd.DataFrame) -> pd.Series:
-    """The scheduler, with the controllers appended when they vary."""
-    scheduler = summary["scheduler"].astype(str)
+    """The scheduler, with the controllers appended when they vary
+    (``cfs+vpa``) and the backend when it varies (``cfs@real``, ``cfs@sim``):
+    a simulated and a real run of a scenario are two policies compared."""
+    labels = summary["scheduler"].astype(str)
     if "controllers" in summary and summary["controllers"].astype(str).nunique() > 1:
         controllers = summary["controllers"].fillna("").astype(str).replace("", "none")
-        return scheduler + "+" + controllers
-    return scheduler
+        labels = labels + "+" + controllers
+    if "backend" in summary and summary["backend"].astype(str).nunique() > 1:
+        labels = labels + "@" + summary["backend"].astype(str)
+    return labels
+
+
+def _scheduler_of(policy: str) -> str:
+    return policy.split("@")[0].split("+")[0]
 
 
 def choose_baseline(policies: Sequence[str], requested: str | None) -> str:
@@ -220,13 +238,15 @@ def choose_baseline(policies: Sequence[str], requested: str | None) -> str:
     if requested is None:
         if DEFAULT_BASELINE in present:
             return DEFAULT_BASELINE
-        with_cfs = [p for p in present if p.split("+")[0] == DEFAULT_BASELINE]
-        return with_cfs[0] if with_cfs else present[0]
+        candidates = [p for p in present if _scheduler_of(p) == DEFAULT_BASELINE] or present
+        # stable: among equals, the first present
+        candidates.sort(key=lambda p: not p.endswith("@" + BASELINE_BACKEND))
+        return candidates[0]
     if requested in present:
         return requested
     # "--baseline cfs" when the policies are "cfs+none", "cfs+vpa", ...:
     # accept a scheduler name that picks exactly one policy
-    matches = [p for p in present if p.split("+")[0] == requested]
+    matches = [p for p in present if _scheduler_of(p) == requested]
     if len(matches) == 1:
         return matches[0]
     raise CompareError(f"baseline {requested!r} is not among the policies present: "
@@ -267,8 +287,10 @@ def compare(results: Results, metrics: Sequence[str] | None = None,
                 rows.append(_row(metric, dict(zip(params, key)), policy, cells[policy],
                                  base, base_cell, ci, resamples))
     frame = pd.DataFrame(rows)
+    unfinished = summary["n_unfinished"].fillna(0).sum() if "n_unfinished" in summary else 0
     return Comparison(frame=frame, params=params, baseline=base, ci=ci, resamples=resamples,
-                      metrics=metrics, schedule=_schedule(results, summary, params, base, groups))
+                      metrics=metrics, schedule=_schedule(results, summary, params, base, groups),
+                      n_unfinished=int(unfinished))
 
 
 def _schedule(results: Results, summary: pd.DataFrame, params, base, groups):
@@ -297,8 +319,11 @@ def _row(metric, key, policy, cell, base, base_cell, ci, resamples) -> dict:
     values = cell[metric].to_numpy(dtype=float)
     ident = (metric, tuple(key.items()), policy)
     mean, lo, hi = bootstrap_mean_ci(values, ci, resamples, _rng("mean", *ident))
+    overloaded = cell["overloaded"].fillna(False).astype(bool) if "overloaded" in cell else ()
     row = {"metric": metric, **key, "policy": policy,
            "n": int(np.count_nonzero(~np.isnan(values))),
+           # runs of the cell whose backlog grew (results/schema.py OVERLOAD_RULE)
+           "n_overloaded": int(sum(overloaded)), "n_runs": len(cell),
            "mean": mean, "ci_low": lo, "ci_high": hi,
            "delta": math.nan, "delta_ci_low": math.nan, "delta_ci_high": math.nan,
            "delta_pct": math.nan, "paired": False, "n_baseline": 0}
@@ -353,8 +378,11 @@ def table_cells(comparison: Comparison, metric: str) -> tuple[list[str], list[li
     """Header and rows of one metric's table, as text, markdown and the HTML
     report show them (display units, "n=1, no CI")."""
     pct = int(round(comparison.ci * 100))
-    head = [*comparison.params, "policy", "n", "mean", f"{pct}% CI",
-            f"delta vs {comparison.baseline}", "delta %", f"delta {pct}% CI"]
+    # the column shows only where some compared run was overloaded
+    overload = bool(comparison.frame["n_overloaded"].any())
+    head = [*comparison.params, "policy", "n", *(["overloaded"] if overload else []),
+            "mean", f"{pct}% CI", f"delta vs {comparison.baseline}", "delta %",
+            f"delta {pct}% CI"]
     body = []
     k, _ = display_unit(metric)
     for r in comparison.frame[comparison.frame["metric"] == metric].to_dict("records"):
@@ -362,6 +390,7 @@ def table_cells(comparison: Comparison, metric: str) -> tuple[list[str], list[li
         no_base = not is_base and math.isnan(r["delta"])
         body.append([
             *(str(r[p]) for p in comparison.params), r["policy"], str(r["n"]),
+            *([f"{r['n_overloaded']}/{r['n_runs']}"] if overload else []),
             fmt(r["mean"] * k), _ci_text(r["ci_low"], r["ci_high"], r["n"], scale=k),
             "baseline" if is_base else ("no baseline run" if no_base
                                         else fmt(r["delta"] * k, True)),
@@ -375,8 +404,11 @@ def table_cells(comparison: Comparison, metric: str) -> tuple[list[str], list[li
 def table_title(comparison: Comparison, metric: str) -> str:
     unit = display_unit(metric)[1]
     shown = f" (in {unit})" if unit else ""
-    return (f"{metric}{shown}: mean over seeds, {int(round(comparison.ci * 100))}% bootstrap CI "
-            f"({comparison.resamples} resamples); delta vs {comparison.baseline}"
+    # latency statistics leave out the requests that never finished
+    excluded = (f", of the finished requests ({comparison.n_unfinished:,} unfinished left out)"
+                if metric.startswith("latency_") and comparison.n_unfinished else "")
+    return (f"{metric}{shown}{excluded}: mean over seeds, {int(round(comparison.ci * 100))}% "
+            f"bootstrap CI ({comparison.resamples} resamples); delta vs {comparison.baseline}"
             f"{', paired by seed' if _resampled_pairs(comparison) else ''}")
 
 

@@ -35,6 +35,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import yaml
 
+from results.schema import RUN_LABELS
+
 if TYPE_CHECKING:  # pandas loads on first use, not on `colosim --help`
     import pandas as pd
 
@@ -44,15 +46,17 @@ RUNS = "runs"
 TABLES = ("summary", "requests", "intervals")
 
 # Summary columns that identify a run's policy, seed and identity; they are
-# put on every dataset row alongside the keys that vary.
-IDENTITY = ("run_id", "scheduler", "controllers", "seed")
+# put on every dataset row alongside the keys that vary (the run's own
+# files carry them too: results/schema.py RUN_LABELS).
+IDENTITY = tuple(RUN_LABELS.names)
 
 # Config keys never treated as distinguishing keys: where a run was written,
 # its seed (a summary column already), free text.
 _IGNORED_KEYS = {"output_dir", "seed"}
 _IGNORED_SUFFIXES = (".description",)
 # Group choices whose option name already has a summary column.
-_GROUP_COLUMNS = {"workload": "scenario", "host": "host", "scheduler": "scheduler"}
+_GROUP_COLUMNS = {"workload": "scenario", "host": "host", "scheduler": "scheduler",
+                  "backend": "backend"}
 
 try:  # the C loader is ~10x faster on big sweeps; PyYAML may lack it
     _YamlLoader = yaml.CSafeLoader
@@ -220,13 +224,15 @@ class Results:
         rows = [r for r in labels.to_pylist() if r["run_id"] in files]
         paths = [str(files[r["run_id"]].absolute()) for r in rows]
         # runs may differ in optional columns (a model added later): unify
-        file_schema = pa.unify_schemas([pq.read_schema(p) for p in paths],
-                                       promote_options="permissive")
-        schema = file_schema
+        file_schemas = [pq.read_schema(p) for p in paths]
+        schema = pa.unify_schemas(file_schemas, promote_options="permissive")
         for field in labels.schema:
             if field.name not in schema.names:
                 schema = schema.append(field)
-        partitions = [_equals(labels.schema, row, exclude=file_schema.names) for row in rows]
+        # a label a file carries itself (RUN_LABELS, in runs written since
+        # they were added) is read from it, once; older files get it here
+        partitions = [_equals(labels.schema, row, exclude=f.names)
+                      for row, f in zip(rows, file_schemas)]
         return ds.FileSystemDataset.from_paths(
             paths, schema=schema, format=ds.ParquetFileFormat(),
             filesystem=pafs.LocalFileSystem(), partitions=partitions)

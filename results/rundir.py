@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from results.schema import TABLES, TRACE_TABLES, WORKLOAD_TABLES, check_table
+from results.schema import TABLES, TRACE_TABLES, WORKLOAD_TABLES, check_table, with_run_labels
 
 CONFIG_FILE = "config.yaml"
 TRACE_FILE = "trace.parquet"
@@ -38,7 +38,9 @@ class RunDir:
 
 
 def write_run_dir(result: Any, out_dir: str | Path, config: Mapping | DictConfig) -> Path:
-    """Write result.summary/.requests/.intervals and the config into out_dir,
+    """Write result.summary/.requests/.intervals (the latter two labelled
+    with the summary's run id, scheduler, controllers and seed:
+    results/schema.py RUN_LABELS) and the config into out_dir,
     result.trace (if any and not None) as trace.parquet, and each table of
     result.extra (a dict, if any) as <name>.parquet.
 
@@ -47,10 +49,13 @@ def write_run_dir(result: Any, out_dir: str | Path, config: Mapping | DictConfig
     target = Path(out_dir).absolute()
     ensure_writable(target)
     tables = {name: getattr(result, name) for name in TABLES}
-    for name, table in tables.items():
-        check_table(name, table)
-    if tables["summary"].num_rows != 1:
-        raise ValueError(f"summary table must have one row, got {tables['summary'].num_rows}")
+    summary = tables["summary"]
+    check_table("summary", summary)
+    if summary.num_rows != 1:
+        raise ValueError(f"summary table must have one row, got {summary.num_rows}")
+    for name in ("requests", "intervals"):
+        tables[name] = with_run_labels(tables[name], summary)
+        check_table(name, tables[name])
 
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{target.name}-{os.getpid()}-", dir=target.parent))

@@ -47,11 +47,32 @@ SUMMARY = pa.schema(
         ("wall_time_s", pa.float64()),
         ("sim_events", pa.int64()),
         ("n_dropped", pa.int64()),
+        # requests of the window still running or queued at the end, and
+        # whether they show a growing backlog (request_columns)
+        ("n_unfinished", pa.int64()),
+        ("unfinished_frac", pa.float64()),
+        ("backlog_ratio", pa.float64()),
+        ("overloaded", pa.bool_()),
+    ]
+)
+
+# The run's identity on every row of requests.parquet and intervals.parquet
+# (constant per file, copied from the summary by results/rundir.py), so
+# many runs' files read as one table with a glob, e.g. DuckDB's
+# read_parquet('sweeps/x/runs/*/requests.parquet'), without a join on
+# file names.  They come first in those files.
+RUN_LABELS = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("scheduler", pa.string()),
+        ("controllers", pa.string()),
+        ("seed", pa.int64()),
     ]
 )
 
 REQUESTS = pa.schema(
     [
+        *RUN_LABELS,
         ("function", pa.string()),
         ("cgroup", pa.string()),
         ("arrival_s", pa.float64()),
@@ -65,6 +86,7 @@ REQUESTS = pa.schema(
 
 INTERVALS = pa.schema(
     [
+        *RUN_LABELS,
         ("interval_start_s", pa.float64()),
         ("interval_end_s", pa.float64()),
         ("cgroup", pa.string()),
@@ -260,6 +282,18 @@ def check_table(name: str, table: pa.Table) -> None:
         raise SchemaError(f"{name} table has columns of the wrong type: {'; '.join(wrong)}")
 
 
+def with_run_labels(table: pa.Table, summary: pa.Table) -> pa.Table:
+    """``table`` with the RUN_LABELS columns set from the summary's row
+    (added in front, or replaced where the table has them already)."""
+    for i, field in enumerate(RUN_LABELS):
+        value = pa.scalar(summary.column(field.name)[0].as_py(), field.type)
+        column = pa.repeat(value, table.num_rows)
+        index = table.schema.get_field_index(field.name)
+        table = (table.set_column(index, field, column) if index >= 0
+                 else table.add_column(i, field, column))
+    return table
+
+
 def run_identity(cfg: dict, backend: str) -> dict:
     """The summary columns that say what ran (a fresh run id, to be replaced
     by the run directory's name): the same for every backend."""
@@ -276,19 +310,53 @@ def run_identity(cfg: dict, backend: str) -> dict:
     }
 
 
-def request_columns(requests: pa.Table, window_s: float, slo_s: float) -> dict:
-    """The summary columns computed from requests.parquet (dropped requests
-    count in n_requests, not in throughput or latency)."""
+# A run is overloaded (its backlog grew) when more than this share of the
+# requests that arrived in the window had not finished by its end ...
+OVERLOAD_UNFINISHED_FRAC = 0.05
+# ... and they are more than this many times what a steady state holds in
+# flight (Little's law), so requests merely long against the window (a
+# stable run of 5 s jobs in a 30 s window) are not taken for a backlog.
+# A stable run's ratio is about 1; at the onset of overload only 1.5 to 2,
+# as the finished requests' own latencies grow with the backlog.
+OVERLOAD_BACKLOG_RATIO = 1.5
+# ... and at least this many: a handful of requests in flight at the end of
+# a short run is chance, whatever its share (two of 30 in a 0.4 s run).
+OVERLOAD_MIN_UNFINISHED = 10
+OVERLOAD_RULE = (f"unfinished > {OVERLOAD_UNFINISHED_FRAC:.0%} of the window's arrivals, "
+                 f"> {OVERLOAD_BACKLOG_RATIO:g}x a steady state's in-flight count "
+                 f"(throughput x mean latency) and >= {OVERLOAD_MIN_UNFINISHED}")
+
+
+def request_columns(requests: pa.Table, window_s: float, slo_s: float,
+                    n_unfinished: int) -> dict:
+    """The summary columns computed from requests.parquet and the count of
+    requests of the window that had not finished by its end (dropped
+    requests count in n_requests, not in throughput or latency; unfinished
+    ones in none of these, so the latency statistics are of the finished
+    requests only)."""
     dropped = requests.column("dropped").to_numpy(zero_copy_only=False)
     lat = requests.column("latency_s").to_numpy(zero_copy_only=False)[~dropped]
     if lat.size:
         mean, (p50, p95, p99) = float(lat.mean()), np.percentile(lat, [50, 95, 99])
     else:
         mean = p50 = p95 = p99 = float("nan")
+    throughput = int(lat.size) / window_s
+    arrived = int(requests.num_rows) + n_unfinished
+    unfinished_frac = n_unfinished / arrived if arrived else float("nan")
+    # Little's law: a steady state holds throughput x mean latency in flight
+    in_flight = throughput * mean if lat.size else 0.0
+    backlog_ratio = (n_unfinished / in_flight if in_flight > 0
+                     else float("inf") if n_unfinished else float("nan"))
     return {
         "n_requests": int(requests.num_rows),
         "n_dropped": int(dropped.sum()),
-        "throughput_rps": int(lat.size) / window_s,
+        "n_unfinished": int(n_unfinished),
+        "unfinished_frac": unfinished_frac,
+        "backlog_ratio": backlog_ratio,
+        "overloaded": bool(unfinished_frac > OVERLOAD_UNFINISHED_FRAC
+                           and backlog_ratio > OVERLOAD_BACKLOG_RATIO
+                           and n_unfinished >= OVERLOAD_MIN_UNFINISHED),
+        "throughput_rps": throughput,
         "goodput_rps": int((lat <= slo_s).sum()) / window_s,
         "slo_s": slo_s,
         "latency_mean_s": mean,

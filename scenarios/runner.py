@@ -14,14 +14,16 @@ from results.rundir import write_run_dir
 from results.sched import sched_metrics
 from scenarios.simulate import simulate
 from sim import workloads
-from sim.workloads.trace import read_trace
 
 
-def generated_trace(cfg: DictConfig):
-    """The trace a generated workload replays, from its class's generator
-    (None for the others, and for a workload replaying its own trace_file)."""
-    if (workloads.workload_class(cfg.workload).generate_trace is None
-            or cfg.workload.get("trace_file")):
+def replayed_trace(cfg: DictConfig):
+    """The trace the run replays, kept as its trace.parquet: the workload's
+    trace_file (read by its class's reader) or the one its class generates
+    from the seed; None for workloads without a trace (closed loops)."""
+    cls = workloads.workload_class(cfg.workload)
+    if cfg.workload.get("trace_file"):
+        return cls.read_trace_file(cfg.workload.trace_file)
+    if cls.generate_trace is None:
         return None
     return workloads.trace_for(OmegaConf.to_container(cfg, resolve=True))
 
@@ -35,7 +37,7 @@ def run_scenario(cfg: DictConfig, out_dir: Path, progress=None) -> pa.Table:
         return _run_real(cfg, out_dir, progress)
     if cfg.get("cluster") is not None and cfg.cluster.name != "none":
         return _run_cluster(cfg, out_dir, progress)
-    trace = generated_trace(cfg)
+    trace = replayed_trace(cfg)
     kwargs = {"progress": progress} if progress else {}
     if trace is not None:
         kwargs["trace"] = trace
@@ -52,9 +54,7 @@ def _run_cluster(cfg: DictConfig, out_dir: Path, progress=None) -> pa.Table:
     """A trace on a cluster of simulated hosts (backends/cluster), or the search
     for the smallest cluster meeting the latency target."""
     plain = OmegaConf.to_container(cfg, resolve=True)
-    trace = generated_trace(cfg)
-    if trace is None:
-        trace = read_trace(cfg.workload.trace_file)
+    trace = replayed_trace(cfg)
     if cfg.cluster.search == "consolidate":
         result = consolidate(plain, trace, progress)
     else:
@@ -69,7 +69,7 @@ def _run_cluster(cfg: DictConfig, out_dir: Path, progress=None) -> pa.Table:
 
 def _run_real(cfg: DictConfig, out_dir: Path, progress=None) -> pa.Table:
     try:
-        result = run_real(cfg, generated_trace(cfg), progress, run_name=out_dir.name)
+        result = run_real(cfg, replayed_trace(cfg), progress, run_name=out_dir.name)
     except RealRunError as err:
         raise RunError(str(err)) from None
     summary = with_run_id(result.summary, out_dir.name)

@@ -74,8 +74,9 @@ def simulate(cfg, progress=None, trace=None) -> SimResult:
 
     ``progress(sim_time_s, duration_s)``, if given, is called as simulated
     time advances.  ``trace`` (a table of sim.workloads.trace.TRACE_SCHEMA)
-    is what a trace-driven workload replays when its ``trace_file`` is
-    null; ``sim.workloads.trace_for(cfg)`` generates one."""
+    is what a trace-driven workload replays; without it the workload reads
+    its ``trace_file``.  ``scenarios.runner.replayed_trace(cfg)`` gives the
+    trace a config replays (its file's, or the one generated from the seed)."""
     cfg = _plain(cfg)
     duration_ns = s_to_ns(float(cfg["duration_s"]))
     warmup_ns = s_to_ns(float(cfg.get("warmup_s", 0.0)))
@@ -197,8 +198,8 @@ def _summary(cfg, machine, recorder, requests, c: HostCounters, window_s, wall_s
     capacity_ns = window_s * NSEC_PER_SEC * machine.topology.nr_cpus
     row = {
         **run_identity(cfg, "sim"),
-        **request_columns(requests, window_s, float(cfg.get("slo_s", 1.0))),
-        "n_unfinished": int(recorder.arrived - requests.num_rows),
+        **request_columns(requests, window_s, float(cfg.get("slo_s", 1.0)),
+                          recorder.arrived - requests.num_rows),
         "cpu_util": (c.busy_ns + c.overhead_ns) / capacity_ns,
         "sched_overhead_frac": c.overhead_ns / capacity_ns,
         "ctx_switches": c.switches,

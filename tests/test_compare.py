@@ -85,6 +85,10 @@ def test_default_baseline_is_cfs_else_the_first_policy():
     assert choose_baseline(["eevdf", "cfs"], None) == "cfs"
     assert choose_baseline(["eevdf", "lags"], None) == "eevdf"
     assert choose_baseline(["cfs+none", "cfs+vpa", "lags+none"], "lags") == "lags+none"
+    # runs of both backends: the real host's, so deltas read simulator minus real
+    assert choose_baseline(["cfs@sim", "cfs@real", "lags@sim"], None) == "cfs@real"
+    assert choose_baseline(["eevdf@sim", "eevdf@real"], None) == "eevdf@real"
+    assert choose_baseline(["cfs+vpa@sim", "lags+none@sim"], "lags") == "lags+none@sim"
 
 
 # ---------------------------------------------------------------- readers
@@ -110,6 +114,34 @@ def test_readers_open_a_sweep_as_one_dataset_per_table(sweep, summary):
     assert set(cfs4.column("seed").to_pylist()) == set(SEEDS)
     intervals = results.intervals()
     assert {"usage_s", "run_id", "workload.functions"} <= set(intervals.columns)
+
+
+def test_run_files_carry_their_labels_so_a_glob_reads_many_runs(sweep, summary):
+    files = sorted(str(f) for f in sweep.glob("runs/*/requests.parquet"))
+    table = ds.dataset(files).to_table(columns=["run_id", "scheduler", "controllers", "seed"])
+    per_run = table.to_pandas().drop_duplicates().set_index("run_id").sort_index()
+    expected = summary.set_index("run_id").sort_index()[per_run.columns]
+    assert len(per_run) == len(files)    # one label set per file
+    pd.testing.assert_frame_equal(per_run, expected, check_dtype=False)
+    intervals = ds.dataset(sorted(str(f) for f in sweep.glob("runs/*/intervals.parquet")))
+    assert {"run_id", "scheduler", "seed"} <= set(intervals.schema.names)
+
+
+def test_readers_take_labels_from_the_files_once_and_label_older_files(sweep, tmp_path):
+    import shutil
+    runs = sorted((sweep / "runs").iterdir())[:2]
+    old = shutil.copytree(runs[0], tmp_path / runs[0].name)
+    for name in ("requests", "intervals"):   # as written before the files had labels
+        table = pq.read_table(old / f"{name}.parquet")
+        pq.write_table(table.drop_columns(["run_id", "scheduler", "controllers", "seed"]),
+                       old / f"{name}.parquet")
+    results = open_results(old, runs[1])
+    names = results.dataset("requests").schema.names
+    assert len(names) == len(set(names))
+    table = results.table("requests", columns=["run_id", "scheduler", "seed"])
+    counts = table.group_by("run_id").aggregate([("seed", "count")]).to_pylist()
+    assert {r["run_id"]: r["seed_count"] for r in counts} == {
+        r.name: pq.read_metadata(r / "requests.parquet").num_rows for r in (old, runs[1])}
 
 
 def test_run_directories_read_like_a_sweep(sweep, summary):
@@ -163,14 +195,16 @@ def test_baseline_choice_flips_the_deltas(sweep):
 def test_compare_prints_a_table_per_default_metric(sweep, capsys):
     assert main(["compare", str(sweep)]) == 0
     out = capsys.readouterr().out
-    for metric in ("goodput_rps", "throughput_rps", "latency_p50_s", "latency_p99_s",
-                   "sched_overhead_frac", "ctx_switch_cost_mean_us", "ctx_switch_rate_per_s",
-                   "cpu_util"):
+    metrics = ("goodput_rps", "throughput_rps", "latency_p50_s", "latency_p99_s",
+               "unfinished_frac", "sched_overhead_frac", "ctx_switch_cost_mean_us",
+               "ctx_switch_rate_per_s", "cpu_util")
+    for metric in metrics:
         assert f"\n{metric}" in "\n" + out
     header = next(line for line in out.splitlines() if line.startswith("workload.functions"))
+    # no run overloaded: no overloaded column
     assert header.split() == ["workload.functions", "policy", "n", "mean", "95%", "CI",
                               "delta", "vs", "cfs", "delta", "%", "delta", "95%", "CI"]
-    assert out.count("baseline") == 8 * len(FUNCTIONS)
+    assert out.count("baseline") == len(metrics) * len(FUNCTIONS)
     assert NO_CI not in out      # two seeds everywhere
 
 
@@ -228,3 +262,70 @@ def test_a_column_only_some_runs_wrote_is_not_a_sweep_key(tmp_path):
     swept = pa.table({"run_id": ["a", "b"], "goodput_rps": [1.0, 1.0],
                       "vpa_target_mcpu_mean": [None, 120.0], "controller": ["none", "vpa"]})
     assert _sweep_key_columns(swept, runs) == ["controller"]
+
+
+def test_a_simulated_and_a_real_run_of_a_scenario_compare_as_two_policies(sweep, summary,
+                                                                          tmp_path, capsys):
+    import shutil
+
+    import yaml
+    from omegaconf import OmegaConf
+
+    from results.schema import with_run_labels
+    from scenarios.config import compose
+    from tests.sweeps import BASE
+
+    cfs = summary[(summary.scheduler == "cfs") & (summary.seed == 0)
+                  & (summary["workload.functions"] == FUNCTIONS[0])].iloc[0]
+    sim = sweep / "runs" / cfs["run_id"]
+    # the same scenario as backend=real writes it: backend "real" in its
+    # summary and the backend group in its config (numbers made up)
+    real = shutil.copytree(sim, tmp_path / "real")
+    table = pq.read_table(real / "summary.parquet")
+    table = table.set_column(table.schema.get_field_index("run_id"), "run_id", pa.array(["real"]))
+    table = table.set_column(table.schema.get_field_index("backend"), "backend",
+                             pa.array(["real"]))
+    tp = table.schema.get_field_index("throughput_rps")
+    table = table.set_column(tp, "throughput_rps", pa.array([cfs["throughput_rps"] * 0.8]))
+    pq.write_table(table, real / "summary.parquet")
+    for name in ("requests", "intervals"):
+        pq.write_table(with_run_labels(pq.read_table(real / f"{name}.parquet"), table),
+                       real / f"{name}.parquet")
+    config = yaml.safe_load((real / "config.yaml").read_text())
+    config["backend"] = OmegaConf.to_container(compose(
+        BASE + ["backend=real", f"workload.functions={FUNCTIONS[0]}"]).backend)
+    (real / "config.yaml").write_text(yaml.safe_dump(config))
+
+    comparison = compare(open_results(sim, real), ["throughput_rps"])
+    # the backend is the policy's, not a group key (which left each its own baseline)
+    assert comparison.params == [] and comparison.baseline == "cfs@real"
+    row = comparison.frame.set_index("policy").loc["cfs@sim"]
+    assert row["delta"] == pytest.approx(cfs["throughput_rps"] * 0.2)
+    assert main(["compare", str(sim), str(real), "--metric", "throughput_rps"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("baseline") == 1 and "cfs@sim" in out and "delta vs cfs@real" in out
+
+
+def test_compare_counts_overloaded_runs_and_says_what_latencies_are_over(tmp_path, capsys):
+    from scenarios.config import compose
+    from scenarios.runner import run_scenario
+
+    runs = []
+    for scheduler in ("cfs", "eevdf"):
+        # 2 x 150 req/s x 10 ms on one core: overloaded
+        cfg = compose(["host=generic", "host.cores=1", "workload.functions=2",
+                       "workload.rate_rps=150", "duration_s=2", "warmup_s=0.2",
+                       f"scheduler={scheduler}"])
+        runs.append(tmp_path / scheduler)
+        run_scenario(cfg, runs[-1])
+    unfinished = sum(pq.read_table(r / "summary.parquet").column("n_unfinished")[0].as_py()
+                     for r in runs)
+    assert main(["compare", *map(str, runs), "--metric", "latency_p99_s,unfinished_frac"]) == 0
+    out = capsys.readouterr().out
+    assert (f"latency_p99_s (in ms), of the finished requests ({unfinished:,} unfinished "
+            "left out):") in out
+    assert "\nunfinished_frac (in %):" in out
+    header = next(line for line in out.splitlines() if line.startswith("policy"))
+    assert header.split()[:3] == ["policy", "n", "overloaded"]
+    rows = [line.split() for line in out.splitlines() if line.startswith(("cfs", "eevdf"))]
+    assert {r[2] for r in rows} == {"1/1"}

@@ -64,7 +64,7 @@ FENCE = re.compile(r"^```.*?^```", re.M | re.S)
 CODE_SPAN = re.compile(r"`([^`\n]+)`")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 PATH = re.compile(r"(?<![\w./-])((?:%s)/[\w./<>{}*-]*)" % "|".join(PATH_ROOTS))
-# (not a Python keyword argument: ``trace=generated_trace(cfg)``)
+# (not a Python keyword argument: ``trace=replayed_trace(cfg)``)
 OVERRIDE = re.compile(r"(?<![\w./+-])\+?([a-z_]+)=([^\s`'\"()\]]+)(?![\w(])")
 KEY = re.compile(r"(?<![\w./-])([a-z_]+)\.([a-z_][a-z0-9_]*)(?![\w(])")
 # a section named in prose: docs/real-backend.md, "noisy_jobs"

@@ -6,7 +6,7 @@ import pytest
 
 from results import rundir
 from results.rundir import RunDirExistsError, read_run_dir, write_run_dir
-from results.schema import INTERVALS, REQUESTS, SUMMARY, SchemaError, check_table
+from results.schema import INTERVALS, REQUESTS, RUN_LABELS, SUMMARY, SchemaError, check_table
 from results.summary import format_summary
 from scenarios.config import compose
 
@@ -17,7 +17,8 @@ SUMMARY_ROW = dict(
     latency_p99_s=1.24, cpu_util=0.5, sched_overhead_frac=0.015, ctx_switches=1200,
     ctx_switch_rate_per_s=120.0, ctx_switch_cost_mean_us=12.5, migrations=7,
     runqueue_wait_mean_s=0.002, nr_periods=0, nr_throttled=0, throttled_time_s=0.0,
-    wall_time_s=0.25, sim_events=98765, n_dropped=1,
+    wall_time_s=0.25, sim_events=98765, n_dropped=1, n_unfinished=0, unfinished_frac=0.0,
+    backlog_ratio=0.0, overloaded=False,
 )  # fmt: skip
 
 
@@ -55,8 +56,14 @@ def test_round_trip(tmp_path):
     ]  # fmt: skip
     back = read_run_dir(path)
     assert back.summary.equals(result.summary)
-    assert back.requests.equals(result.requests)
-    assert back.intervals.equals(result.intervals)
+    labels = RUN_LABELS.names
+    for name in ("requests", "intervals"):
+        table = getattr(back, name)
+        # the run's identity in front of every row, from the summary
+        assert table.column_names[:len(labels)] == labels
+        assert table.select(labels).to_pylist() == [
+            dict(run_id="r1", scheduler="cfs", controllers="", seed=0)] * table.num_rows
+        assert table.drop_columns(labels).equals(getattr(result, name).drop_columns(labels))
     assert back.config == config
 
 

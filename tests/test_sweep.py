@@ -88,3 +88,30 @@ def test_sweep_prints_one_line_per_run(tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0].split()[:3] == ["scheduler", "workload", "seed"]
     assert [line.split()[0] for line in out[1:3]] == ["cfs", "eevdf"]
+
+
+def test_sweep_table_has_the_swept_keys_in_numeric_order_and_flags_overload(tmp_path, capsys):
+    # one core, 10 ms requests at 20 req/s per function: 2 functions load it
+    # to 40 %, 10 functions to 200 % (overloaded)
+    base = ["--quiet", "--dir", str(tmp_path / "sw"), "host=generic", "host.cores=1",
+            "duration_s=2", "warmup_s=0.2", "workload.rate_rps=20", "hydra.launcher.n_jobs=1"]
+    assert main(["sweep", *base, "workload.functions=10,2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    head = lines[0].split()
+    assert head[:4] == ["scheduler", "workload", "seed", "workload.functions"]
+    assert {"unfinished", "%", "overloaded"} <= set(head)
+    rows = [dict(zip(["scheduler", "workload", "seed", "functions"], line.split()))
+            for line in lines[1:3]]
+    assert [r["functions"] for r in rows] == ["2", "10"]
+    assert lines[1].split()[-3] == "no" and lines[2].split()[-3] == "yes"
+    assert any(line.startswith("p50 and p99 are of the finished requests") for line in lines)
+    assert any(line.startswith("1 of 2 runs overloaded") for line in lines)
+    # a later sweep into the same directory varies another key: the table
+    # tells every run apart by both, read from the runs' configs
+    assert main(["sweep", *base[:-2], "workload.functions=2", "workload.rate_rps=5,20",
+                 "hydra.launcher.n_jobs=1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    # this sweep's key first, then the one that varies in the configs
+    assert lines[0].split()[3:5] == ["workload.rate_rps", "workload.functions"]
+    keys = [tuple(line.split()[3:5]) for line in lines[1:4]]
+    assert keys == [("5.0", "2"), ("20.0", "2"), ("20.0", "10")]

@@ -5,7 +5,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from scenarios.config import compose
+from scenarios.runner import run_scenario
 from scenarios.simulate import simulate
+from sim.workloads import workload_class
+from sim.workloads.noisy_jobs import make_jobs, write_jobs
 from sim.workloads.trace import TraceError, make_trace, read_trace, write_trace
 from tests.simcfg import make_cfg
 from tests.stats import assert_matches_theory
@@ -114,3 +118,19 @@ def test_parquet_with_wrong_columns_is_rejected(tmp_path):
     pq.write_table(pa.table({"function": ["f"], "arrival": [0.0]}), path)
     with pytest.raises(TraceError, match="missing column"):
         read_trace(path)
+
+
+@pytest.mark.parametrize("workload, write, table", [
+    ("random", write_trace, lambda: make_trace(["f", "g"], [0.2, 0.1], [0.01, 0.02], [1, 2])),
+    ("noisy_jobs", write_jobs, lambda: make_jobs(["a", "b"], [0.0, 0.3], [0.2, 0.1], [1, 2],
+                                                 ["moderate", "high"], [False, True])),
+])
+def test_a_trace_file_replay_keeps_the_file_as_the_runs_trace(tmp_path, workload, write, table):
+    path = write(table(), tmp_path / "input.csv")
+    cfg = compose([f"workload={workload}", f"workload.trace_file={path}", "host=generic",
+                   "host.cores=2", "duration_s=1", "warmup_s=0"])
+    run_scenario(cfg, tmp_path / "run")
+    kept = pq.read_table(tmp_path / "run" / "trace.parquet")
+    assert kept.equals(workload_class(workload).read_trace_file(path))
+    # and the run replayed exactly it
+    assert pq.read_table(tmp_path / "run" / "requests.parquet").num_rows == 2

@@ -200,8 +200,7 @@ def _summary(cfg, n, cpus, cp, requests, rows, demands, warmup_ns, duration_ns, 
     effective = _binned(*demands, start_ns, duration_ns, profile_ns)
     row = {
         **run_identity(cfg, "sim"),
-        **request_columns(requests, window_s, float(cfg.get("slo_s", 1.0))),
-        "n_unfinished": int(unfinished),
+        **request_columns(requests, window_s, float(cfg.get("slo_s", 1.0)), int(unfinished)),
         "cpu_util": (c.busy_ns + c.overhead_ns) / capacity_ns,
         "sched_overhead_frac": c.overhead_ns / capacity_ns,
         "ctx_switches": c.switches,

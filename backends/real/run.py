@@ -517,8 +517,7 @@ def _summary(cfg, b, requests, sampler, perf_rows, lstats, ok, perf_status, host
     nan = math.nan
     row = {
         **run_identity(cfg, "real"),
-        **request_columns(requests, window_s, slo_s),
-        "n_unfinished": int(arrived_after_warmup - requests.num_rows),
+        **request_columns(requests, window_s, slo_s, arrived_after_warmup - requests.num_rows),
         "cpu_util": (z[top]["usage_ns"] - a[top]["usage_ns"]) / NS / (span_s * len(cpus))
         if span_s > 0 else nan,
         "sched_overhead_frac": nan,          # not measurable on the real host

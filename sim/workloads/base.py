@@ -18,7 +18,10 @@ subclass that declares:
   None for a config whose requests depend on the run (a closed loop).  A
   generated workload's default is its ``generate_trace``;
 - ``READS_TRACE``: whether it takes the trace (generated, or read from
-  its ``trace_file``) as the ``trace`` argument of its constructor;
+  its ``trace_file``) as the ``trace`` argument of its constructor; a
+  trace handed in is what it replays, else it reads its ``trace_file``
+  with ``read_trace_file(path)`` (scenarios/runner.py reads the file the
+  same way, to keep it as the run's trace.parquet, and hands it in);
 - ``REAL_BACKEND``: how backends/real runs it, one of ``REAL_BACKENDS``, or
   None where it is simulated only.
 
@@ -60,6 +63,8 @@ class Workload:
     REAL_BACKEND: str | None = None
     # generated workloads: staticmethod (cfg, seed, duration_s) -> trace table
     generate_trace = None
+    # workloads with a trace_file: staticmethod (path) -> the trace it holds
+    read_trace_file = None
     # workloads whose requests can be drawn ahead: staticmethod (cfg, seed,
     # duration_s) -> invocation trace or None (the module docstring)
     arrivals = None

@@ -232,10 +232,11 @@ class NoisyJobsWorkload(TraceWorkload):
     REAL_BACKEND = "jobs"
     generate_trace = staticmethod(generate)
     arrivals = None   # its trace is of jobs, not requests (backends/real/trace.py jobs_for_real)
+    read_trace_file = staticmethod(read_jobs)
 
     def __init__(self, cfg: NoisyJobsConfig, machine, recorder, trace: pa.Table | None = None):
-        if cfg.trace_file:
-            trace = read_jobs(cfg.trace_file)
+        if trace is None and cfg.trace_file:
+            trace = self.read_trace_file(cfg.trace_file)
         if trace is None:
             raise ValueError("workload noisy_jobs replays a job trace: set workload.trace_file, "
                              "or pass trace=sim.workloads.trace_for(cfg) to simulate()")

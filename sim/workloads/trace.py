@@ -102,11 +102,12 @@ class TraceWorkload(ForkJoin, Workload):
     CONFIG = TraceConfig
     READS_TRACE = True
     REAL_BACKEND = "functions"
+    read_trace_file = staticmethod(read_trace)
 
     def __init__(self, cfg, machine, recorder, trace: pa.Table | None = None):
         super().__init__(cfg, machine, recorder)
-        if getattr(cfg, "trace_file", None):
-            trace = read_trace(cfg.trace_file)
+        if trace is None and getattr(cfg, "trace_file", None):
+            trace = self.read_trace_file(cfg.trace_file)
         if trace is None:
             raise ValueError(f"workload {cfg.name} replays a trace: set workload.trace_file, "
                              "or pass trace=sim.workloads.trace_for(cfg) to simulate()")

@@ -82,11 +82,12 @@ class WebserverWorkload(WorkerPoolWorkload):
     REAL_BACKEND = None
 
     generate_trace = staticmethod(arrival_trace)
+    read_trace_file = staticmethod(read_trace)
 
     def __init__(self, cfg: WebserverConfig, machine, recorder, trace: pa.Table | None = None):
         super().__init__(cfg, machine, recorder)
-        if cfg.trace_file:
-            trace = read_trace(cfg.trace_file)
+        if trace is None and cfg.trace_file:
+            trace = self.read_trace_file(cfg.trace_file)
         if trace is not None and self.clients is not None:
             raise ValueError("workload webserver: a trace replays open-loop arrivals; "
                              "set workload.clients = null to replay it")
