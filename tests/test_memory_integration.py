@@ -15,7 +15,7 @@ from policies.control.dynamic_priority import (DynamicPriority, DynamicPriorityC
                                                longest_free_run)
 from policies.control.least_loaded import (CoreAccountant, LeastLoaded, LeastLoadedConfig,
                                            least_committed)
-from results.schema import check_table
+from results.schema import check_table, with_run_labels
 from scenarios.config import compose
 from scenarios.simulate import attach_controller, build, simulate
 from sim.memory.cachemodel import miss_ratio
@@ -95,7 +95,8 @@ def test_memlookup_slowdown_follows_miss_ratio():
 def test_memlookup_interval_columns():
     r = simulate(_cfg(["workload=memlookup", "host=silver-4314-2s", "duration_s=2", "warmup_s=0",
                        "interval_s=0.5", "workload.partitions=[0-2]", "workload.mb=[40]"]))
-    check_table("intervals", r.intervals)
+    # as written into the run directory (the run labels are added there)
+    check_table("intervals", with_run_labels(r.intervals, r.summary))
     rows = r.intervals.to_pylist()
     mine = [x for x in rows if x["cgroup"] == "/memlookup/c0"]
     others = [x for x in rows if x["cgroup"] != "/memlookup/c0"]
