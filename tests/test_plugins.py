@@ -190,7 +190,7 @@ def test_shipped_workloads_declare_how_the_real_backend_runs_them():
         "azure2019": None, "azure2021": "functions", "clients": None, "ebizzy": "periodic",
         "memlookup": "memlookup", "noisy_jobs": "jobs", "periodic": "periodic",
         "pingpong": None, "poisson": "functions", "random": "functions", "resctl": None,
-            "rtapp": None,
+        "rtapp": "rtapp",
         "trace": "functions", "webserver": None, "worker_pool": "worker_pool"}
     # options sharing a module name it with `model`
     resctl_mix = compose(["workload=resctl_mix"]).workload

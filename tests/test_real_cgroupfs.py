@@ -123,6 +123,11 @@ def test_v2_spelling(tmp_path):
     assert cg.usage_ns("/faas.slice/func-2") == 1_500_000
     st = cg.cpu_stat("/faas.slice/func-2")
     assert (st.nr_periods, st.nr_throttled, st.throttled_usec) == (10, 4, 777)
+    # one thread of a process in the top moves to a leaf once the path is threaded
+    cg.make_threaded("/faas.slice/func-2")
+    assert (leaf / "cgroup.type").read_text() == "threaded"
+    assert (top / "faas.slice" / "cgroup.type").read_text() == "threaded"
+    assert not (top / "cgroup.type").exists()      # the top stays a domain
     cg.attach_thread("/faas.slice/func-2", 99)
     assert (leaf / "cgroup.threads").read_text() == "99"
     assert cg.perf_name("") == "colosim-t1"

@@ -23,6 +23,7 @@ from backends.real.functions import FunctionsRunner, WorkerPoolRunner
 from backends.real.jobs import JobProc, JobsRunner
 from backends.real.memlookup import ContainerProc, MemLookupRunner
 from backends.real.periodic import PeriodicRunner
+from backends.real.rtapp import RtAppProc, RtAppRunner
 from backends.real.loadgen import RequestWorker, Worker
 from backends.real.runner import BurstWorker, RealRunError, Runner, RunWorker
 from backends.real.workers import WorkerProc
@@ -36,10 +37,11 @@ ROOT = str(Path(__file__).resolve().parents[1])
 SHIPPED = {"poisson": FunctionsRunner, "azure2021": FunctionsRunner, "random": FunctionsRunner,
            "worker_pool": WorkerPoolRunner, "periodic": PeriodicRunner,
            "ebizzy": PeriodicRunner, "noisy_jobs": JobsRunner, "memlookup": MemLookupRunner,
-           "azure2019": None, "webserver": None, "resctl": None, "resctl_mix": None,
+           "rtapp": RtAppRunner, "azure2019": None, "webserver": None, "resctl": None, "resctl_mix": None,
            "resctl_parallel": None}
 # what a shipped option needs to compose with backend=real and make cgroups
-OVERRIDES = {"azure2019": ["workload.request_path=direct"], "noisy_jobs": ["duration_s=30"]}
+OVERRIDES = {"azure2019": ["workload.request_path=direct"], "noisy_jobs": ["duration_s=30"],
+             "rtapp": ["workload.file=scenarios/rtapp/cgroup_weighted.json"]}
 
 
 def _cfg(*overrides):
@@ -83,6 +85,8 @@ def test_every_shipped_workload_has_its_runner_or_a_refusal_naming_what_runs(wor
         assert "periodic threads (workload=ebizzy, workload=periodic)" in msg
         assert "a function workload with a trace_file" in msg
         return
+    if want is RtAppRunner and shutil.which("rt-app") is None:
+        pytest.skip("needs rt-app (as root: apt-get install -y rt-app)")
     r = _runner(cfg)
     assert type(r) is want and r.cgroups and len(r.cgroups) == len(set(r.cgroups))
 
@@ -156,7 +160,8 @@ def test_workers_have_the_declared_interfaces():
     assert members(BurstWorker) == {"go"} and members(RunWorker) == {"quit", "kill"}
     for cls, protocols in ((WorkerProc, (RunWorker, RequestWorker, BurstWorker)),
                            (JobProc, (RunWorker, RequestWorker)),
-                           (ContainerProc, (RunWorker, BurstWorker))):
+                           (ContainerProc, (RunWorker, BurstWorker)),
+                           (RtAppProc, (RunWorker,))):
         for p in protocols:
             for name in members(p) | members(Worker):
                 assert callable(getattr(cls, name, None)), (cls, name)

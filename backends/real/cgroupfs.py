@@ -186,6 +186,10 @@ def _kill_and_wait(procs_file: Path, timeout_s: float = 3.0) -> list[int]:
             pids = [int(x) for x in procs_file.read_text().split()]
         except FileNotFoundError:
             return killed
+        except OSError as e:
+            if e.errno == errno.EOPNOTSUPP:
+                return killed     # a v2 threaded cgroup: its threaded root lists the processes
+            raise
         pids = [p for p in pids if p not in (me, 1)]
         if not pids:
             return killed
@@ -536,9 +540,23 @@ class CgroupFS:
         return [str(check_owned(m.path / self.name / self.norm(cgroup) / "cgroup.procs",
                                 self.layout.mounts)) for m in self.hierarchies]
 
+    def make_threaded(self, cgroup: str) -> None:
+        """v2: make ``cgroup`` and its ancestors below the run's top threaded
+        (``cgroup.type``), so :meth:`attach_thread` can move single threads
+        of a process living higher in the tree there (the top becomes
+        "domain threaded"); v1 places threads anywhere, so nothing to do."""
+        parts = self.norm(cgroup).split("/") if self.norm(cgroup) else []
+        for m in self.hierarchies:
+            if m.version != 2:
+                continue
+            for i in range(1, len(parts) + 1):
+                t = m.path / self.name / "/".join(parts[:i]) / "cgroup.type"
+                if self.read_or(t, "").strip() != "threaded":
+                    self._write(t, "threaded")
+
     def attach_thread(self, cgroup: str, tid: int) -> None:
         """Move one thread: v1 ``tasks``; v2 ``cgroup.threads`` (the cgroup must
-        be threaded: cgroup.type = threaded)."""
+        be threaded: :meth:`make_threaded`)."""
         for m in self.hierarchies:
             d = m.path / self.name / self.norm(cgroup)
             self._write(d / ("tasks" if m.version == 1 else "cgroup.threads"), str(int(tid)))

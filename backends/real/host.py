@@ -136,7 +136,7 @@ class RealHost:
         if policy == "rr":
             if not 1 <= rt_priority <= 99:
                 raise ValueError(f"rt_priority {rt_priority}: allowed 1..99")
-            self._ensure_rt_runtime(cgroup)
+            self.ensure_rt_runtime(cgroup)
             param = os.sched_param(rt_priority)
         else:
             param = os.sched_param(0)
@@ -149,7 +149,10 @@ class RealHost:
                 raise CgroupError(f"sched_setscheduler({tid}, {policy}) in {cgroup}: "
                                   f"{e.strerror}") from e
 
-    def _ensure_rt_runtime(self, cgroup: str) -> None:
+    def ensure_rt_runtime(self, cgroup: str) -> None:
+        """Give ``cgroup`` (and its ancestors in the run) RT runtime where RT
+        group scheduling is on and they have none, so RT threads may join
+        it (the split described in the module docstring)."""
         if self.cg.layout.version("cpu") != 1:
             return
         root = self.cg.controllers["cpu"].path

@@ -143,7 +143,8 @@ class JobSpec:
 
 
 def spawn_in_cgroup(cmd: list[str], procs_files: list[str], cpus, pass_fds=(),
-                    stdin=subprocess.DEVNULL) -> subprocess.Popen:
+                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE) -> subprocess.Popen:
     """Start ``cmd`` inside a cgroup (its ``cgroup.procs`` files, every
     hierarchy) on ``cpus``, as a normal task in its own session (so its
     process group can be killed whole), dying with its parent."""
@@ -158,7 +159,7 @@ def spawn_in_cgroup(cmd: list[str], procs_files: list[str], cpus, pass_fds=(),
             with open(f, "w") as fh:
                 fh.write(pid)
         os.sched_setaffinity(0, cpus)
-    return subprocess.Popen(cmd, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    return subprocess.Popen(cmd, stdin=stdin, stdout=stdout, stderr=stderr,
                             pass_fds=pass_fds, preexec_fn=pre, start_new_session=True)
 
 

@@ -5,8 +5,9 @@ A workload runs here through the real-backend capability it declares
 (:func:`capability`): ``functions`` (one native worker per function
 replaying an invocation trace, backends/real/functions.py), ``worker_pool``
 (a pool-mode worker, open loop or closed-loop clients, the same module),
-``periodic`` (backends/real/periodic.py), ``jobs`` (backends/real/jobs.py)
-or ``memlookup`` (backends/real/memlookup.py); each has a
+``periodic`` (backends/real/periodic.py), ``jobs`` (backends/real/jobs.py),
+``memlookup`` (backends/real/memlookup.py) or ``rtapp`` (the rt-app binary,
+backends/real/rtapp.py); each has a
 :class:`~backends.real.runner.Runner` there.  ``run_real`` is the flow they
 share:
 
@@ -60,6 +61,7 @@ from backends.real.loadgen import Timer, lateness_stats, lateness_verdict, set_t
 from backends.real.memlookup import MemLookupRunner
 from backends.real.perf import PerfUnavailable
 from backends.real.periodic import PeriodicRunner
+from backends.real.rtapp import RtAppRunner
 from backends.real.runner import RealRunError, Runner, Setup
 from backends.real.workers import WorkerError, worker_binary
 from policies.control import NONE
@@ -75,7 +77,8 @@ from sim.workloads import workload_class
 # each capability's runner, in the order the refusal message lists them
 RUNNERS: dict[str, type[Runner]] = {
     "functions": FunctionsRunner, "worker_pool": WorkerPoolRunner,
-    "periodic": PeriodicRunner, "jobs": JobsRunner, "memlookup": MemLookupRunner}
+    "periodic": PeriodicRunner, "jobs": JobsRunner, "memlookup": MemLookupRunner,
+    "rtapp": RtAppRunner}
 
 def capabilities() -> dict[str, str | None]:
     """Each workload module's real-backend capability (a key of
@@ -291,7 +294,7 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
 
         perf_t0 = time.monotonic_ns()
         perf, perf_status = runner.start_perf(cg)
-        tracer, trace_plan = _start_trace(trace_plan, tcfg, cg, runner.cgroups, online)
+        tracer, trace_plan = _start_trace(trace_plan, tcfg, cg, runner.members(), online)
 
         sampler = Sampler(cg, cgroups, runner.parent, ncpus)
         # at equal times timers run in list order: counters at 0 first
@@ -315,7 +318,7 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
             perf_t0 = perf.counting_since() or perf_t0
         else:
             time.sleep(0.05)
-        t0 = time.monotonic_ns() + 10_000_000
+        t0 = runner.t0(time.monotonic_ns() + 10_000_000)
         host._t0 = t0      # the Host clock starts with the replay
         if tracer is not None:
             tracer.set_t0(t0)
@@ -398,7 +401,8 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
             summary = summary.append_column(column, pa.array([value]))
     for column, value in runner.summary_columns(perf_samples, perf_offset_s,
                                                 warmup_ns).items():
-        summary = summary.append_column(column, pa.array([value], pa.float64()))
+        summary = summary.append_column(column, pa.array(
+            [value], pa.float64() if isinstance(value, float) else None))
     for cls, ns in sorted(runner.alone.items()):
         summary = summary.append_column(f"job_alone_ns_per_access_{cls}", pa.array([ns]))
     spreads = alone_spreads(runner, b)
@@ -417,7 +421,7 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
         [perf_window[0][0] if perf_window else None], pa.float64()))
     summary = summary.append_column("perf_window_end_s", pa.array(
         [perf_window[-1][1] if perf_window else None], pa.float64()))
-    extra = {}
+    extra = runner.tables()
     if trace_plan is not None:
         for column, (value, typ) in trace_columns(captured, trace_plan).items():
             summary = summary.append_column(column, pa.array([value], typ))

@@ -17,11 +17,13 @@ cgroups and workers        :meth:`Runner.start` (workers appended to
                            every one), :meth:`Runner.rt_policies`
 perf                       :meth:`Runner.perf_events` or
                            :meth:`Runner.start_perf`
-load                       :meth:`Runner.go` at t0, :meth:`Runner.drive`,
+load                       :meth:`Runner.t0` (when it starts),
+                           :meth:`Runner.go` at t0, :meth:`Runner.drive`,
                            :meth:`Runner.finish` before anything stops
+trace=sched                :meth:`Runner.members`
 tables                     :meth:`Runner.requests`,
                            :meth:`Runner.summary_columns`, ``alone``,
-                           :meth:`Runner.result_trace`
+                           :meth:`Runner.result_trace`, :meth:`Runner.tables`
 =========================  ==================================================
 
 The defaults replay ``trace`` open loop (backends/real/loadgen.replay) and
@@ -144,7 +146,16 @@ class Runner(ABC):
         sched = kernel_config(self.cfg["scheduler"])
         return {c: (sched.task_policy == SCHED_RR, sched.rt_priority) for c in self.cgroups}
 
+    def members(self) -> list[str]:
+        """The cgroups whose threads trace=sched records as the run's."""
+        return self.cgroups
+
     # --- perf ---------------------------------------------------------------
+    def perf_cgroups(self) -> list[str]:
+        """The cgroups ``perf stat -G`` counts (it counts a cgroup's
+        descendants too, so these must not nest)."""
+        return self.cgroups
+
     def perf_events(self) -> tuple[str, ...]:
         """What the run's ``perf stat -G`` counts on the function cgroups."""
         return DEFAULT_EVENTS
@@ -155,7 +166,7 @@ class Runner(ABC):
         if not self.b.perf:
             return None, "off"
         try:
-            perf = PerfStat({cg.perf_name(c): c for c in self.cgroups}, self.perf_events(),
+            perf = PerfStat({cg.perf_name(c): c for c in self.perf_cgroups()}, self.perf_events(),
                             int(self.b.perf_interval_ms))
             perf.start()
             return perf, "ok"
@@ -183,6 +194,11 @@ class Runner(ABC):
         """The worker serving each row: its function's."""
         index = {f: i for i, f in enumerate(self.names)}
         return np.array([index[f] for f in functions], dtype=np.int64)
+
+    def t0(self, earliest_ns: int) -> int:
+        """The run's time zero (CLOCK_MONOTONIC ns), no earlier than
+        ``earliest_ns``: perf, the trace and the sampler run by then."""
+        return earliest_ns
 
     def go(self, t0_ns: int, warmup_end_ns: int) -> None:
         """At t0, before the load starts (CLOCK_MONOTONIC ns)."""
@@ -217,15 +233,20 @@ class Runner(ABC):
                 int((rows.arrival_ns >= warmup_ns).sum()))
 
     def summary_columns(self, perf_samples, perf_offset_s: float,
-                        warmup_ns: int) -> dict[str, float]:
-        """Extra float summary columns (the memory columns), from the run's
-        perf samples (None: no perf stat; times since perf started,
+                        warmup_ns: int) -> dict[str, float | str]:
+        """Extra summary columns (the memory columns; float64 for floats), from
+        the run's perf samples (None: no perf stat; times since perf started,
         ``perf_offset_s`` before t0)."""
         return {}
 
     def result_trace(self) -> pa.Table | None:
         """What the run directory keeps as trace.parquet (None: nothing)."""
         return self.trace
+
+    def tables(self) -> dict[str, pa.Table]:
+        """The workload's own tables (results/schema.py WORKLOAD_TABLES), as
+        the simulator's workload returns them."""
+        return {}
 
 
 class BurstRunner(Runner):

@@ -44,7 +44,8 @@ from sim.config import MISSING, MappingReads
 # - periodic: threads that run and sleep, in their cgroups
 # - jobs: a job trace, each job in its own cgroup
 # - memlookup: the memory worker's random lookups in RDT partitions
-REAL_BACKENDS = ("functions", "worker_pool", "periodic", "jobs", "memlookup")
+# - rtapp: the rt-app binary runs the task description, its threads in their cgroups
+REAL_BACKENDS = ("functions", "worker_pool", "periodic", "jobs", "memlookup", "rtapp")
 
 
 @dataclass

@@ -124,7 +124,7 @@ class _Log:
 
 class RtAppWorkload(Workload):
     CONFIG = RtAppWorkloadConfig
-    REAL_BACKEND = None
+    REAL_BACKEND = "rtapp"
 
     def __init__(self, cfg: RtAppWorkloadConfig, machine, recorder):
         super().__init__(cfg, machine, recorder)
