@@ -97,8 +97,8 @@ def _add_validate_command(commands) -> None:
         "and calibration=PROFILE, and report per scenario: throughput, goodput, p50/p95/p99 "
         "latency, context-switch rate, migration rate, CPU utilisation and throttled time "
         "(real, sim, relative error (sim - real) / real) and the two-sample KS statistic of "
-        "the latency distributions.  Targets: throughput and CPU utilisation within 5%%, p50 "
-        "within 10%%, p99 and context-switch rate within 20%%; the other metrics have none.",
+        "the latency distributions.  Targets: throughput and CPU utilisation within 5%, p50 "
+        "within 10%, p99 and context-switch rate within 20%; the other metrics have none.",
         epilog="""examples:
   colosim validate default                     the default suite (about 2 minutes)
   colosim validate this-vm poisson-8 --quick   one scenario, 5 s per run (--quick: all, ~40 s)
