@@ -170,7 +170,8 @@ SUMMARY_OPTIONAL = pa.schema(
 # target CPU of a wake-up, the destination of a migration (``orig_cpu`` its
 # source) and the CPU of a throttled or unthrottled cfs_rq (whose group is
 # ``next_cgroup``).  ``cost_ns`` is the switch's charged cost (the
-# simulator's cost model; null on the real host).
+# simulator's cost model; null on the real host); a switch from idle is
+# recorded after the idle exit, which its cost_ns leaves out (docs/tracing.md).
 SCHED_EVENTS = ("sched_switch", "sched_wakeup", "sched_wakeup_new", "sched_migrate_task",
                 "throttle_cfs_rq", "unthrottle_cfs_rq")
 SCHED = pa.schema(

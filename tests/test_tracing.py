@@ -46,7 +46,10 @@ def test_the_trace_counts_what_the_machine_counts(dense):
     assert len(sw) == sum(rq.nr_switches for rq in machine.rqs)
     assert (sw.prev_pid != 0).sum() == machine.nr_switch_outs
     assert (ev.event == "sched_migrate_task").sum() == machine.nr_migrations > 0
-    assert sw.cost_ns.sum() == sum(rq.overhead_ns for rq in machine.rqs)
+    # a switch from idle is recorded after the idle exit, which is not in its cost_ns
+    from_idle = ((sw.prev_pid == 0) & (sw.next_pid != 0)).sum()
+    assert sw.cost_ns.sum() + from_idle * machine.cost.idle_exit_ns == \
+        sum(rq.overhead_ns for rq in machine.rqs)
     assert (sw.cost_ns > 0).all() and ev[ev.event != "sched_switch"].cost_ns.isna().all()
 
 
@@ -126,3 +129,19 @@ def test_bad_trace_keys_are_refused_before_running(tmp_path, capsys):
         assert main(["run", "trace=sched", *args, f"output_dir={tmp_path / 'x'}"]) == 2, args
         assert key in capsys.readouterr().err, args
         assert not (tmp_path / "x").exists()
+
+
+def test_a_switch_from_idle_is_recorded_after_the_idle_exit():
+    """The kernel's sched_switch fires once the CPU has left idle: a thread
+    woken onto its idle CPU shows the profile's idle_exit_ns as its
+    wake-up latency, and the switch's cost_ns without it."""
+    from results.sched import analyse
+    exit_ns = 50_000
+    cfg = make_cfg(periodic(threads=1, run_ms=1.0, sleep_ms=5.0), duration_s=0.2, warmup_s=0,
+                   calibration={**DEFAULT_COSTS, "idle_exit_ns": exit_ns}) | {"trace": TRACE}
+    sched = simulate(cfg).extra["sched"]
+    lat = np.concatenate(list(analyse(sched).wakeup_latencies("task").values()))
+    assert lat.size > 20 and np.allclose(lat, exit_ns / 1e9)
+    ev = sched.to_pandas()
+    from_idle = ev[(ev.event == "sched_switch") & (ev.prev_pid == 0)]
+    assert (from_idle.cost_ns > 0).all() and (from_idle.cost_ns < exit_ns).all()
