@@ -13,7 +13,7 @@ from typing import TextIO
 
 from omegaconf import DictConfig, OmegaConf
 
-from results.rundir import RunDirExistsError, ensure_writable
+from results.rundir import RunDirError, ensure_writable
 from results import validation
 from results.summary import format_summary, format_sweep
 from scenarios.config import CONF_DIR, compose, default_options, expand_sweep, list_options
@@ -26,7 +26,11 @@ _TOP_LEVEL_KEY = re.compile(r"^(\w+):\s*([^#]*?)\s*(?:#\s*(.*))?$")
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        # argparse would blame the top-level parser: show the command's usage
+        getattr(args, "command_parser", parser).error(
+            f"unrecognized arguments: {' '.join(unknown)}")
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
@@ -84,6 +88,8 @@ def _parser() -> argparse.ArgumentParser:
     _add_cleanup_command(commands)
     _add_calibrate_command(commands)
     _add_validate_command(commands)
+    for command_parser in commands.choices.values():
+        command_parser.set_defaults(command_parser=command_parser)
     return parser
 
 
@@ -146,7 +152,7 @@ def _validate(args: argparse.Namespace) -> int:
         out = (args.out or Path("runs") / f"validate-{args.profile}-{stamp}").absolute()
         ensure_writable(out)
         frame = v.validate(args.profile, suite, names, out, quick=args.quick)
-    except (v.ValidateError, RunDirExistsError) as err:
+    except (v.ValidateError, RunDirError) as err:
         return _fail(err)
     except KeyboardInterrupt:
         print("\ncolosim: interrupted; the completed runs are kept", file=sys.stderr)
@@ -629,8 +635,8 @@ def _run(args: argparse.Namespace) -> int:
     out_dir = _run_dir(cfg)
     try:
         ensure_writable(out_dir)
-    except RunDirExistsError as err:
-        return _fail(f"{err}; choose another output_dir")
+    except RunDirError as err:
+        return _fail(f"output_dir: {err}")
 
     from scenarios.runner import RunError, run_scenario
     from sim.workloads.trace import TraceError
