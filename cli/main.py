@@ -550,13 +550,19 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _sweep_quietly_or_not(args: argparse.Namespace, sweeps) -> int:
-    try:
-        sweeps.check_launcher(args.overrides)
-        points, swept = expand_sweep(args.overrides)
-    except ConfigError as err:
-        return _fail(err)
+    from sim.workloads.tablefile import TraceError
+
     sweep_dir = (args.dir or Path("sweeps") / datetime.now().strftime("%Y%m%d-%H%M%S"))
     sweep_dir = sweep_dir.absolute()
+    try:
+        sweeps.check_launcher(args.overrides)
+        points, swept, configs = expand_sweep(args.overrides)
+        sweeps.check_dir(sweep_dir)
+        sweeps.check_inputs(configs)
+    except (ConfigError, TraceError) as err:
+        return _fail(err)
+    except RunDirError as err:
+        return _fail(f"--dir: {err}")
     overrides = list(args.overrides)
     if not any(o.startswith("hydra/launcher=") for o in overrides):
         overrides.insert(0, "hydra/launcher=joblib")
@@ -564,25 +570,27 @@ def _sweep_quietly_or_not(args: argparse.Namespace, sweeps) -> int:
         print(f"colosim: sweeping {len(points)} run(s) into {sweep_dir}", file=sys.stderr)
     t0 = time.perf_counter()
     try:
-        sweeps.launch(overrides, sweep_dir, len(points), swept)
+        sweeps.launch(overrides, sweep_dir, configs, swept)
     except KeyboardInterrupt:
         print("\ncolosim: interrupted; completed runs are kept, run the same sweep again "
               "to finish it", file=sys.stderr)
         sweeps.collect(sweep_dir, swept)
         return EXIT_INTERRUPTED
     except SystemExit as exc:     # Hydra reports a failed job and exits
-        sweeps.collect(sweep_dir, swept)
-        return _fail(f"the sweep failed (exit {exc.code}); completed runs are in {sweep_dir}")
+        kept = sweeps.collect(sweep_dir, swept)
+        where = (f"the {kept.num_rows} completed run(s) are in {sweep_dir}" if kept is not None
+                 else "no run completed")
+        return _fail(f"the sweep failed (exit {exc.code}); {where}")
     table = sweeps.collect(sweep_dir, swept)
-    n = 0 if table is None else table.num_rows
-    if n:
-        from results.readers import open_results
+    if table is None:   # every job returned, yet no run directory: say so, claim no summary
+        return _fail(f"the sweep ran but wrote no run into {sweep_dir}")
+    from results.readers import open_results
 
-        # the keys that tell the runs apart, from their configs: also those
-        # swept by an earlier invocation into the same --dir
-        results = open_results(sweep_dir)
-        print(format_sweep(results.summary(), results.keys), end="\n\n")
-    print(f"{n} run(s) in {sweep_dir} ({time.perf_counter() - t0:.1f} s wall); "
+    # the keys that tell the runs apart, from their configs: also those
+    # swept by an earlier invocation into the same --dir
+    results = open_results(sweep_dir)
+    print(format_sweep(results.summary(), results.keys), end="\n\n")
+    print(f"{table.num_rows} run(s) in {sweep_dir} ({time.perf_counter() - t0:.1f} s wall); "
           f"summary: {sweep_dir / sweeps.SUMMARY}")
     return 0
 
