@@ -79,8 +79,9 @@ def _parser() -> argparse.ArgumentParser:
         "choice() sweep",
     )
     sweep.add_argument("--dir", type=Path, default=None,
-                       help="sweep directory (default: sweeps/<timestamp> under cwd); "
-                       "re-running into the same directory skips completed runs")
+                       help="sweep directory (default: sweeps/<timestamp> under cwd): a new "
+                       "or empty directory, or a sweep's; re-running into the same directory "
+                       "skips completed runs (output_dir= is refused: runs go under --dir)")
     sweep.add_argument("--quiet", action="store_true",
                        help="no progress lines (also: COLOSIM_QUIET=1)")
     sweep.set_defaults(handler=_sweep)
