@@ -63,7 +63,7 @@ def run_all(names: list[str], n: int) -> dict[str, dict[str, str]]:
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
         for name in names:
-            points, _ = expand_sweep([f"experiment={name}"])
+            points, _, _ = expand_sweep([f"experiment={name}"])
             for point in sample(points, n):
                 key = " ".join(point)
                 t0 = time.perf_counter()

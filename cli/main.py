@@ -13,7 +13,7 @@ from typing import TextIO
 
 from omegaconf import DictConfig, OmegaConf
 
-from results.rundir import RunDirExistsError, ensure_writable
+from results.rundir import RunDirError, ensure_writable
 from results import validation
 from results.summary import format_summary, format_sweep
 from scenarios.config import CONF_DIR, compose, default_options, expand_sweep, list_options
@@ -26,7 +26,11 @@ _TOP_LEVEL_KEY = re.compile(r"^(\w+):\s*([^#]*?)\s*(?:#\s*(.*))?$")
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        # argparse would blame the top-level parser: show the command's usage
+        getattr(args, "command_parser", parser).error(
+            f"unrecognized arguments: {' '.join(unknown)}")
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
@@ -75,8 +79,9 @@ def _parser() -> argparse.ArgumentParser:
         "choice() sweep",
     )
     sweep.add_argument("--dir", type=Path, default=None,
-                       help="sweep directory (default: sweeps/<timestamp> under cwd); "
-                       "re-running into the same directory skips completed runs")
+                       help="sweep directory (default: sweeps/<timestamp> under cwd): a new "
+                       "or empty directory, or a sweep's; re-running into the same directory "
+                       "skips completed runs (output_dir= is refused: runs go under --dir)")
     sweep.add_argument("--quiet", action="store_true",
                        help="no progress lines (also: COLOSIM_QUIET=1)")
     sweep.set_defaults(handler=_sweep)
@@ -84,6 +89,8 @@ def _parser() -> argparse.ArgumentParser:
     _add_cleanup_command(commands)
     _add_calibrate_command(commands)
     _add_validate_command(commands)
+    for command_parser in commands.choices.values():
+        command_parser.set_defaults(command_parser=command_parser)
     return parser
 
 
@@ -146,7 +153,7 @@ def _validate(args: argparse.Namespace) -> int:
         out = (args.out or Path("runs") / f"validate-{args.profile}-{stamp}").absolute()
         ensure_writable(out)
         frame = v.validate(args.profile, suite, names, out, quick=args.quick)
-    except (v.ValidateError, RunDirExistsError) as err:
+    except (v.ValidateError, RunDirError) as err:
         return _fail(err)
     except KeyboardInterrupt:
         print("\ncolosim: interrupted; the completed runs are kept", file=sys.stderr)
@@ -544,13 +551,19 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _sweep_quietly_or_not(args: argparse.Namespace, sweeps) -> int:
-    try:
-        sweeps.check_launcher(args.overrides)
-        points, swept = expand_sweep(args.overrides)
-    except ConfigError as err:
-        return _fail(err)
+    from sim.workloads.tablefile import TraceError
+
     sweep_dir = (args.dir or Path("sweeps") / datetime.now().strftime("%Y%m%d-%H%M%S"))
     sweep_dir = sweep_dir.absolute()
+    try:
+        sweeps.check_launcher(args.overrides)
+        points, swept, configs = expand_sweep(args.overrides)
+        sweeps.check_dir(sweep_dir)
+        sweeps.check_inputs(configs)
+    except (ConfigError, TraceError) as err:
+        return _fail(err)
+    except RunDirError as err:
+        return _fail(f"--dir: {err}")
     overrides = list(args.overrides)
     if not any(o.startswith("hydra/launcher=") for o in overrides):
         overrides.insert(0, "hydra/launcher=joblib")
@@ -558,25 +571,27 @@ def _sweep_quietly_or_not(args: argparse.Namespace, sweeps) -> int:
         print(f"colosim: sweeping {len(points)} run(s) into {sweep_dir}", file=sys.stderr)
     t0 = time.perf_counter()
     try:
-        sweeps.launch(overrides, sweep_dir, len(points), swept)
+        sweeps.launch(overrides, sweep_dir, configs, swept)
     except KeyboardInterrupt:
         print("\ncolosim: interrupted; completed runs are kept, run the same sweep again "
               "to finish it", file=sys.stderr)
         sweeps.collect(sweep_dir, swept)
         return EXIT_INTERRUPTED
     except SystemExit as exc:     # Hydra reports a failed job and exits
-        sweeps.collect(sweep_dir, swept)
-        return _fail(f"the sweep failed (exit {exc.code}); completed runs are in {sweep_dir}")
+        kept = sweeps.collect(sweep_dir, swept)
+        where = (f"the {kept.num_rows} completed run(s) are in {sweep_dir}" if kept is not None
+                 else "no run completed")
+        return _fail(f"the sweep failed (exit {exc.code}); {where}")
     table = sweeps.collect(sweep_dir, swept)
-    n = 0 if table is None else table.num_rows
-    if n:
-        from results.readers import open_results
+    if table is None:   # every job returned, yet no run directory: say so, claim no summary
+        return _fail(f"the sweep ran but wrote no run into {sweep_dir}")
+    from results.readers import open_results
 
-        # the keys that tell the runs apart, from their configs: also those
-        # swept by an earlier invocation into the same --dir
-        results = open_results(sweep_dir)
-        print(format_sweep(results.summary(), results.keys), end="\n\n")
-    print(f"{n} run(s) in {sweep_dir} ({time.perf_counter() - t0:.1f} s wall); "
+    # the keys that tell the runs apart, from their configs: also those
+    # swept by an earlier invocation into the same --dir
+    results = open_results(sweep_dir)
+    print(format_sweep(results.summary(), results.keys), end="\n\n")
+    print(f"{table.num_rows} run(s) in {sweep_dir} ({time.perf_counter() - t0:.1f} s wall); "
           f"summary: {sweep_dir / sweeps.SUMMARY}")
     return 0
 
@@ -629,8 +644,8 @@ def _run(args: argparse.Namespace) -> int:
     out_dir = _run_dir(cfg)
     try:
         ensure_writable(out_dir)
-    except RunDirExistsError as err:
-        return _fail(f"{err}; choose another output_dir")
+    except RunDirError as err:
+        return _fail(f"output_dir: {err}")
 
     from scenarios.runner import RunError, run_scenario
     from sim.workloads.trace import TraceError

@@ -24,7 +24,11 @@ CONFIG_FILE = "config.yaml"
 TRACE_FILE = "trace.parquet"
 
 
-class RunDirExistsError(FileExistsError):
+class RunDirError(OSError):
+    """A run directory that cannot be written where it was asked for."""
+
+
+class RunDirExistsError(RunDirError, FileExistsError):
     """The target run directory already exists and is not empty."""
 
 
@@ -86,10 +90,29 @@ def write_run_dir(result: Any, out_dir: str | Path, config: Mapping | DictConfig
 
 
 def ensure_writable(target: str | Path) -> None:
-    """Raise unless a run directory can be created at target."""
+    """Raise RunDirError unless a run directory can be created at target,
+    so that a run refuses before its work, not after it."""
     target = Path(target)
     if target.exists() and not (target.is_dir() and not any(target.iterdir())):
         raise RunDirExistsError(f"{target} already exists and is not an empty directory")
+    ensure_creatable(target)
+
+
+def ensure_creatable(target: Path) -> None:
+    """Raise RunDirError unless directories can be made at ``target``: its
+    nearest existing ancestor must be a directory that takes a new entry
+    (tried with an empty directory, removed at once: permissions, read-only
+    and pseudo file systems such as /proc all answer the same way)."""
+    base = target
+    while not base.exists() and not base.is_symlink():
+        base = base.parent
+    if base != target and not base.is_dir():
+        raise RunDirError(f"{target} cannot be created: {base} is a file, not a directory")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".colosim-probe-", dir=base))
+    except OSError as err:
+        raise RunDirError(f"{target} cannot be written: {base} does not take a new "
+                          f"directory ({err.strerror})") from None
 
 
 def read_run_dir(path: str | Path) -> RunDir:

@@ -56,11 +56,13 @@ def _compose(overrides: list[str], return_hydra_config: bool = False) -> DictCon
     return cfg
 
 
-def expand_sweep(overrides: Iterable[str]) -> tuple[list[list[str]], list[str]]:
-    """The points of a sweep (one override list each) and the swept keys,
-    as Hydra's basic sweeper will expand them, including the
-    ``hydra.sweeper.params`` of an ``experiment=`` file.  Every point is
-    composed and validated here, so a bad value fails before any run."""
+def expand_sweep(overrides: Iterable[str]) -> tuple[list[list[str]], list[str], list[DictConfig]]:
+    """The points of a sweep (one override list each), the swept keys and
+    each point's config, as Hydra's basic sweeper will expand them,
+    including the ``hydra.sweeper.params`` of an ``experiment=`` file.
+    Every point is composed and validated here, so a bad value fails before
+    any run; so does a sweep of no point, or one that sets output_dir (a
+    sweep writes each run under its own directory)."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
     overrides = [o for o in overrides if not o.startswith("hydra")]
@@ -74,14 +76,22 @@ def expand_sweep(overrides: Iterable[str]) -> tuple[list[list[str]], list[str]]:
     lines = [f"{k}={v}" for k, v in params.items() if k not in given] + overrides
     parsed = OverridesParser.create().parse_overrides(lines)
     swept = [o.key_or_group for o in parsed if o.is_sweep_override()]
+    for o in parsed:
+        if o.is_sweep_override() and not list(o.sweep_string_iterator()):
+            raise ConfigError(f"{o.input_line} sweeps no value: the sweep would run nothing")
     batches = BasicSweeper.split_arguments(parsed, max_batch_size=None)
     points = [list(point) for batch in batches for point in batch]
+    configs = []
     for point in points:
         try:
-            compose(point)
+            configs.append(compose(point))
         except ConfigError as err:
-            raise ConfigError(f"sweep point {' '.join(point)}:\n{err}") from err
-    return points, swept
+            sep = "\n" if "\n" in str(err) else " "   # one problem: one line
+            raise ConfigError(f"sweep point {' '.join(point)}:{sep}{err}") from err
+        if configs[-1].output_dir is not None:
+            raise ConfigError(f"output_dir = {configs[-1].output_dir} is invalid in a sweep: "
+                              "each run is written under the sweep's --dir")
+    return points, swept, configs
 
 
 def _experiment_sweep_params(overrides: list[str]) -> dict[str, str]:

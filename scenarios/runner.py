@@ -6,6 +6,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from omegaconf import DictConfig, OmegaConf
 
 from backends.cluster import consolidate, simulate_cluster
@@ -14,18 +15,36 @@ from results.rundir import write_run_dir
 from results.sched import sched_metrics
 from scenarios.simulate import simulate
 from sim import workloads
+from sim.workloads.tablefile import TraceError
 
 
 def replayed_trace(cfg: DictConfig):
     """The trace the run replays, kept as its trace.parquet: the workload's
-    trace_file (read by its class's reader) or the one its class generates
-    from the seed; None for workloads without a trace (closed loops)."""
+    trace_file (trace_file) or the one its class generates from the seed;
+    None for workloads without a trace (closed loops)."""
     cls = workloads.workload_class(cfg.workload)
     if cfg.workload.get("trace_file"):
-        return cls.read_trace_file(cfg.workload.trace_file)
+        return trace_file(cfg)
     if cls.generate_trace is None:
         return None
     return workloads.trace_for(OmegaConf.to_container(cfg, resolve=True))
+
+
+def trace_file(cfg: DictConfig):
+    """The workload's trace_file, read by its class's reader, which checks
+    every row; TraceError also if nothing in it would arrive in the run
+    (no row, or every arrival at or after duration_s): such a run would
+    report 0 requests as if that were a result."""
+    path = cfg.workload.trace_file
+    trace = workloads.workload_class(cfg.workload).read_trace_file(path)
+    if trace.num_rows == 0:
+        raise TraceError(f"workload.trace_file {path}: no rows, nothing to replay")
+    first = pc.min(trace.column("arrival_s")).as_py()
+    if first >= cfg.duration_s:
+        raise TraceError(f"workload.trace_file {path}: every arrival is at or after duration_s "
+                         f"= {cfg.duration_s} s (the first at {first} s): nothing would arrive "
+                         "in the run")
+    return trace
 
 
 def run_scenario(cfg: DictConfig, out_dir: Path, progress=None) -> pa.Table:

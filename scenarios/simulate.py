@@ -12,6 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 from backends.simhost import SimHost, build_host, drive
 from policies.control import build as build_controller
 from results.schema import request_columns, run_identity
+from scenarios.validate import validate_mapping
 from sim import workloads
 from sim.engine import NSEC_PER_SEC, s_to_ns
 from sim.memory.progress import empty_summary
@@ -76,7 +77,11 @@ def simulate(cfg, progress=None, trace=None) -> SimResult:
     time advances.  ``trace`` (a table of sim.workloads.trace.TRACE_SCHEMA)
     is what a trace-driven workload replays; without it the workload reads
     its ``trace_file``.  ``scenarios.runner.replayed_trace(cfg)`` gives the
-    trace a config replays (its file's, or the one generated from the seed)."""
+    trace a config replays (its file's, or the one generated from the seed).
+    A plain dict is checked as the command line checks its config
+    (scenarios.validate); ConfigError names the first bad key."""
+    if not isinstance(cfg, DictConfig):   # a composed one was checked when composed
+        validate_mapping(cfg, has_trace=trace is not None)
     cfg = _plain(cfg)
     duration_ns = s_to_ns(float(cfg["duration_s"]))
     warmup_ns = s_to_ns(float(cfg.get("warmup_s", 0.0)))

@@ -26,14 +26,14 @@ import pyarrow.parquet as pq
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from results.rundir import ensure_creatable, ensure_writable
 from scenarios import schema
 from scenarios.config import CONF_DIR
-from scenarios.runner import run_scenario
+from scenarios.runner import run_scenario, trace_file
 from scenarios.validate import ConfigError, validate
 
 RUNS = "runs"
 SUMMARY = "summary.parquet"
-ENV_TOTAL = "COLOSIM_SWEEP_TOTAL"
 ENV_QUIET = "COLOSIM_QUIET"
 ENV_KEYS = "COLOSIM_SWEEP_KEYS"
 
@@ -50,15 +50,54 @@ LAUNCHER_EXTRAS = {
 
 def check_launcher(overrides: list[str]) -> None:
     """A launcher whose plugin is not installed fails here, with the extra
-    that installs it, rather than in Hydra with a list of what is."""
+    that installs it, rather than in Hydra with a list of what is; so does
+    a joblib n_jobs that joblib would refuse with a traceback once the
+    sweep started."""
+    launcher = "joblib"
     for override in overrides:
         if not override.startswith("hydra/launcher="):
             continue
-        name = override.split("=", 1)[1]
+        launcher = name = override.split("=", 1)[1]
         module, extra = LAUNCHER_EXTRAS.get(name, (None, None))
         if module and importlib.util.find_spec(module) is None:
             raise ConfigError(f"hydra/launcher={name} needs Hydra's launcher plugin, "
                               f"which is not installed: pip install -e '.[{extra}]'")
+    for override in overrides:
+        key, _, value = override.partition("=")
+        if launcher == "joblib" and key.lstrip("+") == "hydra.launcher.n_jobs":
+            try:
+                ok = int(value) != 0
+            except ValueError:
+                ok = False
+            if not ok:
+                raise ConfigError(f"hydra.launcher.n_jobs = {value} is invalid: must be a "
+                                  "non-zero integer (-1: all cores, -2: all but one)")
+
+
+def is_sweep_dir(path: Path) -> bool:
+    """A directory `colosim sweep` wrote (Hydra's multirun.yaml, or runs/)."""
+    return (path / "multirun.yaml").is_file() or (path / RUNS).is_dir()
+
+
+def check_dir(sweep_dir: Path) -> None:
+    """RunDirError unless the sweep can write into ``sweep_dir``: a sweep
+    directory (resumed or extended), or where a new one can be made (not a
+    non-empty directory of something else, which the sweep would mix into)."""
+    if sweep_dir.is_dir() and is_sweep_dir(sweep_dir):
+        ensure_creatable(sweep_dir / RUNS)
+    else:
+        ensure_writable(sweep_dir)
+
+
+def check_inputs(configs: list[DictConfig]) -> None:
+    """Every point's trace file, read and checked (TraceError) before any
+    run starts: a bad file would otherwise fail its runs one by one."""
+    checked = set()
+    for cfg in configs:
+        key = (cfg.workload.get("trace_file"), cfg.duration_s)
+        if key[0] and key not in checked:
+            checked.add(key)
+            trace_file(cfg)
 
 
 def config_hash(cfg: DictConfig) -> str:
@@ -79,15 +118,14 @@ def run_dir_of(sweep_dir: Path, cfg: DictConfig) -> Path:
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def sweep_job(cfg: DictConfig) -> str:
-    """One point of the sweep (runs in a launcher worker)."""
+    """One point of the sweep (runs in a launcher worker); the launching
+    process reports it (_Progress), skipped or done."""
     OmegaConf.resolve(cfg)
     validate(cfg)
-    sweep_dir = Path(HydraConfig.get().sweep.dir)
-    out = run_dir_of(sweep_dir, cfg)
+    out = run_dir_of(Path(HydraConfig.get().sweep.dir), cfg)
     if (out / SUMMARY).is_file():
-        _report(sweep_dir, f"skipped {out.name} (already complete)")
         return "skipped"
-    run_scenario(cfg, out)    # the launching process reports it: _Progress
+    run_scenario(cfg, out)
     return "done"
 
 
@@ -98,31 +136,28 @@ def completed_runs(sweep_dir: Path) -> list[Path]:
                   if not p.parent.name.startswith("."))
 
 
-def _report(sweep_dir: Path, what: str) -> None:
-    if quiet():
-        return
-    done = len(completed_runs(sweep_dir))
-    total = os.environ.get(ENV_TOTAL, "?")
-    print(f"[{done}/{total}] {what}", file=sys.stderr, flush=True)
-
-
 class _Progress:
-    """Prints ``[k/N] done <run>`` from the launching process as run
-    directories appear.  Launchers run the jobs elsewhere: joblib and Ray
-    workers (Ray forwards their output late and prefixed), submitit jobs
-    (output goes to log files under .submitit/), so the jobs only report
-    skips and the count comes from watching the (shared) sweep directory."""
+    """Prints ``[k/N] skipped <run>`` for the sweep's runs already complete,
+    then ``[k/N] done <run>`` as the others' run directories appear, k
+    counting this sweep's runs only (not other runs of the same --dir).
+    Launchers run the jobs elsewhere: joblib and Ray workers (Ray forwards
+    their output late and prefixed), submitit jobs (output goes to log
+    files under .submitit/), so the count comes from watching the (shared)
+    sweep directory."""
 
     INTERVAL_S = 0.5
 
-    def __init__(self, sweep_dir: Path, total: int):
-        self.sweep_dir, self.total = sweep_dir, total
-        self.seen = set(completed_runs(sweep_dir))
+    def __init__(self, sweep_dir: Path, runs: set[Path]):
+        self.sweep_dir, self.runs, self.total = sweep_dir, runs, len(runs)
+        self.seen = set(completed_runs(sweep_dir)) & runs
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._watch, daemon=True)
 
     def __enter__(self) -> "_Progress":
         if not quiet():
+            for k, run in enumerate(sorted(self.seen), start=1):
+                print(f"[{k}/{self.total}] skipped {run.name} (already complete)",
+                      file=sys.stderr, flush=True)
             self.thread.start()
         return self
 
@@ -138,7 +173,7 @@ class _Progress:
 
     def poll(self) -> None:
         for run in completed_runs(self.sweep_dir):
-            if run in self.seen:
+            if run in self.seen or run not in self.runs:
                 continue
             self.seen.add(run)
             try:
@@ -150,11 +185,12 @@ class _Progress:
                   file=sys.stderr, flush=True)
 
 
-def launch(overrides: list[str], sweep_dir: Path, total: int, swept: list[str]) -> None:
-    """Run the multirun through Hydra's own entry point (its argv parsing,
-    sweeper and launcher), as `python app.py --multirun ...` would."""
+def launch(overrides: list[str], sweep_dir: Path, configs: list[DictConfig],
+           swept: list[str]) -> None:
+    """Run the multirun of the points ``configs`` (scenarios.config.expand_sweep)
+    through Hydra's own entry point (its argv parsing, sweeper and
+    launcher), as `python app.py --multirun ...` would."""
     schema.register()
-    os.environ[ENV_TOTAL] = str(total)
     os.environ[ENV_KEYS] = ",".join(swept)
     argv = sys.argv
     sys.argv = ["colosim-sweep", "--multirun",
@@ -162,11 +198,10 @@ def launch(overrides: list[str], sweep_dir: Path, total: int, swept: list[str]) 
                 "hydra.job.chdir=false", "hydra/job_logging=none", "hydra/hydra_logging=none",
                 # the jobs' environment, also where the launcher's workers do not
                 # inherit ours (a Ray cluster, SLURM nodes, reused Ray workers)
-                f"++hydra.job.env_set.{ENV_TOTAL}={total}",
                 f"++hydra.job.env_set.{ENV_QUIET}={int(quiet())}",
                 *schema.searchpath_overrides(), *overrides]
     try:
-        with _Progress(sweep_dir, total):
+        with _Progress(sweep_dir, {run_dir_of(sweep_dir, cfg) for cfg in configs}):
             sweep_job()
     finally:
         sys.argv = argv

@@ -9,6 +9,10 @@ Plug-in groups (workload, scheduler, controller) are checked from what their
 config dataclass declares (sim/config.py): each field's allowed values, then
 the dataclass's own ``check`` for rules across keys; nothing here names a
 plug-in.
+
+``validate`` checks a composed DictConfig (the command line's);
+``validate_mapping`` the plain dicts handed to ``simulate()`` (tests,
+tools), with the same rules.
 """
 
 import dataclasses
@@ -20,16 +24,25 @@ from typing import Any, Iterable
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from policies import control, kernel
+
 from backends.cluster.options import LIMIT_RULES, PARALLEL, REQUEST_RULES, SEARCHES, TRACE_WORKLOADS
 from backends.cluster.placement import STRATEGIES
 from scenarios.schema import (BACKEND_SCHEMAS, CLUSTER_SCHEMAS, controller_schemas,
                               list_options, scheduler_schemas, workload_schemas)
+from sim import workloads
 from sim.config import nested_dataclass
 from sim.costmodel import CACHE_LEVEL_KEYS, LEVELS, PARAMS as COST_PARAMS
-from sim.tracing import TraceConfig
+from sim.engine import NO_LIMIT_NS, NSEC_PER_SEC
+from sim.footprint import available_bytes, estimate_bytes, term_bytes
+from sim.topology import MAX_CPUS
+from sim.tracing import TraceConfig, trace_config
 from sim.workloads.common import check_cpuset
 
 KERNEL_HZ = (100, 250, 300, 1000)  # the CONFIG_HZ choices
+# The simulated clock counts int64 nanoseconds; half its range leaves room
+# for the timers a run sets past its end (292 / 2 years).
+MAX_DURATION_S = NO_LIMIT_NS // 2 // NSEC_PER_SEC
 
 
 class ConfigError(ValueError):
@@ -48,23 +61,64 @@ def validate(cfg: DictConfig) -> None:
     _check_structure(cfg, "", problems)
     # Range checks read every key, so they only make sense on a complete tree.
     if not problems:
-        checks = _Checks(cfg)
-        _check_run(checks)
-        _check_host(checks)
-        _check_plugin(checks, "scheduler", scheduler_schemas(), key="policy")
-        _check_plugin(checks, "controller", controller_schemas(), key="controller")
-        _check_calibration(checks)
-        _check_workload(checks)
-        _check_backend(checks)
-        _check_cluster(checks)
-        _check_fields(checks, "trace", TraceConfig)
-        checks.require("trace.name", checks.get("trace.name") == "none"
-                       or checks.get("cluster.name") == "none",
-                       "records one host's schedule: use it without cluster=",
-                       checks.get("trace.name"))
-        problems = checks.problems
+        problems = _check_ranges(_Checks(cfg))
     if problems:
         raise ConfigError("\n".join(problems))
+
+
+def validate_mapping(cfg: Mapping, has_trace: bool = False) -> None:
+    """``validate`` for a plain config (``simulate()``'s dicts): each
+    plug-in node is completed with its dataclass's defaults, as the
+    simulator builds it (sim.config.from_mapping, which also refuses
+    unknown keys and missing required ones), then the same range checks
+    run.  A top-level or host key a dict leaves out is not checked: the
+    simulator's default applies.  ``has_trace``: a trace is handed in
+    (the workload replays it whatever its name)."""
+    try:
+        schema, full = _completed(cfg, has_trace)
+    except (KeyError, ValueError) as err:
+        raise ConfigError(err.args[0] if isinstance(err, ValueError)
+                          else f"{err.args[0]} is required but has no value") from None
+    problems = _check_ranges(_Checks(full), schema)
+    if problems:
+        raise ConfigError("\n".join(problems))
+
+
+def _completed(cfg: Mapping, has_trace: bool) -> tuple[type, dict]:
+    """The workload's config class, and ``cfg`` with its plug-in nodes as
+    plain dicts of every key."""
+    full = dict(cfg)
+    wcfg = cfg["workload"]
+    cls = workloads.class_for(wcfg, has_trace)
+    full["workload"] = dataclasses.asdict(workloads.typed_config(cls, wcfg))
+    full["scheduler"] = dataclasses.asdict(kernel.config(cfg["scheduler"]))
+    if cfg.get("controller") is not None:
+        full["controller"] = dataclasses.asdict(control.config(cfg["controller"]))
+    full["trace"] = dataclasses.asdict(trace_config(cfg))
+    # simulate() runs one simulated host
+    full.setdefault("backend", {"name": "sim"})
+    full.setdefault("cluster", {"name": "none"})
+    return cls.CONFIG, full
+
+
+def _check_ranges(checks: "_Checks", workload_schema: type | None = None) -> list[str]:
+    _check_run(checks)
+    _check_host(checks)
+    _check_plugin(checks, "scheduler", scheduler_schemas(), key="policy")
+    _check_plugin(checks, "controller", controller_schemas(), key="controller")
+    _check_calibration(checks)
+    _check_workload(checks, workload_schema)
+    _check_backend(checks)
+    _check_cluster(checks)
+    _check_fields(checks, "trace", TraceConfig)
+    checks.require("trace.name", checks.get("trace.name") == "none"
+                   or checks.get("cluster.name") == "none",
+                   "records one host's schedule: use it without cluster=",
+                   checks.get("trace.name"))
+    # the estimate reads every size key, so only of a config that passed
+    if not checks.problems:
+        _check_memory(checks, workload_schema)
+    return checks.problems
 
 
 def _check_structure(node: Any, path: str, problems: list[str]) -> None:
@@ -98,15 +152,28 @@ def _join(path: str, key: Any) -> str:
 
 
 class _Checks:
-    """Collects range problems; each helper reads the value at a full key."""
+    """Collects range problems; each helper reads the value at a full key.
+    A rule on a value that is None (a key a plain dict leaves out) does
+    not hold and says nothing: the rules that depend on it are skipped."""
 
-    def __init__(self, cfg: DictConfig):
+    def __init__(self, cfg: DictConfig | Mapping):
         self.cfg = cfg
+        self.typed = isinstance(cfg, DictConfig)
         self.problems: list[str] = []
 
     def node(self, key: str) -> Any:
-        """The config node at ``key`` as OmegaConf holds it."""
-        return OmegaConf.select(self.cfg, key)
+        """The config node at ``key`` as OmegaConf (or the plain dict) holds it."""
+        if self.typed:
+            return OmegaConf.select(self.cfg, key)
+        node = self.cfg
+        for part in re.findall(r"[^.\[\]]+", key):
+            if isinstance(node, list):
+                node = node[int(part)] if int(part) < len(node) else None
+            elif isinstance(node, Mapping):
+                node = node.get(part)
+            else:
+                return None
+        return node
 
     def get(self, key: str) -> Any:
         """The value at ``key``; lists and mappings as plain Python ones."""
@@ -123,26 +190,27 @@ class _Checks:
 
     def above(self, key: str, low: float) -> bool:
         value = self.get(key)
-        return self.require(key, math.isfinite(value), "must be finite") and self.require(
-            key, value > low, f"must be > {low}"
-        )
+        return value is not None and self.require(
+            key, math.isfinite(value), "must be finite") and self.require(
+            key, value > low, f"must be > {low}")
 
     def at_least(self, key: str, low: float, value: Any = None) -> bool:
         value = self.get(key) if value is None else value
-        return self.require(key, math.isfinite(value), "must be finite", value) and self.require(
-            key, value >= low, f"must be >= {low}", value
-        )
+        return value is not None and self.require(
+            key, math.isfinite(value), "must be finite", value) and self.require(
+            key, value >= low, f"must be >= {low}", value)
 
     def within(self, key: str, bounds: tuple[int, int], value: Any = None) -> bool:
         value = self.get(key) if value is None else value
         low, high = bounds
-        return self.require(key, low <= value <= high, f"must be in [{low}, {high}]", value)
+        return value is not None and self.require(
+            key, low <= value <= high, f"must be in [{low}, {high}]", value)
 
     def one_of(self, key: str, choices: Iterable[Any]) -> bool:
         choices = tuple(choices)
-        return self.require(
-            key, self.get(key) in choices, f"must be one of {', '.join(map(str, choices))}"
-        )
+        value = self.get(key)
+        return value is not None and self.require(
+            key, value in choices, f"must be one of {', '.join(map(str, choices))}")
 
     def field(self, key: str, f: dataclasses.Field) -> None:
         """The allowed values a plug-in config field declares (sim.config.tunable)."""
@@ -176,9 +244,14 @@ _show = _plain
 
 
 def _check_run(c: _Checks) -> None:
-    c.require("experiment", bool(c.get("experiment")), "must not be empty")
+    if c.get("experiment") is not None:
+        c.require("experiment", bool(c.get("experiment")), "must not be empty")
     c.at_least("seed", 0)
-    if c.positive("duration_s") and c.at_least("warmup_s", 0):
+    if not c.positive("duration_s") or not c.require(
+            "duration_s", c.get("duration_s") <= MAX_DURATION_S,
+            f"must be <= {MAX_DURATION_S:.3g} s (the simulated clock's range)"):
+        return
+    if c.at_least("warmup_s", 0):
         c.require(
             "warmup_s",
             c.get("warmup_s") < c.get("duration_s"),
@@ -195,7 +268,11 @@ def _check_run(c: _Checks) -> None:
 
 def _check_host(c: _Checks) -> None:
     counts = ("sockets", "cores", "threads_per_core", "numa_nodes", "llc_ways")
-    if not all([c.at_least(f"host.{k}", 1) for k in counts]):
+    if not all([c.within(f"host.{k}", (1, MAX_CPUS)) for k in counts]):
+        return
+    cpus = c.get("host.sockets") * c.get("host.cores") * c.get("host.threads_per_core")
+    if not c.require("host.cores", cpus <= MAX_CPUS,
+                     f"sockets x cores x threads_per_core = {cpus} CPUs must be <= {MAX_CPUS}"):
         return
     c.positive("host.llc_mb")
     c.one_of("host.hz", KERNEL_HZ)
@@ -297,19 +374,49 @@ def _check_calibration(c: _Checks) -> None:
             c.require(key, value & (value - 1) == 0, "must be a power of two")
 
 
-def _check_workload(c: _Checks) -> None:
+def _check_workload(c: _Checks, schema: type | None) -> None:
     """Workloads are plugins too (sim/workloads/base.py): the option's
     ``workload.model`` (options sharing a module), else its name, names the
-    module whose CONFIG declares the allowed values and cross-key rules."""
-    if not c.one_of("workload.name", list_options().get("workload", ())):
+    module whose CONFIG declares the allowed values and cross-key rules.
+    ``schema``: a plain dict's, the CONFIG of the class the simulator
+    builds for it (its name is a label there: a trace replay may be called
+    anything)."""
+    if schema is None:
+        if not c.one_of("workload.name", list_options().get("workload", ())):
+            return
+        schemas = workload_schemas()
+        key = "model" if "model" in c.node("workload") else "name"
+        if key == "model" and not c.one_of("workload.model", schemas):
+            return
+        schema = schemas.get(c.get(f"workload.{key}"))
+        if not _check_schema_matches(c, "workload", schema, key):
+            return
+    _check_fields(c, "workload", schema)
+
+
+def _check_memory(c: _Checks, schema: type | None) -> None:
+    """A simulated run must fit in this machine's memory (sim/footprint.py
+    estimates it from the workload's sizes); the key named is the one that
+    sets the largest share."""
+    if c.get("backend.name") != "sim" or c.get("cluster.name") != "none":
         return
-    schemas = workload_schemas()
-    key = "model" if "model" in c.node("workload") else "name"
-    if key == "model" and not c.one_of("workload.model", schemas):
+    if schema is None:
+        key = "model" if "model" in c.node("workload") else "name"
+        schema = workload_schemas()[c.get(f"workload.{key}")]
+    cpus = c.get("host.sockets") * c.get("host.cores") * c.get("host.threads_per_core")
+    terms = schema.footprint(c.get("workload"), c.get("duration_s"))
+    need, have = estimate_bytes(terms, cpus), available_bytes()
+    if not terms or have is None or need <= have:
         return
-    schema = schemas.get(c.get(f"workload.{key}"))
-    if _check_schema_matches(c, "workload", schema, key):
-        _check_fields(c, "workload", schema)
+    largest = max(terms, key=lambda t: term_bytes(t, cpus))
+    key = f"workload.{largest.key}"
+    c.require(key, False, f"the run would need about {_gb(need)} of memory and this machine "
+              f"has {_gb(have)} available ({largest.count:,.0f} {largest.kind}s take "
+              f"{_gb(term_bytes(largest, cpus))}; sim/footprint.py)")
+
+
+def _gb(nbytes: float) -> str:
+    return f"{nbytes / 2**30:,.1f} GB"
 
 
 def _check_backend(c: _Checks) -> None:
@@ -318,7 +425,7 @@ def _check_backend(c: _Checks) -> None:
     if not _check_option(c, "backend", BACKEND_SCHEMAS) or c.get("backend.name") != "real":
         return
     if c.get("backend.cpus") is not None:
-        check_cpuset(c, "backend.cpus", 4096)
+        check_cpuset(c, "backend.cpus", MAX_CPUS)
     if c.get("backend.loadgen_cpu") is not None:
         c.at_least("backend.loadgen_cpu", 0)
     if c.get("backend.loadgen_rt_priority") is not None:
@@ -391,7 +498,10 @@ def _check_cluster(c: _Checks) -> None:
 
 
 def _check_schema_matches(c: _Checks, group: str, schema: type, key: str = "name") -> bool:
-    """`workload.name=periodic` on top of `workload=poisson` would mix two shapes."""
+    """`workload.name=periodic` on top of `workload=poisson` would mix two shapes
+    (a plain dict has no shape of its own: its keys are the schema's)."""
+    if not c.typed:
+        return schema is not None
     selected = OmegaConf.get_type(c.node(group))
     name = c.get(f"{group}.{key}")
     hint = f"select it with {group}={name}" if key == "name" else f"select a {group} option that uses it"

@@ -25,6 +25,11 @@ from typing import Any
 
 # a required key (omegaconf.MISSING, spelled out so sim/ does not import omegaconf)
 MISSING: Any = "???"
+# The most objects of one kind a config may ask for (functions, threads,
+# clients, workers, queue slots): far beyond any host the simulator models,
+# so a typo such as functions=100000000 is refused before anything is built;
+# whether a run fits this machine's memory is checked on top (sim/footprint.py).
+MAX_COUNT = 1_000_000
 
 
 def tunable(default: Any = MISSING, *, choices: tuple | None = None,

@@ -43,6 +43,7 @@ class Plugins:
         self.path = path
         self.kind = kind
         self.group = group
+        self._own_names: list[str] | None = None
 
     def _files(self) -> dict[str, Path]:
         files: dict[str, Path] = {}
@@ -53,7 +54,13 @@ class Plugins:
         return files
 
     def _own(self) -> list[str]:
-        return [m.name for m in pkgutil.iter_modules(self.path) if not m.name.startswith("_")]
+        # the package's modules are the shipped files: listed once (every
+        # simulate() looks its plug-ins up by name); the plug-in directories,
+        # which a user may change between runs, are listed each time
+        if self._own_names is None:
+            self._own_names = [m.name for m in pkgutil.iter_modules(self.path)
+                               if not m.name.startswith("_")]
+        return self._own_names
 
     def available(self) -> list[str]:
         return sorted(set(self._own()) | set(self._files()))

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# the most CPUs a host may have: the kernel's largest NR_CPUS choice on x86
+# (CONFIG_MAXSMP is 8192, but 4096 is what distributions build with)
+MAX_CPUS = 4096
+
 
 @dataclass(frozen=True)
 class CpuInfo:

@@ -30,8 +30,10 @@ def make_cfg(workload: dict, host: str = "generic", cores: int | None = None,
     if cores is not None:
         h["cores"] = cores
     h.update(host_overrides)
+    # intervals of 1 s, or one over a shorter run (interval_s <= duration_s, as
+    # simulate() checks)
     return {"seed": seed, "duration_s": duration_s, "warmup_s": warmup_s, "slo_s": 1.0,
-            "interval_s": 1.0, "host": h, "scheduler": scheduler or {"name": "cfs"},
+            "interval_s": min(1.0, duration_s), "host": h, "scheduler": scheduler or {"name": "cfs"},
             "calibration": dict(calibration), "workload": workload}
 
 

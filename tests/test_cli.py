@@ -74,6 +74,9 @@ def test_default_run_dir_is_named_after_the_run(fake_sim, tmp_path):
         ("controller=nope", "controller=nope is not a known option; choose from: catcloud"),
         ("workload.bogus=1", "workload.bogus is not a valid key"),
         ("seed=abc", "seed = abc is invalid: must be an integer"),
+        # before: an OverflowError mid-run; a 50 s build to 2.7 GB with no output
+        ("duration_s=1e12", "duration_s = 1000000000000.0 is invalid: must be <= 4.61e+09 s"),
+        ("workload.functions=100000000", "workload.functions = 100000000 is invalid: must be in"),
     ],
 )
 def test_invalid_config_exits_2_and_creates_nothing(fake_sim, tmp_path, capsys, override, expected):
@@ -99,6 +102,31 @@ def test_existing_run_dir_is_refused_before_simulating(fake_sim, tmp_path, capsy
     assert "already exists" in capsys.readouterr().err
     assert not fake_sim
     assert (out / "summary.parquet").read_text() == "old"
+
+
+@pytest.mark.parametrize("where, expected", [
+    ("/proc/colosim-x", "/proc does not take a new directory"),
+    ("FILE/x", "FILE is a file, not a directory"),
+])
+def test_unwritable_output_dir_is_refused_before_simulating(fake_sim, tmp_path, capsys, where,
+                                                            expected):
+    """Before: a traceback after the whole simulation."""
+    (tmp_path / "FILE").write_text("")
+    out = where.replace("FILE", str(tmp_path / "FILE"))
+    assert main(["run", f"output_dir={out}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"colosim: error: output_dir: {out} cannot be") and err.count("\n") == 1
+    assert expected.replace("FILE", str(tmp_path / "FILE")) in err
+    assert not fake_sim
+
+
+def test_an_unknown_option_shows_the_commands_usage(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["run", "--bogus"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: colosim run ") and err.endswith(
+        "colosim run: error: unrecognized arguments: --bogus\n")
 
 
 def test_simulator_failure_leaves_no_run_dir(monkeypatch, tmp_path):

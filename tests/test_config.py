@@ -2,10 +2,12 @@ import pytest
 from omegaconf import DictConfig, OmegaConf
 
 from scenarios.config import compose, default_options, list_options
+from scenarios.simulate import simulate
 from scenarios.schema import HostConfig
 from sim.workloads.periodic import PeriodicConfig
 from sim.workloads.poisson import PoissonConfig
 from scenarios.validate import ConfigError, validate
+from simcfg import make_cfg, poisson
 
 
 def test_groups_and_options_match_the_documented_names():
@@ -110,23 +112,30 @@ def _error(overrides):
         (["workload.rate_rps=-1"], "workload.rate_rps = -1.0 is invalid: must be > 0"),
         (["duration_s=0"], "duration_s = 0.0 is invalid: must be > 0"),
         (["duration_s=inf"], "duration_s = inf is invalid: must be finite"),
+        # the simulated clock counts int64 ns (an OverflowError mid-run before)
+        (["duration_s=1e12"], "duration_s = 1000000000000.0 is invalid: must be <= 4.61e+09 s"),
+        (["workload.functions=100000000"],
+         "workload.functions = 100000000 is invalid: must be in [1, 1000000]"),
+        (["host.sockets=8", "host.cores=600", "host.numa_nodes=8"],
+         "host.cores = 600 is invalid: sockets x cores x threads_per_core = 9600 CPUs must be "
+         "<= 4096"),
         (["warmup_s=10"], "warmup_s = 10.0 is invalid: must be < duration_s = 10.0"),
         (["seed=-1"], "seed = -1 is invalid: must be >= 0"),
         (["workload.nice=20"], "workload.nice = 20 is invalid: must be in [-20, 19]"),
         (["workload.cgroup_weight=0"], "workload.cgroup_weight = 0 is invalid: must be in [1, 10000]"),
         (["workload.cgroup_shares=1"], "workload.cgroup_shares = 1 is invalid: must be in [2, 262144]"),
         (["workload.service=gamma"], "workload.service = gamma is invalid: must be one of exp, det, lognormal"),
-        (["workload.threads_per_request=0"], "workload.threads_per_request = 0 is invalid: must be >= 1"),
-        (["workload.functions=0"], "workload.functions = 0 is invalid: must be >= 1"),
-        (["host.cores=0"], "host.cores = 0 is invalid: must be >= 1"),
+        (["workload.threads_per_request=0"], "workload.threads_per_request = 0 is invalid: must be in [1, 1000000]"),
+        (["workload.functions=0"], "workload.functions = 0 is invalid: must be in [1, 1000000]"),
+        (["host.cores=0"], "host.cores = 0 is invalid: must be in [1, 4096]"),
         (["host.numa_nodes=4"], "host.numa_nodes = 4 is invalid: must divide sockets x cores = 6"),
         (["host.cores_per_llc=4"], "host.cores_per_llc = 4 is invalid: must divide cores = 6"),
         (["host.hz=123"], "host.hz = 123 is invalid: must be one of 100, 250, 300, 1000"),
         (["scheduler.tunable_scaling=cubic"], "scheduler.tunable_scaling = cubic is invalid: must be one of none, log, linear"),
         (["scheduler.sched_latency_ns=10"], "scheduler.sched_latency_ns = 10 is invalid: must be in [100000, 1000000000]"),
         (["calibration.cache_line_bytes=48"], "calibration.cache_line_bytes = 48 is invalid: must be a power of two"),
-        (["workload=worker_pool", "workload.workers=0"], "workload.workers = 0 is invalid: must be >= 1"),
-        (["workload=worker_pool", "workload.capacity=-1"], "workload.capacity = -1 is invalid: must be >= 0"),
+        (["workload=worker_pool", "workload.workers=0"], "workload.workers = 0 is invalid: must be in [1, 1000000]"),
+        (["workload=worker_pool", "workload.capacity=-1"], "workload.capacity = -1 is invalid: must be in [0, 1000000]"),
         (["workload=periodic", "workload.nice=[0,1,2]"], "workload.nice = [0, 1, 2] is invalid: must have one value per thread (2 threads)"),
         (["workload=periodic", "workload.nice=[0,-21]"], "workload.nice[1] = -21 is invalid: must be in [-20, 19]"),
         (["workload=periodic", "workload.groups=[{name:a},{name:a}]"], "workload.groups[1].name = a is invalid: must be unique"),
@@ -159,6 +168,12 @@ def test_out_of_range_values_name_the_key_value_and_rule(overrides, expected):
          "workload.cpu_max_burst = 1000 is invalid: needs workload.cpu_max"),
         (["workload.groups=[{name:a,quota_us:100}]"],
          "workload.groups[0].quota_us = 100 is invalid: the quota must be in"),
+        # a quota without its period was run with 100000 us, whatever was meant
+        (["workload.quota_us=15000", "workload.period_us=null"],
+         "workload.period_us = null is invalid: must be set (1000..1000000 us) when "
+         "workload.quota_us is"),
+        (["workload.period_us=50000", "workload.groups=[{name:a,quota_us:15000}]"],
+         "workload.groups[0].period_us = null is invalid: must be set"),
     ],
 )
 def test_bandwidth_keys_are_range_checked(overrides, expected):
@@ -253,3 +268,45 @@ def test_validate_rejects_a_config_edited_after_composition():
     cfg.workload.rate_rps = -5.0
     with pytest.raises(ConfigError, match=r"workload\.rate_rps = -5\.0"):
         validate(cfg)
+
+
+def test_a_run_larger_than_this_machines_memory_is_refused_with_the_estimate():
+    """Within every key's range, but 10^6 functions x 1000 req/s for 10^6 s
+    are 10^15 requests: more memory than any machine has (sim/footprint.py)."""
+    message = _error(["workload.functions=1000000", "workload.rate_rps=1000",
+                      "duration_s=1e6"])
+    assert message.startswith("workload.rate_rps = 1000.0 is invalid: the run would need "
+                              "about 419,095,")
+    assert "of memory and this machine has" in message and "GB available" in message
+
+
+def test_the_memory_estimate_counts_cgroups_per_cpu_threads_and_requests():
+    from sim import footprint as fp
+    from sim.footprint import Term
+    cfg = OmegaConf.to_container(compose(["workload.functions=100", "duration_s=20"]))
+    terms = PoissonConfig.footprint(cfg["workload"], cfg["duration_s"])
+    assert terms == [Term("cgroup", 100, "functions"),
+                     Term("request", 100 * 12.5 * 20, "rate_rps")]
+    assert fp.estimate_bytes(terms, 12) == (fp.BASE_BYTES
+                                            + 100 * (fp.CGROUP_BYTES + 12 * fp.CGROUP_CPU_BYTES)
+                                            + 25_000 * fp.REQUEST_BYTES)
+    threads = PeriodicConfig.footprint(
+        {"threads": 4, "run_ms": 10.0, "sleep_ms": 90.0, "groups": None}, 2.0)
+    assert threads == [Term("cgroup", 1, "groups"), Term("thread", 4, "threads"),
+                       Term("request", 4 * 20, "threads")]
+
+
+def test_simulate_checks_a_plain_dict_as_the_command_line_does():
+    """simulate() given a plain dict (tests, tools) refuses what `colosim
+    run` refuses, naming the key, before building anything."""
+    cfg = OmegaConf.to_container(compose())   # a full config, as the command line's
+    cfg["workload"]["functions"] = -3
+    with pytest.raises(ConfigError, match=r"^workload\.functions = -3 is invalid: must be in "
+                                          r"\[1, 1000000\]$"):
+        simulate(cfg)
+    with pytest.raises(ConfigError, match=r"^duration_s = 1000000000000\.0 is invalid"):
+        simulate(make_cfg(poisson(), duration_s=1e12))
+    with pytest.raises(ConfigError, match=r"^workload\.bogus is not a valid key"):
+        simulate(make_cfg(poisson(bogus=1)))
+    with pytest.raises(ConfigError, match=r"^scheduler\.sched_latency_ns = 10 is invalid"):
+        simulate(make_cfg(poisson(), scheduler={"name": "cfs", "sched_latency_ns": 10}))

@@ -109,7 +109,7 @@ _GOOD = "job-0,0.0,10.0,1,moderate,false\n"
     ("job-1,1.0,2.0,0,high,true", "line 3: cores must be >= 1 (got 0)"),
     ("job-1,1.0,2.0,1,extreme,true", "line 3: sensitivity must be one of moderate, high"),
     ("job-1,1.0,2.0,1,high,maybe", "line 3: priority must be true or false"),
-    ("job-1,soon,2.0,1,high,true", "line 3: could not convert string to float"),
+    ("job-1,soon,2.0,1,high,true", "line 3: arrival_s = 'soon' is not a number"),
     ("job-1,1.0,2.0,1,high", "line 3: 5 fields, expected 6"),
     ("job-0,1.0,2.0,1,high,true", "line 3: job 'job-0' appears twice"),
 ])

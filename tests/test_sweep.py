@@ -1,5 +1,7 @@
 """`colosim sweep`: Hydra multirun with the joblib launcher, one run
 directory per point, a concatenated summary, resumable."""
+import re
+
 import pyarrow.parquet as pq
 import pytest
 
@@ -12,7 +14,7 @@ BASE = ["host=this-vm", "duration_s=1", "warmup_s=0.2", "workload.functions=2",
 
 
 def test_expand_sweep_counts_points_and_names_swept_keys():
-    points, swept = expand_sweep(BASE + ["scheduler=cfs,rr", "seed=range(0,3)"])
+    points, swept, _ = expand_sweep(BASE + ["scheduler=cfs,rr", "seed=range(0,3)"])
     assert len(points) == 6
     assert swept == ["scheduler", "seed"]
     assert ["scheduler=rr", "seed=2"] == [p for p in points[-1] if p.split("=")[0] in swept]
@@ -24,6 +26,58 @@ def test_a_bad_point_fails_before_anything_runs(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "sweep point" in err and "workload.rate_rps = -1.0 is invalid: must be > 0" in err
     assert not (tmp_path / "sw").exists()
+
+
+@pytest.mark.parametrize("overrides, expected", [
+    # before: an OverflowError in every job
+    (["duration_s=1e12", "seed=0,1"], "workload.rate_rps=20 seed=0: "
+     "duration_s = 1000000000000.0 is invalid: must be <= 4.61e+09 s"),
+    # before: silently ignored
+    (["output_dir=/tmp/x", "seed=0,1"], "output_dir = /tmp/x is invalid in a "
+     "sweep: each run is written under the sweep's --dir"),
+    # before: "sweeping 0 run(s)" and a summary that was never written
+    (["seed=range(0,0)"], "seed=range(0,0) sweeps no value"),
+    # before: joblib's traceback once the sweep had started
+    (["seed=0,1", "hydra.launcher.n_jobs=0"], "hydra.launcher.n_jobs = 0 is "
+     "invalid: must be a non-zero integer"),
+])
+def test_a_sweep_that_cannot_run_fails_in_one_line_before_anything_runs(tmp_path, capsys,
+                                                                       overrides, expected):
+    assert main(["sweep", "--dir", str(tmp_path / "sw"), *BASE, *overrides]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("colosim: error: ") and err.count("\n") == 1 and expected in err
+    assert not (tmp_path / "sw").exists()
+
+
+def test_sweep_dir_must_be_a_sweep_or_writable(tmp_path, capsys):
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    (tmp_path / "file").write_text("")
+    for where, expected in ((other, f"--dir: {other} already exists and is not an empty "
+                                    "directory"),
+                            (tmp_path / "file" / "sw", "is a file, not a directory"),
+                            (tmp_path / "file", "already exists")):
+        assert main(["sweep", "--dir", str(where), *BASE, "seed=0,1"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("colosim: error: --dir: ") and expected in err
+    assert sorted(p.name for p in other.iterdir()) == ["notes.txt"]
+
+
+def test_every_points_trace_file_is_checked_before_any_run(tmp_path, capsys):
+    good, late, bad = tmp_path / "good.csv", tmp_path / "late.csv", tmp_path / "bad.csv"
+    header = "function,arrival_s,demand_s,threads\n"
+    good.write_text(header + "f,0.1,0.01,1\n")
+    late.write_text(header + "f,5.0,0.01,1\n")
+    bad.write_text(header + "f,0.1,abc,1\n")
+    for trace, expected in ((late, f"workload.trace_file {late}: every arrival is at or after "
+                                    "duration_s = 1.0 s (the first at 5.0 s)"),
+                            (bad, f"{bad}, line 2: demand_s = 'abc' is not a number")):
+        assert main(["sweep", "--dir", str(tmp_path / "sw"), *BASE[:-1], "workload=azure2021",
+                     f"workload.trace_file={good},{trace}"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"colosim: error: {expected}") and err.count("\n") == 1
+        assert not (tmp_path / "sw").exists()
 
 
 def test_sweep_writes_each_run_and_one_summary_then_skips_completed_runs(tmp_path, capfd):
@@ -46,6 +100,11 @@ def test_sweep_writes_each_run_and_one_summary_then_skips_completed_runs(tmp_pat
     assert main(args) == 0
     again = capfd.readouterr().err
     assert again.count("already complete") == 8
+    assert [f"[{k}/8] skipped" for k in range(1, 9)] == re.findall(r"\[\d+/\d+\] skipped", again)
+    # a sweep of one of those points counts its own run, not the directory's eight
+    assert main(["sweep", "--dir", str(sweep_dir), *BASE[:-1], "scheduler=cfs", "seed=0",
+                 "workload.rate_rps=20"]) == 0
+    assert re.findall(r"\[\d+/\d+\]", capfd.readouterr().err) == ["[1/1]"]
     assert stamps == {p: p.stat().st_mtime_ns
                       for p in (sweep_dir / "runs").glob("*/summary.parquet")}
 
@@ -65,7 +124,7 @@ def test_unknown_sweep_option_is_a_config_error():
 @pytest.mark.parametrize("experiment, n", [("lags_fig3", 2 * 19 * 4), ("lags_fig8", 3 * 3 * 4),
                                            ("lags_fig11", 3 * 2 * 6)])
 def test_experiment_files_define_their_sweep(experiment, n):
-    points, swept = expand_sweep([f"experiment={experiment}"])
+    points, swept, _ = expand_sweep([f"experiment={experiment}"])
     assert len(points) == n
     assert {"workload", "workload.functions", "scheduler"} <= set(swept)
 

@@ -5,6 +5,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from cli.main import main
 from scenarios.config import compose
 from scenarios.runner import run_scenario
 from scenarios.simulate import simulate
@@ -98,9 +99,12 @@ def test_missing_trace_file_names_path_and_format(tmp_path):
 
 @pytest.mark.parametrize("row, problem", [
     ("f,0.5,0.01", "3 fields, expected 4"),
-    ("f,abc,0.01,1", "could not convert string to float: 'abc'"),
-    ("f,0.5,0,1", "demand_s must be finite and > 0"),
-    ("f,-1,0.01,1", "arrival_s must be finite and >= 0"),
+    # the column, not float()'s "could not convert string to float"
+    ("f,abc,0.01,1", "arrival_s = 'abc' is not a number"),
+    ("f,0.5,0.01,two", "threads = 'two' is not an integer"),
+    ("f,0.5,0,1", "demand_s must be finite and > 0 (got 0.0)"),
+    # the value as written, not numpy's np.float64(-1.0)
+    ("f,-1,0.01,1", "arrival_s must be finite and >= 0 (got -1.0)"),
     ("f,0.5,0.01,0", "threads must be >= 1"),
     (",0.5,0.01,1", "empty function name"),
 ])
@@ -111,6 +115,23 @@ def test_malformed_csv_row_names_file_line_and_problem(tmp_path, row, problem):
         read_trace(path)
     assert f"{path}, line 3: " in str(err.value)
     assert problem in str(err.value)
+
+
+@pytest.mark.parametrize("rows, problem", [
+    ("", "no rows, nothing to replay"),
+    ("f,12.0,0.01,1\nf,30.0,0.01,1\n", "every arrival is at or after duration_s = 10.0 s (the "
+     "first at 12.0 s): nothing would arrive in the run"),
+])
+def test_a_trace_file_with_nothing_to_replay_is_refused_before_the_run(tmp_path, capsys, rows,
+                                                                       problem):
+    """Before: a run of 0 requests, reported as a result."""
+    path = tmp_path / "t.csv"
+    path.write_text("function,arrival_s,demand_s,threads\n" + rows)
+    out = tmp_path / "run"
+    assert main(["run", "workload=azure2021", f"workload.trace_file={path}",
+                 f"output_dir={out}"]) == 2
+    assert capsys.readouterr().err == f"colosim: error: workload.trace_file {path}: {problem}\n"
+    assert not out.exists()
 
 
 def test_parquet_with_wrong_columns_is_rejected(tmp_path):

@@ -119,6 +119,7 @@ import numpy as np
 
 from policies.control import ControlConfig, Controller
 from policies.control.static import PERIOD_RANGE_US
+from sim.config import MAX_COUNT
 from sim.sched_class import tunable
 
 DEFAULT_SLICE_US = 5_000          # sched_cfs_bandwidth_slice_us
@@ -142,8 +143,8 @@ class CatcloudConfig(ControlConfig):
     # userspace (the usage-polling approximation, for a host without it)
     tracer: str = tunable("auto", choices=("auto", "kernel", "userspace"))
     # cpu.recommend.history: "default 5 entries" (section 3.5, chapter 4)
-    history_period_bound: int = tunable(5, range=(1, None))
-    history_period_agnostic: int = tunable(5, range=(1, None))
+    history_period_bound: int = tunable(5, range=(1, MAX_COUNT))
+    history_period_agnostic: int = tunable(5, range=(1, MAX_COUNT))
     percentile: float = tunable(99.0, range=(0, 100))   # p99 of runtime and yield (3.3)
     # numpy's; with 5 entries p99 is about the maximum ("worst-case", 3.1)
     percentile_method: str = tunable("linear", choices=("linear", "higher", "lower",

@@ -26,13 +26,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from policies.control import ControlConfig, Controller
+from sim.config import MAX_COUNT
 from sim.sched_class import RT_PRIORITY_RANGE, SCHED_NORMAL, SCHED_RR, tunable
 
 
 @dataclass
 class LagsStaticConfig(ControlConfig):
     interval_s: float = tunable(5.0, range=(0.001, None))   # judging window per promotion
-    bands: int = tunable(10, range=(1, None))                # demand bands (Fig. 2: ten)
+    bands: int = tunable(10, range=(1, MAX_COUNT))                # demand bands (Fig. 2: ten)
     max_bands: int = tunable(1, range=(1, None))             # lowest bands that may go RR
     step: int = tunable(1, range=(1, None))                  # functions promoted at a time
     # "the latency target of 1 second" (LAGS paper, section 4.1)

@@ -72,19 +72,24 @@ def trace_for(cfg) -> pa.Table | None:
                               float(cfg["duration_s"]))
 
 
+def class_for(wcfg, has_trace: bool) -> type[Workload]:
+    """The Workload class that runs config ``wcfg``: its module's, or, for
+    a config with no module of its own but a trace to replay (its
+    ``trace_file``, or a trace handed in: ``has_trace``), TraceWorkload."""
+    model = model_of(wcfg)
+    if model not in available():
+        if wcfg.get("trace_file") or has_trace:
+            model = TRACE
+        else:
+            raise ValueError(f"workload {wcfg['name']!r} is not available; choose from: "
+                             f"{', '.join(available())}")
+    return workload_class(model)
+
+
 def build(wcfg, machine, recorder, trace=None) -> Workload:
     """The workload of config ``wcfg`` on ``machine``, with the trace it
     replays (generated: scenarios/runner.py hands it in)."""
-    name = wcfg["name"]
-    model = model_of(wcfg)
-    if model not in available():
-        # no module of its own: a trace replay of function cgroups
-        if wcfg.get("trace_file") or trace is not None:
-            model = TRACE
-        else:
-            raise ValueError(f"workload {name!r} is not available; choose from: "
-                             f"{', '.join(available())}")
-    cls = workload_class(model)
+    cls = class_for(wcfg, trace is not None)
     cfg = typed_config(cls, wcfg)
     if cls.READS_TRACE:
         return cls(cfg, machine, recorder, trace)

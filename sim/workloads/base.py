@@ -57,6 +57,14 @@ class WorkloadConfig(MappingReads):
     def check(cls, c, key: str) -> None:
         """Rules across keys (sim/config.py describes ``c``); none here."""
 
+    @classmethod
+    def footprint(cls, w, duration_s: float) -> list:
+        """The objects a run of config ``w`` (a mapping of this class's
+        keys) keeps, as sim.footprint.Term: what its memory estimate is
+        made of.  None here beyond the simulator's own base; a workload
+        whose size a key sets says so."""
+        return []
+
 
 class Workload:
     CONFIG: type = WorkloadConfig

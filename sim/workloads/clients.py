@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from sim.config import MISSING, tunable
+from sim.config import MAX_COUNT, MISSING, tunable
 from sim.engine import s_to_ns
 from sim.workloads.base import Workload
 from sim.workloads.common import ForkJoin, ServiceTime, apply_cgroup_bandwidth, cgroup_shares
@@ -40,11 +40,16 @@ THINK_DISTRIBUTIONS = ("exp", "det")
 
 @dataclass
 class ClientsConfig(FunctionsConfig):
-    clients: int = tunable(MISSING, range=(1, None))          # per function
+    clients: int = tunable(MISSING, range=(1, MAX_COUNT))          # per function
     think_s: float = tunable(MISSING, range=(0, None))        # mean think time
     think: str = tunable("exp", choices=THINK_DISTRIBUTIONS)
     # requests each client sends (null: until the run ends)
     requests_per_client: Optional[int] = tunable(None, range=(1, None))
+
+    @classmethod
+    def rate_per_function(cls, w):
+        # a client sends again after its response and its think time
+        return w["clients"] / (w["think_s"] + w["mean_service_s"]), "clients"
 
     @classmethod
     def check(cls, c, key: str) -> None:

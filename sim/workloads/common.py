@@ -84,6 +84,11 @@ def check_bandwidth(c, prefix: str) -> None:
         quota = c.get(quota_key)
         if quota == -1:
             quota = None
+        # cgroup_bandwidth would fall back to 100000 us, whatever period the
+        # user meant (a group's own null period_us is not the workload's)
+        if quota is not None and period is None:
+            c.require(period_key, False, f"must be set ({CFS_PERIOD_US_RANGE[0]}.."
+                      f"{CFS_PERIOD_US_RANGE[1]} us) when {quota_key} is", "null")
     if quota is not None:
         low, high = CFS_QUOTA_US_RANGE
         c.require(quota_key, low <= quota <= high,

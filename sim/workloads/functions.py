@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from sim.config import MISSING, tunable
+from sim.config import MAX_COUNT, MISSING, tunable
+from sim.footprint import Term
 from sim.workloads.base import WorkloadConfig
 from sim.workloads.common import (CGROUP_PATH, CPU_SHARES_RANGE, CPU_WEIGHT_RANGE, NICE_RANGE,
                                   SERVICE_DISTRIBUTIONS, check_bandwidth)
@@ -55,10 +56,10 @@ class FunctionCgroupsConfig(WorkloadConfig):
     api_us: Optional[float] = tunable(None, range=(0, None))
     api_out_us: Optional[float] = tunable(None, range=(0, None))
     batch_us: Optional[float] = tunable(None, range=(0, None))
-    max_batch_size: Optional[int] = tunable(None, range=(1, None))
+    max_batch_size: Optional[int] = tunable(None, range=(1, MAX_COUNT))
     max_latency_ms: Optional[float] = tunable(None, above=0)
-    api_workers: Optional[int] = tunable(None, range=(1, None))
-    torch_threads: Optional[int] = tunable(None, range=(1, None))
+    api_workers: Optional[int] = tunable(None, range=(1, MAX_COUNT))
+    torch_threads: Optional[int] = tunable(None, range=(1, MAX_COUNT))
 
     @classmethod
     def check(cls, c, key: str) -> None:
@@ -68,11 +69,27 @@ class FunctionCgroupsConfig(WorkloadConfig):
 @dataclass
 class FunctionsConfig(FunctionCgroupsConfig):
     """Keys every workload of ``functions`` generated function cgroups has."""
-    functions: int = tunable(MISSING, range=(1, None))
+    functions: int = tunable(MISSING, range=(1, MAX_COUNT))
     service: str = tunable("exp", choices=SERVICE_DISTRIBUTIONS)
     mean_service_s: float = tunable(MISSING, above=0)
     service_sigma: float = tunable(1.0, above=0)  # lognormal shape
-    threads_per_request: int = tunable(1, range=(1, None))
+    threads_per_request: int = tunable(1, range=(1, MAX_COUNT))
+
+    @classmethod
+    def footprint(cls, w, duration_s: float) -> list:
+        """A cgroup per function, and the requests their rate makes."""
+        terms = [Term("cgroup", w["functions"], "functions")]
+        rate = cls.rate_per_function(w)
+        if rate is not None:
+            rps, key = rate
+            terms.append(Term("request", w["functions"] * rps * duration_s, key))
+        return terms
+
+    @classmethod
+    def rate_per_function(cls, w) -> tuple[float, str] | None:
+        """(requests per second each function receives at most, the key
+        that sets it), or None where no key says."""
+        return None
 
 
 @dataclass

@@ -25,7 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, List, Optional
 
-from sim.config import MISSING, tunable
+from sim.config import MAX_COUNT, MISSING, tunable
+from sim.footprint import Term
 from sim.memory.progress import MemoryProfile
 from sim.memory.resctrl import ResctrlError
 from sim.task import Request
@@ -45,8 +46,8 @@ def check_memory_profile(c, key: str) -> None:
 @dataclass
 class MemLookupConfig(WorkloadConfig):
     """Random-lookup containers in RDT partitions."""
-    containers: int = tunable(1, range=(1, None))
-    threads: int = tunable(1, range=(1, None))  # per container, one physical core each
+    containers: int = tunable(1, range=(1, MAX_COUNT))
+    threads: int = tunable(1, range=(1, MAX_COUNT))  # per container, one physical core each
     burst_ms: float = tunable(10.0, above=0)  # CPU per request, as alone
     socket: int = tunable(0, range=(0, None))
     memory: Any = MISSING  # sim.memory.progress.MemoryProfile keys
@@ -57,6 +58,11 @@ class MemLookupConfig(WorkloadConfig):
     cgroup_weight: int = tunable(100, range=CPU_WEIGHT_RANGE)
     cgroup_shares: Optional[int] = tunable(None, range=CPU_SHARES_RANGE)
     parent_cgroup: str = tunable("memlookup", pattern=CGROUP_PATH)
+
+    @classmethod
+    def footprint(cls, w, duration_s: float) -> list:
+        return [Term("cgroup", w["containers"], "containers"),
+                Term("thread", w["containers"] * w["threads"], "threads")]
 
     @classmethod
     def check(cls, c, key: str) -> None:

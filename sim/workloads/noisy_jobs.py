@@ -69,7 +69,7 @@ from sim.workloads.azure2021 import rng
 from sim.workloads.common import CGROUP_PATH, CPU_SHARES_RANGE, CPU_WEIGHT_RANGE, NICE_RANGE
 from sim.workloads.base import WorkloadConfig
 from sim.workloads.memlookup import check_memory_profile
-from sim.workloads.tablefile import TableFormat, TraceError
+from sim.workloads.tablefile import TableFormat, TraceError, parse_field
 from sim.workloads.trace import TraceWorkload, make_trace
 
 JOB_SCHEMA = pa.schema([
@@ -139,8 +139,8 @@ def _parse_csv_row(row: list[str]) -> tuple:
     job, arrival, length, cores, sensitivity, priority = row
     if priority.lower() not in ("true", "false"):
         raise ValueError(f"priority must be true or false (got {priority!r})")
-    return (job, float(arrival), float(length), int(cores), sensitivity,
-            priority.lower() == "true")
+    return (job, parse_field("arrival_s", arrival, float), parse_field("length_s", length, float),
+            parse_field("cores", cores, int), sensitivity, priority.lower() == "true")
 
 
 JOB_FILE = TableFormat(

@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, List, Optional
 
-from sim.config import MISSING, MappingReads, tunable
+from sim.config import MAX_COUNT, MISSING, MappingReads, tunable
 from sim.engine import NSEC_PER_MSEC
+from sim.footprint import Term
 from sim.sched_class import RT_PRIORITY_RANGE, TASK_POLICIES
 from sim.task import Request
 from sim.workloads.base import Workload, WorkloadConfig
@@ -24,7 +25,7 @@ class PeriodicGroup(MappingReads):
     # Groups are usually written on the command line, so every field but the
     # name has a default here (there is no YAML to supply one).
     name: str = tunable(MISSING, pattern=CGROUP_PATH)
-    threads: int = tunable(1, range=(1, None))
+    threads: int = tunable(1, range=(1, MAX_COUNT))
     nice: Any = 0  # int, or a list with one nice per thread
     cgroup_weight: int = tunable(100, range=CPU_WEIGHT_RANGE)
     cgroup_shares: Optional[int] = tunable(None, range=CPU_SHARES_RANGE)
@@ -58,7 +59,7 @@ def _host_cpus(c) -> int:
 
 @dataclass
 class PeriodicConfig(WorkloadConfig):
-    threads: int = tunable(MISSING, range=(1, None))
+    threads: int = tunable(MISSING, range=(1, MAX_COUNT))
     run_ms: float = tunable(MISSING, above=0)
     sleep_ms: float = tunable(0.0, range=(0, None))  # 0 = CPU hog
     nice: Any = 0  # int, or a list with one nice per thread
@@ -75,6 +76,21 @@ class PeriodicConfig(WorkloadConfig):
     burst_us: Optional[int] = 0
     cpu_max: Optional[str] = None
     cpu_max_burst: Optional[int] = None
+
+    @classmethod
+    def footprint(cls, w, duration_s: float) -> list:
+        """Its threads, a cgroup per group, and a request per run burst."""
+        groups = w["groups"] or [{"threads": w["threads"], "run_ms": None, "sleep_ms": None}]
+        terms = [Term("cgroup", len(groups), "groups")]
+        for g in groups:
+            # a group's null run_ms/sleep_ms are the workload's (ebizzy's may
+            # be null too: its preset's, not counted)
+            run_ms, sleep_ms = (g[k] if g[k] is not None else w[k] for k in ("run_ms", "sleep_ms"))
+            terms.append(Term("thread", g["threads"], "threads"))
+            if run_ms:
+                cycles = duration_s * 1e3 / (run_ms + (sleep_ms or 0))
+                terms.append(Term("request", g["threads"] * cycles, "threads"))
+        return terms
 
     @classmethod
     def check(cls, c, key: str) -> None:

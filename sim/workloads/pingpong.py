@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List, Optional
 
-from sim.config import MISSING, tunable
+from sim.config import MAX_COUNT, MISSING, tunable
 from sim.task import BURST_BLOCK
 from sim.workloads.base import Workload, WorkloadConfig
 
@@ -50,8 +50,8 @@ class PingPongConfig(WorkloadConfig):
     cpus: Optional[List[int]] = None    # null: the last CPU
     migrate: bool = False
     partners: int = tunable(2, choices=(1, 2))
-    levels: int = tunable(0, range=(0, None))   # even
-    busy_cgroups: int = tunable(0, range=(0, None))
+    levels: int = tunable(0, range=(0, MAX_COUNT))   # even
+    busy_cgroups: int = tunable(0, range=(0, MAX_COUNT))
 
 
 class PingPongWorkload(Workload):

@@ -20,6 +20,10 @@ from sim.workloads.trace import make_trace
 class PoissonConfig(FunctionsConfig):
     rate_rps: float = tunable(MISSING, above=0)   # per function
 
+    @classmethod
+    def rate_per_function(cls, w):
+        return w["rate_rps"], "rate_rps"
+
 
 class PoissonWorkload(ForkJoin, Workload):
     CONFIG = PoissonConfig

@@ -39,6 +39,10 @@ class RandomConfig(GeneratedConfig):
     mean_service_s: Optional[float] = tunable(None, above=0)
     max_rate_rps: float = tunable(MISSING, above=0)   # per function, uniform on [0, max]
 
+    @classmethod
+    def rate_per_function(cls, w):
+        return w["max_rate_rps"], "max_rate_rps"
+
 
 def generate(wcfg: RandomConfig, seed: int, duration_s: float) -> pa.Table:
     n = wcfg.functions

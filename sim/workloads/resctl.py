@@ -31,7 +31,7 @@ import math
 from dataclasses import dataclass
 from typing import List, Optional
 
-from sim.config import MISSING, tunable
+from sim.config import MAX_COUNT, MISSING, tunable
 from sim.engine import NSEC_PER_SEC
 from sim.workloads import request_path
 from sim.workloads.base import Workload
@@ -58,7 +58,7 @@ class ResctlConfig(FunctionsConfig):
     lat_target_pct: float = tunable(0.9, above=0)   # and <= 1 (check)
     control_period_s: float = tunable(1.0, above=0)
     rps_target: Optional[float] = tunable(None, above=0)  # null: no throughput target
-    initial_concurrency: int = tunable(1, range=(1, None))
+    initial_concurrency: int = tunable(1, range=(1, MAX_COUNT))
     concurrency_max: int = 65536  # >= initial_concurrency (check)
 
     @classmethod

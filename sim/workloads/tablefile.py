@@ -16,6 +16,16 @@ class TraceError(ValueError):
     """A trace file that cannot be replayed; the message names file and row."""
 
 
+def parse_field(column: str, text: str, kind: type):
+    """A CSV field as ``kind`` (float or int); ValueError naming the column
+    (float()'s own message names neither column nor file)."""
+    try:
+        return kind(text)
+    except ValueError:
+        what = "a number" if kind is float else "an integer"
+        raise ValueError(f"{column} = {text!r} is not {what}") from None
+
+
 @dataclass(frozen=True)
 class TableFormat:
     noun: str                 # "trace file", "job trace": what a missing file is called

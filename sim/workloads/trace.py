@@ -28,7 +28,7 @@ from sim.workloads import request_path
 from sim.workloads.base import Workload
 from sim.workloads.common import ForkJoin, apply_cgroup_bandwidth, cgroup_shares
 from sim.workloads.functions import FunctionCgroupsConfig
-from sim.workloads.tablefile import TableFormat, TraceError
+from sim.workloads.tablefile import TableFormat, TraceError, parse_field
 
 __all__ = ["TRACE_SCHEMA", "TRACE_FORMAT", "TraceConfig", "TraceError", "TraceWorkload",
            "make_trace", "read_trace", "write_trace"]
@@ -72,13 +72,15 @@ def _check_rows(table: pa.Table, where: str, first_row: int, what: str) -> None:
         good = ok(values)
         if not good.all():
             bad = int(np.flatnonzero(~good)[0])
+            # as_py: numpy's repr would say np.float64(-1.0)
             raise TraceError(f"{where}, {what} {bad + first_row}: {rule} "
-                             f"(got {values[bad]!r})")
+                             f"(got {table.column(column)[bad].as_py()!r})")
 
 
 def _parse_csv_row(row: list[str]) -> tuple:
     name, arrival, demand, threads = row
-    return name, float(arrival), float(demand), int(threads)
+    return (name, parse_field("arrival_s", arrival, float), parse_field("demand_s", demand, float),
+            parse_field("threads", threads, int))
 
 
 TRACE_FILE = TableFormat(

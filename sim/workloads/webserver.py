@@ -42,7 +42,7 @@ from typing import Optional
 import numpy as np
 import pyarrow as pa
 
-from sim.config import tunable
+from sim.config import MAX_COUNT, tunable
 from sim.engine import NSEC_PER_MSEC, NSEC_PER_SEC
 from sim.task import BURST_BLOCK, Request
 from sim.workloads.trace import read_trace
@@ -57,9 +57,9 @@ SYN_RETRY_NS = NSEC_PER_SEC
 class WebserverConfig(WorkerPoolConfig):
     """Batched accept thread, bounded app queue (capacity), worker pool."""
     # listen backlog: connections waiting to be accepted
-    backlog: int = tunable(512, range=(1, None))
+    backlog: int = tunable(512, range=(1, MAX_COUNT))
     # connections per batch handed to the queue
-    batch_size: int = tunable(1, range=(1, None))
+    batch_size: int = tunable(1, range=(1, MAX_COUNT))
     # a batch is handed over at most this long after its first
     batch_window_ms: float = tunable(0.0, range=(0, None))
     accept_us: float = tunable(1.0, above=0)  # accept thread CPU per connection

@@ -19,7 +19,8 @@ from typing import Optional
 import numpy as np
 import pyarrow as pa
 
-from sim.config import MISSING, tunable
+from sim.config import MAX_COUNT, MISSING, tunable
+from sim.footprint import Term
 from sim.engine import NSEC_PER_SEC, RngStream, s_to_ns
 from sim.task import BURST_BLOCK, Request
 from sim.workloads.base import Workload, WorkloadConfig
@@ -36,14 +37,26 @@ class WorkerPoolConfig(WorkloadConfig):
     service: str = tunable("exp", choices=SERVICE_DISTRIBUTIONS)
     mean_service_s: float = tunable(MISSING, above=0)
     service_sigma: float = tunable(1.0, above=0)  # lognormal shape
-    workers: int = tunable(MISSING, range=(1, None))
-    capacity: int = tunable(MISSING, range=(0, None))  # waiting requests the queue holds
+    workers: int = tunable(MISSING, range=(1, MAX_COUNT))
+    capacity: int = tunable(MISSING, range=(0, MAX_COUNT))  # waiting requests the queue holds
     working_set_kb: int = tunable(0, range=(0, None))
     nice: int = tunable(0, range=NICE_RANGE)
     # null: open loop at rate_rps; N: N closed-loop clients
-    clients: Optional[int] = tunable(None, range=(1, None))
+    clients: Optional[int] = tunable(None, range=(1, MAX_COUNT))
     # closed loop: a client's pause between response and next request
     think_s: float = tunable(0.0, range=(0, None))
+
+    @classmethod
+    def footprint(cls, w, duration_s: float) -> list:
+        """The pool's threads, the queue, and the requests (open loop: at
+        rate_rps; closed: each client again after response and think time)."""
+        if w["clients"] is None:
+            rate, key = w["rate_rps"], "rate_rps"
+        else:
+            rate, key = w["clients"] / (w["think_s"] + w["mean_service_s"]), "clients"
+        return [Term("thread", w["workers"], "workers"),
+                Term("request", w["capacity"], "capacity"),
+                Term("request", rate * duration_s, key)]
 
 
 def arrival_trace(cfg, seed: int, duration_s: float) -> pa.Table | None:
