@@ -102,6 +102,7 @@ def simulate_wakeup(calibration: dict, depth: int = 3, wakeups: int = 200,
                        "nice": 0, "working_set_kb": 0, "groups": [{"name": name, "threads": 1}]}
     cfg["duration_s"] = (wakeups + 2) * 1.02e-3
     cfg["warmup_s"] = 0.0
+    cfg["interval_s"] = cfg["duration_s"]       # intervals.parquet is not read
     requests = scenario.simulate(cfg).requests
     start = requests.column("start_s").to_numpy(zero_copy_only=False)
     arrival = requests.column("arrival_s").to_numpy(zero_copy_only=False)

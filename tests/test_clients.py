@@ -91,7 +91,7 @@ def test_deterministic_with_a_seed_and_streams_per_client():
 
 
 @pytest.mark.parametrize("override, key, message", [
-    ("workload.clients=0", "workload.clients", "must be >= 1"),
+    ("workload.clients=0", "workload.clients", "must be in \\[1, 1000000\\]"),
     ("workload.think_s=-1", "workload.think_s", "must be >= 0"),
     ("workload.think=pareto", "workload.think", "exp"),
     ("workload.request_path=knative", "workload.request_path", "direct path only"),
