@@ -371,7 +371,10 @@ def _check_calibration(c: _Checks) -> None:
                           "must be {name, bytes > 0, ns_per_line >= 0, shared: bool}", level)
         elif c.at_least(key, param.minimum) and param.power_of_two:
             value = c.get(key)
-            c.require(key, value & (value - 1) == 0, "must be a power of two")
+            # a fitted profile may hold 64.0: what counts is the number
+            whole = float(value).is_integer()
+            c.require(key, whole and int(value) & (int(value) - 1) == 0,
+                      "must be a power of two", value)
 
 
 def _check_workload(c: _Checks, schema: type | None) -> None:

@@ -310,3 +310,17 @@ def test_simulate_checks_a_plain_dict_as_the_command_line_does():
         simulate(make_cfg(poisson(bogus=1)))
     with pytest.raises(ConfigError, match=r"^scheduler\.sched_latency_ns = 10 is invalid"):
         simulate(make_cfg(poisson(), scheduler={"name": "cfs", "sched_latency_ns": 10}))
+
+
+def test_a_fitted_profiles_whole_floats_pass_the_power_of_two_check():
+    """calibration/fit.py writes numbers as floats: 64.0 is a power of two,
+    48.0 and 64.5 are not (and are refused, not a TypeError)."""
+    from scenarios.simulate import simulate
+    from scenarios.validate import ConfigError
+    from tests.simcfg import DEFAULT_COSTS, make_cfg, poisson
+    ok = make_cfg(poisson(), duration_s=0.2, warmup_s=0,
+                  calibration={**DEFAULT_COSTS, "cache_line_bytes": 64.0})
+    assert simulate(ok).summary.num_rows == 1
+    for bad in (48.0, 64.5):
+        with pytest.raises(ConfigError, match="cache_line_bytes = .* must be a power of two"):
+            simulate({**ok, "calibration": {**ok["calibration"], "cache_line_bytes": bad}})
