@@ -7,7 +7,7 @@ from scenarios.schema import HostConfig
 from sim.workloads.periodic import PeriodicConfig
 from sim.workloads.poisson import PoissonConfig
 from scenarios.validate import ConfigError, validate
-from simcfg import make_cfg, poisson
+from simcfg import DEFAULT_COSTS, make_cfg, poisson
 
 
 def test_groups_and_options_match_the_documented_names():
@@ -315,9 +315,6 @@ def test_simulate_checks_a_plain_dict_as_the_command_line_does():
 def test_a_fitted_profiles_whole_floats_pass_the_power_of_two_check():
     """calibration/fit.py writes numbers as floats: 64.0 is a power of two,
     48.0 and 64.5 are not (and are refused, not a TypeError)."""
-    from scenarios.simulate import simulate
-    from scenarios.validate import ConfigError
-    from tests.simcfg import DEFAULT_COSTS, make_cfg, poisson
     ok = make_cfg(poisson(), duration_s=0.2, warmup_s=0,
                   calibration={**DEFAULT_COSTS, "cache_line_bytes": 64.0})
     assert simulate(ok).summary.num_rows == 1
