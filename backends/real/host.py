@@ -158,9 +158,6 @@ class RealHost:
         root = self.cg.controllers["cpu"].path
         if not (root / "cpu.rt_runtime_us").exists():
             return   # no RT group scheduling: nothing to allocate
-        # the run's cgroups are made per function; a run without any (rt-app
-        # with no taskgroup) has not made even its top one yet
-        self.cg.create(cgroup)
         rel = CgroupFS.norm(cgroup)
         chain = [""] + ["/".join(rel.split("/")[:i + 1]) for i in range(len(rel.split("/")))]
         parent = root
