@@ -2,7 +2,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: install build demo test test-slow bench clean workers
+.PHONY: install build demo test test-slow bench clean workers validation-dense
 
 install: $(VENV)/.installed
 
@@ -111,6 +111,13 @@ test: $(MICROBENCH)
 
 test-slow: $(VENV)/.compiled
 	$(BIN)/python -m pytest -q -m slow
+
+# The dense held-out suite on this host, 3 real runs per point (~15-20 min,
+# root; run it on a quiet machine: docs/host-validation.md), written to
+# docs/data/validation-dense-this-vm.md; the run directories go to runs/.
+validation-dense: $(VENV)/.compiled $(WORKERS) rt-app
+	$(BIN)/colosim validate this-vm --suite dense --repeat 3 --format markdown \
+		--write docs/data/validation-dense-this-vm.md
 
 bench: $(VENV)/.compiled
 	$(BIN)/python -m pytest benchmarks --benchmark-only -o addopts=''

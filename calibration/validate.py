@@ -38,7 +38,9 @@ from results.compare import ks, schedule_cell, schedule_rows
 from results.readers import RUNS
 from results.report import write_report
 from results.rundir import TRACE_FILE, RunDir, ensure_writable, read_run_dir
-from results.validation import SCHEDULE_METRICS, VALIDATION_FILE, VALIDATION_SCHEMA, to_frame
+from results.schema import RTAPP_FILE
+from results.validation import (MIN_REPS, SCHEDULE_METRICS, VALIDATION_FILE, VALIDATION_SCHEMA,
+                                to_frame)
 from scenarios.config import compose, list_options
 from scenarios.runner import RunError, run_scenario
 from scenarios.validate import ConfigError
@@ -55,9 +57,23 @@ SUITE_COPY = "suite.yaml"
 # every CPU against perf's count, shown without a target.
 TARGETS = {"throughput_rps": 0.05, "cpu_util": 0.05, "latency_p50_s": 0.10,
            "latency_p99_s": 0.20, "switch_out_rate_per_s": 0.20}
+# colosim_cpu_frac: the colosim process's own CPU on the real host (load
+# generator, sampler; backends/real/disturbance.py), which the simulator does
+# not model (it injects arrivals at no cost): shown, sim "-", no target
 METRICS = ("throughput_rps", "goodput_rps", "latency_p50_s", "latency_p95_s", "latency_p99_s",
            "switch_out_rate_per_s", "ctx_switch_rate_per_s", "migration_rate_per_s", "cpu_util",
-           "throttled_time_s")
+           "throttled_time_s", "colosim_cpu_frac")
+# a workload without requests (rtapp) has none of these: 0 on both backends
+# would pass as a perfect match, so such points leave them out
+REQUEST_METRICS = ("throughput_rps", "goodput_rps", "latency_p50_s", "latency_p95_s",
+                   "latency_p99_s")
+# per rt-app task (rtapp.parquet, loops starting after warm-up): the median
+# of a column, in seconds, and which loops count; the wake-up latency's
+# distribution has issue 21's target, KS <= 0.1 (RTAPP_KS_TARGET)
+RTAPP_METRICS = {"rtapp_wakeup_latency_p50_s": ("wu_lat_us", True),
+                 "rtapp_slack_p50_s": ("slack_us", True),
+                 "rtapp_period_p50_s": ("period_us", False)}   # (column, timer loops only)
+RTAPP_KS_TARGET = {"rtapp_wakeup_latency_p50_s": 0.1}
 BACKENDS = ("real", "sim")
 
 
@@ -74,6 +90,7 @@ class Suite:
     quick: list[str]
     scenarios: dict[str, list[str]]
     real: list[str]          # backend.* keys: only the backend=real runs have them
+    repeat: int = 1          # real runs per point (--repeat overrides it)
 
     def overrides(self, name: str, quick: bool, backend: str = "sim") -> list[str]:
         return [*self.common, *self.scenarios[name], *(self.quick if quick else []),
@@ -81,7 +98,10 @@ class Suite:
 
 
 def load_suite(path: str | Path = DEFAULT_SUITE) -> Suite:
+    """A suite file, or the name of one in calibration/suites/ (``dense``)."""
     path = Path(path)
+    if not path.is_file() and (SUITES_DIR / f"{path}.yaml").is_file() and path.parent == Path():
+        path = SUITES_DIR / f"{path}.yaml"
     if not path.is_file():
         found = ", ".join(str(p) for p in sorted(SUITES_DIR.glob("*.yaml")))
         raise ValidateError(f"suite file {path} does not exist; suites here: {found}")
@@ -98,6 +118,10 @@ def load_suite(path: str | Path = DEFAULT_SUITE) -> Suite:
                                 f"(strings such as workload.functions=8), got {value!r}")
         return list(value)
 
+    repeat = doc.get("repeat", 1)
+    if not isinstance(repeat, int) or isinstance(repeat, bool) or repeat < 1:
+        raise ValidateError(f"{path}: repeat must be a whole number >= 1 (real runs per "
+                            f"point), got {repeat!r}")
     scenarios = doc.get("scenarios")
     if not isinstance(scenarios, dict) or not scenarios:
         raise ValidateError(f"{path}: needs `scenarios:`, a mapping of scenario name to a list "
@@ -105,7 +129,7 @@ def load_suite(path: str | Path = DEFAULT_SUITE) -> Suite:
     return Suite(path=path, description=str(doc.get("description", "")),
                  common=overrides(doc.get("common"), "common"),
                  quick=overrides(doc.get("quick"), "quick"),
-                 real=overrides(doc.get("real"), "real"),
+                 real=overrides(doc.get("real"), "real"), repeat=repeat,
                  scenarios={str(k): overrides(v, f"scenario {k}") for k, v in scenarios.items()})
 
 
@@ -168,27 +192,146 @@ def metric_values(summary: dict, window_s: float) -> dict[str, float]:
     return values
 
 
-def scenario_rows(scenario: str, real: dict | None, sim: dict | None, real_latency=(),
-                  sim_latency=(), runs: tuple[str, str] = ("", ""), note: str = "",
-                  window_s: float = math.nan) -> list[dict]:
-    """One row per metric; a backend that did not run (None) gives missing values."""
-    rv = metric_values(real, window_s) if real is not None else {}
+def judge(values, sim: float, target: float | None, repeat: int = 1) -> dict:
+    """One metric of a point: the real host's repetitions (``values``, the
+    undisturbed ones; NaN ones are missing) against the simulator's value.
+
+    real is their median, real_lo/real_hi their range, spread the largest
+    |repetition - median| / |median| (0 for one repetition), and the error
+    (sim - median) / median is judged against tolerance = max(target,
+    spread): a simulator as far from the median as the host's own
+    repetitions are is within the host's noise.  ok is None (not judged)
+    without a target, with a missing value, or, when ``repeat`` > 1, with
+    fewer than MIN_REPS repetitions."""
+    vals = [x for x in map(_number, values) if not math.isnan(x)]
+    sim = _number(sim)
+    if vals:
+        real = float(np.median(vals))
+        lo, hi = min(vals), max(vals)
+        spread = max(abs(rel_error(real, x)) for x in vals)
+    else:
+        real = lo = hi = spread = math.nan
+    err = rel_error(real, sim)
+    tolerance = math.nan if target is None else max(target, 0.0 if math.isnan(spread)
+                                                     else spread)
+    enough = len(vals) >= (MIN_REPS if repeat > 1 else 1)
+    return {"real": real, "real_lo": lo, "real_hi": hi, "spread": spread, "sim": sim,
+            "rel_error": err, "tolerance": tolerance,
+            "ok": within(err, tolerance) if target is not None and enough else None}
+
+
+def ks_repeated(real_samples: list, sim_samples) -> dict:
+    """KS of each real repetition's samples against the simulator's: the
+    median statistic (for an even count the larger middle one) with its
+    p-value and sample count, and ks_spread, the largest KS statistic
+    between two repetitions (NaN for fewer than two): how far the host is
+    from itself."""
+    per = sorted((ks(r, sim_samples) + (int(np.size(r)), i) for i, r in enumerate(real_samples)),
+                 key=lambda t: (math.isnan(t[0]), t[0]))
+    per = [t for t in per if not math.isnan(t[0])]
+    pairs = [ks(a, b)[0] for i, a in enumerate(real_samples) for b in real_samples[i + 1:]]
+    pairs = [x for x in pairs if not math.isnan(x)]
+    mid = per[len(per) // 2] if per else (math.nan, math.nan, 0, 0)
+    return {"ks_stat": mid[0], "ks_pvalue": mid[1], "n_real": mid[2], "which": mid[3],
+            "ks_spread": max(pairs) if pairs else math.nan}
+
+
+def _repetitions(reals: list[dict], repeat: int) -> tuple[list[int], dict]:
+    """The repetitions compared (the undisturbed ones; all of them, shown but
+    never judged, when every one was disturbed) and the columns saying so."""
+    flagged = [bool(r.get("host_disturbed")) for r in reals]
+    calm = [i for i, f in enumerate(flagged) if not f]
+    all_disturbed = bool(reals) and not calm
+    return (calm or list(range(len(reals)))), {
+        "real_disturbed": all_disturbed if reals else None, "repeat": repeat,
+        "n_reps": len(calm), "n_disturbed": sum(flagged)}
+
+
+def scenario_rows(scenario: str, reals: list[dict], sim: dict | None, real_latencies=(),
+                  sim_latency=(), runs: tuple[list[str], str] = ((), ""), note: str = "",
+                  window_s: float = math.nan, repeat: int | None = None,
+                  metrics=METRICS) -> list[dict]:
+    """One row per metric from the real repetitions' summaries (``reals``,
+    with their completed-request latencies and run ids in the same order)
+    and the simulator's; a backend that did not run (no summary) gives
+    missing values.  Disturbed repetitions are left out and counted."""
+    repeat = repeat or max(1, len(reals))
+    use, reps = _repetitions(reals, repeat)
+    rv = [metric_values(reals[i], window_s) for i in use]
     sv = metric_values(sim, window_s) if sim is not None else {}
-    # a real run measured on a disturbed host is flagged, not compared
-    disturbed = bool(real.get("host_disturbed")) if real is not None else None
-    stat, p = ks(real_latency, sim_latency)
+    k = ks_repeated([real_latencies[i] for i in use] if len(real_latencies) else [], sim_latency)
+    real_run = list(runs[0])[use[k["which"]]] if use and len(runs[0]) else ""
     rows = []
-    for m in METRICS:
-        r, s = rv.get(m, math.nan), sv.get(m, math.nan)
-        err = rel_error(r, s)
+    for m in metrics:
+        j = judge([v[m] for v in rv], sv.get(m, math.nan), TARGETS.get(m), repeat)
+        if reps["real_disturbed"]:
+            j["ok"] = None       # a real run measured on a disturbed host is not compared
         target = TARGETS.get(m)
-        rows.append({"scenario": scenario, "metric": m, "real": r, "sim": s, "rel_error": err,
+        rows.append({"scenario": scenario, "metric": m, **j,
                      "target": math.nan if target is None else target,
-                     "ok": None if disturbed else within(err, target),
-                     "real_disturbed": disturbed, "ks_stat": stat, "ks_pvalue": p,
-                     "n_real": int(np.size(real_latency)), "n_sim": int(np.size(sim_latency)),
-                     "real_run": runs[0], "sim_run": runs[1], "note": note})
+                     **reps, "ks_stat": k["ks_stat"], "ks_pvalue": k["ks_pvalue"],
+                     "ks_spread": k["ks_spread"], "ks_target": math.nan,
+                     "n_real": k["n_real"], "n_sim": int(np.size(sim_latency)),
+                     "real_run": real_run, "sim_run": runs[1], "note": note})
     return rows
+
+
+def rtapp_rows(scenario: str, reals: list[dict], real_tables: list, sim_table,
+               warmup_s: float, runs: tuple[list[str], str] = ((), ""),
+               repeat: int | None = None) -> list[dict]:
+    """Per rt-app task (rtapp.parquet on both backends; not sched.parquet,
+    whose wake-ups this VM's tracing misses): RTAPP_METRICS' medians over
+    the loops that start after warm-up, real repetitions against the
+    simulator as :func:`judge` does, and the KS statistic of the loops'
+    distributions; the wake-up latency is judged on its KS statistic
+    against max(RTAPP_KS_TARGET, the KS between repetitions).  Timer
+    metrics only for tasks with a timer (c_period_us > 0)."""
+    repeat = repeat or max(1, len(reals))
+    use, reps = _repetitions(reals, repeat)
+    frames = [_loops(real_tables[i], warmup_s) for i in use]
+    sim = _loops(sim_table, warmup_s) if sim_table is not None else None
+    tasks = sorted(set().union(*(set(f["task"]) for f in frames),
+                               set(sim["task"]) if sim is not None else set()))
+    rows = []
+    for task in tasks:
+        timed = any((f.loc[f["task"] == task, "c_period_us"] > 0).any()
+                    for f in [*frames, *([sim] if sim is not None else [])])
+        for metric, (column, timers_only) in RTAPP_METRICS.items():
+            if timers_only and not timed:
+                continue
+
+            def samples(f):
+                if f is None:
+                    return np.array([])
+                t = f[f["task"] == task]
+                if timers_only:
+                    t = t[t["c_period_us"] > 0]
+                return t[column].to_numpy(dtype=float) * 1e-6
+            real_s, sim_s = [samples(f) for f in frames], samples(sim)
+            j = judge([np.median(x) if x.size else math.nan for x in real_s],
+                      np.median(sim_s) if sim_s.size else math.nan, None, repeat)
+            k = ks_repeated(real_s, sim_s)
+            ks_target = RTAPP_KS_TARGET.get(metric)
+            ok = None
+            if ks_target is not None and not reps["real_disturbed"] \
+                    and len(real_s) >= (MIN_REPS if repeat > 1 else 1) \
+                    and not math.isnan(k["ks_stat"]):
+                spread = 0.0 if math.isnan(k["ks_spread"]) else k["ks_spread"]
+                ok = bool(k["ks_stat"] <= max(ks_target, spread))
+            real_run = list(runs[0])[use[k["which"]]] if use and len(runs[0]) else ""
+            rows.append({"scenario": scenario, "metric": metric, "task": task, **j, "ok": ok,
+                         "target": math.nan, "ks_target": math.nan if ks_target is None
+                         else ks_target, **reps, "ks_stat": k["ks_stat"],
+                         "ks_pvalue": k["ks_pvalue"], "ks_spread": k["ks_spread"],
+                         "n_real": k["n_real"], "n_sim": int(sim_s.size),
+                         "real_run": real_run, "sim_run": runs[1], "note": ""})
+    return rows
+
+
+def _loops(table, warmup_s: float) -> pd.DataFrame:
+    f = table.select(["task", "rel_st_us", "c_period_us", *{c for c, _ in
+                                                           RTAPP_METRICS.values()}]).to_pandas()
+    return f[f["rel_st_us"] >= warmup_s * 1e6]
 
 
 def _mean(samples) -> float:
@@ -227,11 +370,22 @@ def _preflight_real() -> None:
         raise ValidateError(f"validate runs every scenario on backend=real: {err}") from None
 
 
+def run_names(name: str, repeat: int) -> list[str]:
+    """The real runs' directory names of a point: ``<name>-real``, or with
+    repetitions ``<name>-real-1`` .. ``-N``."""
+    return [f"{name}-real"] if repeat == 1 else [f"{name}-real-{i}" for i in range(1, repeat + 1)]
+
+
 def validate(profile: str, suite: Suite, names: list[str], out: Path, quick: bool = False,
-             progress=None, preflight=_preflight_real) -> pd.DataFrame:
+             progress=None, preflight=_preflight_real, repeat: int | None = None) -> pd.DataFrame:
     """Run ``names`` of ``suite`` on both backends into ``out`` and return the
-    validation frame (also written as validation.parquet and report.html)."""
+    validation frame (also written as validation.parquet and report.html).
+    Each point runs ``repeat`` (default: the suite's) times on the real host
+    and once in the simulator, which is deterministic for a seed."""
     say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+    repeat = repeat or suite.repeat
+    if repeat < 1:
+        raise ValidateError(f"--repeat must be at least 1, got {repeat}")
     check_profile(profile)
     configs = {}
     for name in names:   # every config is checked before anything runs
@@ -247,27 +401,25 @@ def validate(profile: str, suite: Suite, names: list[str], out: Path, quick: boo
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(suite.path, out / SUITE_COPY)
     rows: list[dict] = []
-    total, k = 2 * len(names), 0
+    total, k = (repeat + 1) * len(names), 0
     for name in names:
-        dirs = {b: out / RUNS / f"{name}-{b}" for b in BACKENDS}
-        done: dict[str, RunDir] = {}
+        reals: list[RunDir] = []
         notes: list[str] = []
-        for backend in BACKENDS:
+        for i, run in enumerate(run_names(name, repeat), 1):
             k += 1
-            if backend == "sim" and "real" not in done:
-                say(f"[{k}/{total}] {name} sim: skipped (the real run failed)")
-                continue
-            cfg = configs[name, backend]
-            t0 = time.perf_counter()
-            say(f"[{k}/{total}] {name} {backend}: {cfg.duration_s:g} s ...")
-            error = _run(cfg, dirs[backend])
-            if error:
-                notes.append(f"{backend} run failed: {error}")
-                say(f"[{k}/{total}] {name} {backend}: FAILED ({error})")
-                continue
-            done[backend] = read_run_dir(dirs[backend])
-            say(f"[{k}/{total}] {name} {backend}: done in {time.perf_counter() - t0:.1f} s")
-        rows += _compare(name, done.get("real"), done.get("sim"), configs[name, "real"], notes)
+            label = f"{name} real" + (f" {i}/{repeat}" if repeat > 1 else "")
+            done = _timed(say, f"[{k}/{total}] {label}", configs[name, "real"],
+                          out / RUNS / run, notes, "real" if repeat == 1 else f"real {i}")
+            if done is not None:
+                reals.append(done)
+        k += 1
+        sim = None
+        if not reals:
+            say(f"[{k}/{total}] {name} sim: skipped (the real run failed)")
+        else:
+            sim = _timed(say, f"[{k}/{total}] {name} sim", configs[name, "sim"],
+                         out / RUNS / f"{name}-sim", notes, "sim")
+        rows += _compare(name, reals, sim, configs[name, "real"], notes, repeat)
     frame = to_frame(rows)
     tmp = out / f".{VALIDATION_FILE}.tmp"
     pq.write_table(pa.Table.from_pandas(frame, schema=VALIDATION_SCHEMA, preserve_index=False),
@@ -278,32 +430,58 @@ def validate(profile: str, suite: Suite, names: list[str], out: Path, quick: boo
     return frame
 
 
-def _compare(name: str, real: RunDir | None, sim: RunDir | None, cfg,
-             notes: list[str]) -> list[dict]:
-    """The scenario's rows, noting a trace the simulator did not replay and
-    a real run without perf counts."""
+def _timed(say, label: str, cfg, out_dir: Path, notes: list[str], what: str) -> RunDir | None:
+    """One run with its progress lines; its run directory, or None (the
+    failure noted)."""
+    t0 = time.perf_counter()
+    say(f"{label}: {cfg.duration_s:g} s ...")
+    error = _run(cfg, out_dir)
+    if error:
+        notes.append(f"{what} run failed: {error}")
+        say(f"{label}: FAILED ({error})")
+        return None
+    say(f"{label}: done in {time.perf_counter() - t0:.1f} s")
+    return read_run_dir(out_dir)
+
+
+def _compare(name: str, reals: list[RunDir], sim: RunDir | None, cfg, notes: list[str],
+             repeat: int = 1) -> list[dict]:
+    """The point's rows, noting a trace the simulator did not replay, real
+    runs without perf counts and disturbed repetitions."""
     warmup = float(cfg.warmup_s)
-    summaries = [r.summary.to_pylist()[0] if r else None for r in (real, sim)]
-    if real is not None and sim is not None:
-        trace_path = real.path / TRACE_FILE
+    summaries = [r.summary.to_pylist()[0] for r in reals]
+    sim_summary = sim.summary.to_pylist()[0] if sim is not None else None
+    if reals and sim is not None:
+        trace_path = reals[0].path / TRACE_FILE
         trace = pq.read_table(trace_path) if trace_path.is_file() else None
         if trace is not None and trace.num_rows:
             why = replay_mismatch(trace, sim.requests,
-                                  int(summaries[1].get("n_unfinished") or 0), warmup)
+                                  int(sim_summary.get("n_unfinished") or 0), warmup)
             if why:
                 notes.append(f"the simulator did not replay the real trace: {why}")
-        if summaries[0].get("perf_status") not in (None, "ok"):
-            notes.append(f"perf {summaries[0]['perf_status']}")
-        if summaries[0].get("host_disturbed"):
-            notes.append(f"real host disturbed, not compared: "
-                         f"{summaries[0]['host_disturbed_reason']}")
-    runs = tuple(r.path.name if r else "" for r in (real, sim))
+    for r, s in zip(reals, summaries):
+        which = "" if repeat == 1 else f" ({r.path.name})"
+        if s.get("perf_status") not in (None, "ok"):
+            notes.append(f"perf {s['perf_status']}{which}")
+        if s.get("host_disturbed"):
+            notes.append(f"real host disturbed, not compared{which}: "
+                         f"{s['host_disturbed_reason']}")
+    runs = ([r.path.name for r in reals], sim.path.name if sim else "")
+    has_requests = str(cfg.workload.name) != "rtapp"
     rows = scenario_rows(
-        name, *summaries,
-        *(completed_latencies(r.requests) if r else () for r in (real, sim)),
-        runs, "; ".join(notes), float(cfg.duration_s) - warmup)
-    if real is not None and sim is not None:
-        rows += schedule_validation_rows(name, real.path, sim.path, runs)
+        name, summaries, sim_summary, [completed_latencies(r.requests) for r in reals],
+        completed_latencies(sim.requests) if sim else (), runs, "; ".join(notes),
+        float(cfg.duration_s) - warmup, repeat,
+        METRICS if has_requests else [m for m in METRICS if m not in REQUEST_METRICS])
+    if not has_requests and reals:
+        rows += rtapp_rows(name, summaries, [pq.read_table(r.path / RTAPP_FILE) for r in reals],
+                           pq.read_table(sim.path / RTAPP_FILE) if sim else None, warmup, runs,
+                           repeat)
+    calm = [r for r, s in zip(reals, summaries) if not s.get("host_disturbed")]
+    if calm and sim is not None:
+        # the per-cgroup schedule rows of one undisturbed repetition
+        rows += schedule_validation_rows(name, calm[0].path, sim.path,
+                                         (calm[0].path.name, sim.path.name))
     return rows
 
 

@@ -111,6 +111,7 @@ def _add_validate_command(commands) -> None:
   colosim validate this-vm poisson-8 --quick   one scenario, 5 s per run (--quick: all, ~40 s)
   colosim validate default --suite calibration/suites/heldout-12cpu.yaml
   colosim validate default --format markdown > validation.md
+  colosim validate this-vm --suite dense --repeat 3   the dense suite, 3 real runs per point
 
 Writes DIR/validation.parquet (one row per scenario x metric), DIR/runs/<scenario>-real
 and -sim (run directories: `colosim compare DIR` reads them), DIR/suite.yaml and
@@ -136,9 +137,17 @@ run.  See docs/host-validation.md.
                           help="output directory (default: runs/validate-PROFILE-<timestamp>)")
     validate.add_argument("--quick", action="store_true",
                           help="append the suite's `quick` overrides (duration_s=5): for CI")
+    validate.add_argument("--repeat", type=int, default=None, metavar="N",
+                          help="real runs per scenario (default: the suite's `repeat`, else 1); "
+                          "with N >= 2 each error is judged against max(target, the real "
+                          "runs' spread) and a scenario with fewer than 2 undisturbed runs is "
+                          "not compared")
     validate.add_argument("--format", choices=["text", "markdown", "csv"], default="text",
                           help="table printed to stdout: text (default), markdown, or csv "
                           "(long form, full precision)")
+    validate.add_argument("--write", type=Path, default=None, metavar="FILE",
+                          help="also write the --format table, with a header saying how it was "
+                          "made, to FILE (e.g. docs/data/validation-dense-this-vm.md)")
     validate.set_defaults(handler=_validate)
 
 
@@ -149,18 +158,30 @@ def _validate(args: argparse.Namespace) -> int:
         suite = v.load_suite(args.suite or v.DEFAULT_SUITE)
         names = v.select(suite, args.scenarios)
         v.check_profile(args.profile)
+        if args.repeat is not None and args.repeat < 1:
+            raise v.ValidateError(f"--repeat must be at least 1, got {args.repeat}")
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         out = (args.out or Path("runs") / f"validate-{args.profile}-{stamp}").absolute()
         ensure_writable(out)
-        frame = v.validate(args.profile, suite, names, out, quick=args.quick)
+        frame = v.validate(args.profile, suite, names, out, quick=args.quick,
+                           repeat=args.repeat)
     except (v.ValidateError, RunDirError) as err:
         return _fail(err)
     except KeyboardInterrupt:
         print("\ncolosim: interrupted; the completed runs are kept", file=sys.stderr)
         return EXIT_INTERRUPTED
-    print(validation.FORMATTERS[args.format](frame), end="")
+    table = validation.FORMATTERS[args.format](frame)
+    print(table, end="")
     if args.format != "text":   # the text table ends with it already
         print(validation.verdict(frame), file=sys.stderr)
+    if args.write is not None:
+        command = " ".join(["colosim validate", args.profile, *args.scenarios,
+                            *(["--suite", str(args.suite)] if args.suite else []),
+                            *(["--repeat", str(args.repeat)] if args.repeat else []),
+                            *(["--quick"] if args.quick else []),
+                            "--format", args.format, "--write", str(args.write)])
+        args.write.write_text(validation.data_file(frame, table, command, suite.path))
+        print(f"table written to {args.write}", file=sys.stderr)
     print(f"results in {out}", file=sys.stderr)
     return 0
 

@@ -361,7 +361,7 @@ def _pct(value: float) -> str:
 def display_unit(metric: str) -> tuple[float, str]:
     """(scale, unit) the tables show a metric in: seconds as ms, fractions
     as %; the CSV keeps the column's own unit."""
-    if metric.endswith("_s") and metric.startswith(("latency", "runqueue")):
+    if metric.endswith("_s") and metric.startswith(("latency", "runqueue", "rtapp_")):
         return 1e3, "ms"
     if metric.endswith("_frac") or metric == "cpu_util":
         return 1e2, "%"

@@ -41,8 +41,8 @@ from results.compare import (Comparison, compare, display_unit, policy_labels, t
 from results.readers import Results, open_results
 from results.sched import throttled_periods
 from results.schema import SCHED_FILE, SCHED_METRICS_FILE
-from results.validation import HEAD as VALIDATION_HEAD
-from results.validation import VALIDATION_FILE, ks_lines, read_validation, verdict
+from results.validation import VALIDATION_FILE, ks_lines, numeric_column, read_validation, verdict
+from results.validation import table_head as validation_head
 from results.validation import table_cells as validation_cells
 
 REPORT_FILE = "report.html"
@@ -524,13 +524,15 @@ def validation(path: Path, results: Results) -> Section:
     frame = read_validation(path)
     section = Section("Validation: simulator vs this host")
     section.html = (f"<p><b>{html.escape(verdict(frame))}</b></p>"
-                    + _html_table(VALIDATION_HEAD, validation_cells(frame),
-                                  numeric=lambda i: 2 <= i <= 5)
+                    + _html_table(head := validation_head(frame), validation_cells(frame),
+                                  numeric=lambda i: numeric_column(head, i))
                     + "<ul>"
                     + "".join(f"<li>{html.escape(line)}</li>" for line in ks_lines(frame))
                     + "</ul>")
     section.notes.append("error = (sim - real) / real; result: pass or MISS against the "
-                         "target, missing when either backend has no value (never a pass).")
+                         "target (with repetitions: against max(target, spread), the real "
+                         "host's own spread), missing when either backend has no value "
+                         "(never a pass).")
     runs = frame.drop_duplicates("scenario")[["scenario", "real_run", "sim_run"]]
     runs = runs[(runs["real_run"] != "") & (runs["sim_run"] != "")]
     if runs.empty:
@@ -540,6 +542,11 @@ def validation(path: Path, results: Results) -> Section:
     requests = results.table("requests", columns=["run_id", "latency_s", "dropped"]).to_pandas()
     done = requests[~requests["dropped"].astype(bool) & requests["latency_s"].notna()
                     & (requests["latency_s"] > 0)]
+    # workloads without requests (rtapp) have no latency distribution to draw
+    with_requests = set(done["run_id"])
+    runs = runs[runs["real_run"].isin(with_requests) | runs["sim_run"].isin(with_requests)]
+    if runs.empty:
+        return section
     shown = list(runs.itertuples())[:MAX_PANELS * 2]
     fig, axes = _panels(len(shown))
     for ax, r in zip(axes, shown):

@@ -20,6 +20,7 @@ def test_other_load_is_busy_time_minus_the_run_and_colosim(tmp_path):
     # 800 ticks elapsed: 100 steal, 300 busy of which 150 the run and 50 colosim
     assert math.isclose(f["host_steal_frac"], 100 / 800)
     assert math.isclose(f["host_other_frac"], 100 / 800)
+    assert math.isclose(f["colosim_cpu_frac"], 50 / 800)
     # the run's cgroup counts exact ns, /proc/stat ticks: never negative
     z["/"]["usage_ns"] = 400 * tick
     assert D.measure(a, z, "/")["host_other_frac"] == 0.0

@@ -60,8 +60,8 @@ def test_scenario_rows_targets_and_missing_values():
     real = _summary(switch_out_rate_per_s=math.nan, ctx_switch_rate_per_s=None,
                     migrations=None)                                 # perf unavailable
     sim = _summary(throughput_rps=52.0, latency_p50_s=0.0095, latency_p99_s=0.055)
-    rows = {r["metric"]: r for r in v.scenario_rows("s", real, sim, [0.01, 0.02], [0.01],
-                                                   ("s-real", "s-sim"), window_s=4.0)}
+    rows = {r["metric"]: r for r in v.scenario_rows("s", [real], sim, [[0.01, 0.02]], [0.01],
+                                                   (["s-real"], "s-sim"), window_s=4.0)}
     assert list(rows) == list(v.METRICS)
     assert rows["throughput_rps"]["ok"] is True and rows["throughput_rps"]["target"] == 0.05
     assert rows["latency_p50_s"]["ok"] is False                      # +18.75% > 10%
@@ -76,15 +76,15 @@ def test_scenario_rows_targets_and_missing_values():
     assert rows["throttled_time_s"]["rel_error"] == 0.0              # 0 vs 0
     assert rows["cpu_util"]["n_real"] == 2 and rows["cpu_util"]["n_sim"] == 1
     # a backend that did not run: every value missing, nothing passes
-    failed = v.scenario_rows("f", None, None, note="real run failed: busy")
+    failed = v.scenario_rows("f", [], None, note="real run failed: busy")
     assert all(math.isnan(r["real"]) and r["ok"] is None for r in failed)
 
 
 def _frame():
-    rows = v.scenario_rows("a", _summary(), _summary(latency_p50_s=0.02), [0.01], [0.02],
-                           ("a-real", "a-sim"), window_s=4.0)
-    rows += v.scenario_rows("b", _summary(switch_out_rate_per_s=None), _summary(), [0.01],
-                            [0.01], ("b-real", "b-sim"), "perf unavailable: no perf", 4.0)
+    rows = v.scenario_rows("a", [_summary()], _summary(latency_p50_s=0.02), [[0.01]], [0.02],
+                           (["a-real"], "a-sim"), window_s=4.0)
+    rows += v.scenario_rows("b", [_summary(switch_out_rate_per_s=None)], _summary(), [[0.01]],
+                            [0.01], (["b-real"], "b-sim"), "perf unavailable: no perf", 4.0)
     return v.to_frame(rows)
 
 

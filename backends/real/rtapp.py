@@ -373,6 +373,9 @@ class RtAppRunner(Runner):
 
     def start(self, s: Setup) -> None:
         self.setup = s
+        # rt-app starts in the run's top cgroup; the run makes only its
+        # taskgroups' cgroups, so a file without any has no top one yet
+        s.cg.create("/")
         if self.ns_per_loop is None:
             cpu = int(self.config.calibration.removeprefix("CPU"))
             self.ns_per_loop = calibrate(self.binary, cpu)
