@@ -52,8 +52,8 @@ def test_validation_gets_per_cgroup_schedule_rows_where_both_traced(runs):
     assert all(0 <= r["ks_stat"] <= 1 and r["n_real"] > 0 for r in lat)
     inv = [r for r in rows if r["metric"] == "involuntary_frac"]
     assert all(math.isnan(r["ks_stat"]) for r in inv)
-    frame = to_frame(scenario_rows("s", real.summary.to_pylist()[0], sim.summary.to_pylist()[0],
-                                   window_s=0.8) + rows)
+    frame = to_frame(scenario_rows("s", [real.summary.to_pylist()[0]],
+                                   sim.summary.to_pylist()[0], window_s=0.8) + rows)
     text = format_text(frame)
     assert "wake-up latency KS" in text and "involuntary share" in text
     # the per-cgroup rows stay out of the metric table
