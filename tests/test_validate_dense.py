@@ -17,6 +17,7 @@ from calibration import validate as v
 from cli.main import main
 from results import validation as vt
 from results.schema import RTAPP
+from tests.test_validate import simulator_as_host
 
 
 # --- the judgement -------------------------------------------------------------
@@ -213,16 +214,9 @@ def test_every_dense_point_runs_quick_in_the_simulator(tmp_path):
 def test_validate_repeats_with_the_simulator_standing_in_for_the_host(tmp_path, monkeypatch):
     """The pipeline with repetitions, without hardware: every "real" run is a
     simulator run, so every error is 0 and every spread 0."""
-    from scenarios.config import compose
-    from scenarios.runner import run_scenario
     suite = v.load_suite("dense")
-
-    def fake_run(cfg, out_dir):
-        cfg = cfg.copy()
-        cfg.backend = compose(["backend=sim"]).backend
-        run_scenario(cfg, out_dir)
     lines = []
-    monkeypatch.setattr(v, "_run", fake_run)
+    monkeypatch.setattr(v, "_run", simulator_as_host)
     out = tmp_path / "out"
     frame = v.validate("this-vm", suite, ["f8-rho85", "rtapp-rr-fair"], out, quick=True,
                        progress=lines.append, preflight=lambda: None, repeat=3)
