@@ -458,7 +458,6 @@ class JobsRunner(FunctionsRunner):
         self.gate = self.job_gate(s)
         s.host.use_jobs(self.gate)
         self.workers = self.gate.procs
-        self.alone = self.gate.alone
 
     def job_gate(self, s: Setup) -> JobGate:
         """The run's jobs, each class's speed alone measured first on one of
@@ -478,7 +477,7 @@ class JobsRunner(FunctionsRunner):
             binary = build_memworker()
             self.alone_samples = calibrate(shapes, min(s.cpus), float(self.b.job_alone_s),
                                            binary)
-            alone = {c: min(v) for c, v in self.alone_samples.items()}
+            alone = self.alone
             self.alone_shapes, self.alone_cpu = shapes, min(s.cpus)
         except (ValueError, JobError) as e:
             raise RealRunError(str(e)) from None

@@ -242,7 +242,6 @@ class MemLookupRunner(BurstRunner):
         except MemLookupError as e:
             raise RealRunError(str(e)) from None
         self.alone_samples = {"memlookup": samples}
-        self.alone = {"memlookup": min(samples)}
         self.alone_shapes = {"memlookup": self.groups[0]["args"]}
         self.alone_cpu = min(self.groups[0]["cpus"])
 

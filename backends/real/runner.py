@@ -116,15 +116,19 @@ class Runner(ABC):
         self.parent = ""              # the function cgroups' parent ("": the run's top)
         self.names: list[str] = []    # the function cgroups under ``parent``
         self.workers: list[RunWorker] = []
-        # per job class: wall ns per access alone (summary columns), where
-        # the workers' speed is measured before the run
-        self.alone: dict[str, float] = {}
-        # the measurements behind ``alone`` (backends/real/jobs.py calibrate),
-        # the job shapes (memworker arguments) and the CPU they were measured
-        # on: run_real measures them again after the run
+        # per job class, where the workers' speed is measured before the run:
+        # the measurements of wall ns per access alone (backends/real/jobs.py
+        # calibrate), the job shapes (memworker arguments) and the CPU they
+        # were measured on; run_real measures them again after the run
         self.alone_samples: dict[str, list[float]] = {}
         self.alone_shapes: dict[str, list[str]] = {}
         self.alone_cpu = 0
+
+    @property
+    def alone(self) -> dict[str, float]:
+        """Per job class: wall ns per access alone, the fastest measurement
+        (summary columns)."""
+        return {c: min(v) for c, v in self.alone_samples.items()}
 
     @property
     def cgroups(self) -> list[str]:
