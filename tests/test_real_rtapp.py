@@ -17,7 +17,7 @@ import pytest
 
 from backends.real import cgroupfs
 from backends.real.rtapp import (LOG_BASENAME, PLACEMENT_US, ZERO_TASK, calibrate,
-                                 check_runnable, log_path, log_table, parse_log, rtapp_json,
+                                 check_runnable, find_threads, log_path, log_table, parse_log, rtapp_json,
                                  zero_us)
 from cli.main import main
 from sim.workloads.rtapp_config import RtAppError, load, loads
@@ -30,6 +30,28 @@ FIXTURE_DELAY_US = 20_000       # the placement delay the fixture ran with
 
 
 # --- the JSON 1.0 runs ------------------------------------------------------
+
+def test_find_threads_skips_a_thread_that_exits_during_the_scan(monkeypatch):
+    """A thread gone between listing /proc/PID/task and reading its comm
+    raises ESRCH (ProcessLookupError), not ENOENT: it is skipped, the named
+    threads still found."""
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait, name="named-one")
+    t.start()
+    try:
+        Path(f"/proc/self/task/{t.native_id}/comm").write_text("named-one")
+        real = Path.read_text
+
+        def vanishing(self, *a, **k):
+            if self.name == "comm" and self.parent.name == str(os.getpid()):
+                raise ProcessLookupError(3, "No such process")
+            return real(self, *a, **k)
+        monkeypatch.setattr(Path, "read_text", vanishing)
+        assert find_threads(os.getpid(), {"named-one": 1}) == {t.native_id: "named-one"}
+    finally:
+        stop.set()
+        t.join()
+
 
 def test_rewrite_is_the_json_rt_app_1_0_ran():
     doc = rtapp_json(load(FIXTURE / "source.json"), Path("LOGDIR"), 20, FIXTURE_DELAY_US)

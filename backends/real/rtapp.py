@@ -314,8 +314,8 @@ def find_threads(pid: int, counts: dict[str, int]) -> dict[int, str] | None:
     for d in os.scandir(f"/proc/{pid}/task"):
         try:
             comm = Path(d.path, "comm").read_text().rstrip("\n")
-        except FileNotFoundError:
-            continue      # exited meanwhile
+        except (FileNotFoundError, ProcessLookupError):
+            continue      # exited between the listing and the read (ESRCH)
         if comm in counts:
             found[int(d.name)] = comm
     have = Counter(found.values())
