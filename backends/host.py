@@ -12,6 +12,15 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+
+def plain_config(cfg) -> dict:
+    """A run's scenario config as the plain dict both backends read: Hydra
+    hands them a DictConfig (resolved here), tests and tools a mapping."""
+    if isinstance(cfg, DictConfig):
+        return OmegaConf.to_container(cfg, resolve=True)
+    return dict(cfg)
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,9 @@ import time
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
+from backends.host import plain_config
 from backends.simhost import SimHost, build_host, drive
 from policies.control import build as build_controller
 from results.schema import request_columns, run_identity
@@ -29,12 +30,6 @@ class SimResult:
     # more tables of the run directory (name -> table): sched.parquet under
     # trace=sched, the workload's own (Workload.tables: rtapp.parquet)
     extra: dict = field(default_factory=dict)
-
-
-def _plain(cfg) -> dict:
-    if isinstance(cfg, DictConfig):
-        return OmegaConf.to_container(cfg, resolve=True)
-    return dict(cfg)
 
 
 def build(cfg: dict, trace=None):
@@ -82,7 +77,7 @@ def simulate(cfg, progress=None, trace=None) -> SimResult:
     (scenarios.validate); ConfigError names the first bad key."""
     if not isinstance(cfg, DictConfig):   # a composed one was checked when composed
         validate_mapping(cfg, has_trace=trace is not None)
-    cfg = _plain(cfg)
+    cfg = plain_config(cfg)
     duration_ns = s_to_ns(float(cfg["duration_s"]))
     warmup_ns = s_to_ns(float(cfg.get("warmup_s", 0.0)))
     if not 0 <= warmup_ns < duration_ns:

@@ -46,8 +46,8 @@ import uuid
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-from omegaconf import DictConfig, OmegaConf
 
+from backends.host import plain_config
 from backends.real import cgroupfs, detect, schedtrace
 from backends.real.cgroupfs import CgroupError, CgroupFS, parse_cpulist
 from backends.real.disturbance import measure as measure_disturbance
@@ -128,12 +128,6 @@ class RealResult:
     trace: pa.Table | None    # trace.parquet (None: a closed loop has none)
     # more tables of the run directory (name -> table): sched.parquet under trace=sched
     extra: dict = field(default_factory=dict)
-
-
-def _plain(cfg) -> dict:
-    if isinstance(cfg, DictConfig):
-        return OmegaConf.to_container(cfg, resolve=True)
-    return dict(cfg)
 
 
 def backend_keys(cfg: dict) -> RealBackend:
@@ -239,7 +233,7 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
     ``trace``: the rows to replay, as the simulator would (None: the
     workload's own); ``progress(now_s, duration_s)`` is called about every
     1% of the run."""
-    cfg = _plain(cfg)
+    cfg = plain_config(cfg)
     b = backend_keys(cfg)
     host_sched = check_host_scheduler(str(cfg["scheduler"]["name"]))
     check_controller(cfg, b)
