@@ -30,6 +30,7 @@ from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 from perfetto.trace_builder.proto_builder import StreamingTraceProtoBuilder
 
 from results.readers import ResultsError
+from results.rundir import umask
 from results.sched import throttled_periods
 
 # ftrace's prev_state bits (include/trace/events/sched.h since Linux 4.14:
@@ -57,9 +58,7 @@ def write_perfetto(sched: pa.Table, out: str | Path) -> Path:
     try:
         with os.fdopen(fd, "wb") as f:
             _write(sched, StreamingTraceProtoBuilder(f))
-        umask = os.umask(0)     # mkstemp's file is private; give it an ordinary file's mode
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
+        os.chmod(tmp, 0o666 & ~umask())     # mkstemp's file is private: an ordinary file's mode
         os.replace(tmp, out)
     except OSError as err:
         raise PerfettoError(f"cannot write {out}: {err.strerror or err}") from None

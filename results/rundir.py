@@ -64,6 +64,9 @@ def write_run_dir(result: Any, out_dir: str | Path, config: Mapping | DictConfig
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{target.name}-{os.getpid()}-", dir=target.parent))
     try:
+        # mkdtemp's directory is private (0700); the run directory it becomes
+        # follows the umask like any directory, so shared filesystems work
+        os.chmod(tmp, 0o777 & ~umask())
         for name, table in tables.items():
             pq.write_table(table, tmp / f"{name}.parquet")
         # the generated input of a trace-driven run, replayable by either backend
@@ -87,6 +90,13 @@ def write_run_dir(result: Any, out_dir: str | Path, config: Mapping | DictConfig
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return target
+
+
+def umask() -> int:
+    """The process's umask (os.umask can only read it by setting it)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def ensure_writable(target: str | Path) -> None:

@@ -3,13 +3,13 @@ Perfetto's own message classes into what the sched table holds, loads into
 Perfetto's trace processor where its shell can be had, and a path that
 cannot be written is one line and leaves nothing behind."""
 import collections
-import os
 
 import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from cli.main import main
 from results.perfetto import PREV_STATE, write_perfetto
+from results.rundir import umask
 from results.sched import read_sched, throttled_periods
 
 
@@ -118,10 +118,4 @@ def test_writing_replaces_an_old_file_whole(traced, tmp_path):
     write_perfetto(read_sched(run), out)
     assert len(_decode(out).packet) > 10
     assert [p.name for p in tmp_path.iterdir()] == ["t.pftrace"]
-    assert out.stat().st_mode & 0o777 == 0o666 & ~_umask()
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    assert out.stat().st_mode & 0o777 == 0o666 & ~umask()

@@ -1,3 +1,4 @@
+import os
 from types import SimpleNamespace
 
 import pyarrow as pa
@@ -72,6 +73,19 @@ def test_composed_config_is_written_as_plain_yaml(tmp_path):
     back = read_run_dir(write_run_dir(make_result(), tmp_path / "run", cfg))
     assert back.config["seed"] == 3 and back.config["host"]["cores"] == 2
     assert back.config["workload"]["name"] == "poisson"
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o027, 0o002])
+def test_the_run_directory_and_its_files_follow_the_umask(tmp_path, mask):
+    """Not mkdtemp's private 0700: a run written on a shared filesystem is
+    readable as the user's umask allows."""
+    old = os.umask(mask)
+    try:
+        path = write_run_dir(make_result(), tmp_path / "run", {})
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o777 & ~mask
+    assert {f.stat().st_mode & 0o777 for f in path.iterdir()} == {0o666 & ~mask}
 
 
 def test_parent_directories_are_created(tmp_path):
