@@ -1,10 +1,12 @@
 """The `colosim` command line."""
 
 import argparse
+import contextlib
 import errno
 import math
 import os
 import re
+import signal
 import sys
 import time
 from datetime import datetime
@@ -571,6 +573,27 @@ def _sweep(args: argparse.Namespace) -> int:
             os.environ[sweeps.ENV_QUIET] = previous
 
 
+@contextlib.contextmanager
+def _terminate_as_interrupt():
+    """SIGTERM stops a sweep the way SIGINT does.  A terminal's ^C reaches
+    the launcher's workers too, but SIGTERM (kill, a batch system's stop)
+    reaches only this process, whose default death would orphan joblib's
+    workers to run on for minutes; raised as KeyboardInterrupt, it makes
+    joblib terminate them and the sweep keep its completed runs.  Yields the
+    list the signal's number is put in."""
+    received: list[int] = []
+
+    def on_term(signum, frame):
+        received.append(signum)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _sweep_quietly_or_not(args: argparse.Namespace, sweeps) -> int:
     from sim.workloads.tablefile import TraceError
 
@@ -592,12 +615,13 @@ def _sweep_quietly_or_not(args: argparse.Namespace, sweeps) -> int:
         print(f"colosim: sweeping {len(points)} run(s) into {sweep_dir}", file=sys.stderr)
     t0 = time.perf_counter()
     try:
-        sweeps.launch(overrides, sweep_dir, configs, swept)
+        with _terminate_as_interrupt() as received:
+            sweeps.launch(overrides, sweep_dir, configs, swept)
     except KeyboardInterrupt:
         print("\ncolosim: interrupted; completed runs are kept, run the same sweep again "
               "to finish it", file=sys.stderr)
         sweeps.collect(sweep_dir, swept)
-        return EXIT_INTERRUPTED
+        return 128 + received[0] if received else EXIT_INTERRUPTED
     except SystemExit as exc:     # Hydra reports a failed job and exits
         kept = sweeps.collect(sweep_dir, swept)
         where = (f"the {kept.num_rows} completed run(s) are in {sweep_dir}" if kept is not None

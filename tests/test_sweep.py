@@ -1,6 +1,11 @@
 """`colosim sweep`: Hydra multirun with the joblib launcher, one run
 directory per point, a concatenated summary, resumable."""
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
 
 import pyarrow.parquet as pq
 import pytest
@@ -174,3 +179,41 @@ def test_sweep_table_has_the_swept_keys_in_numeric_order_and_flags_overload(tmp_
     assert lines[0].split()[3:5] == ["workload.rate_rps", "workload.functions"]
     keys = [tuple(line.split()[3:5]) for line in lines[1:4]]
     assert keys == [("5.0", "2"), ("20.0", "2"), ("20.0", "10")]
+
+
+def test_sigterm_stops_the_workers_and_keeps_completed_runs(tmp_path):
+    """SIGTERM reaches only colosim (kill, a batch system's stop), not the
+    launcher's workers: colosim must stop them, as ^C does, keep the runs
+    that completed and exit 128 + SIGTERM."""
+    out = tmp_path / "sweep"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from cli.main import main; sys.exit(main(sys.argv[1:]))",
+         "sweep", "--dir", str(out),
+         "duration_s=2,600", "seed=0,1", "workload.functions=64", "hydra.launcher.n_jobs=2"],
+        stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        for line in proc.stderr:          # the short run has completed
+            if re.match(r"\[1/4\] done", line):
+                break
+        proc.send_signal(signal.SIGTERM)
+        err = proc.stderr.read()
+        assert proc.wait(timeout=60) == 128 + signal.SIGTERM, err
+        assert "interrupted; completed runs are kept" in err
+        # nothing of the sweep is left running: its process group empties
+        deadline = time.monotonic() + 20
+        while _group_alive(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _group_alive(proc.pid)
+    finally:
+        if _group_alive(proc.pid):
+            os.killpg(proc.pid, signal.SIGKILL)
+    summary = pq.read_table(out / "summary.parquet")
+    assert summary.num_rows >= 1 and set(summary.column("duration_s").to_pylist()) == {2.0}
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
