@@ -290,8 +290,9 @@ def _add_cleanup_command(commands) -> None:
         "root. Touches nothing else outside the colosim- prefix.",
     )
     cleanup.add_argument("--run", default=None,
-                         help="only the run named RUN (cgroups colosim-RUN, resctrl groups "
-                         "colosim-RUN-*); default: every run")
+                         help="only the run named RUN: the name you gave it (output_dir's "
+                         "name) or its cgroup's name (colosim-RUN; a real run prints it at "
+                         "start); default: every run whose process is gone")
     cleanup.add_argument("--dry-run", action="store_true",
                          help="list the colosim-* cgroups and resctrl groups and their "
                          "processes, change nothing")
@@ -301,32 +302,42 @@ def _add_cleanup_command(commands) -> None:
 def _cleanup(args: argparse.Namespace) -> int:
     from backends.real import cgroupfs
 
-    name = None
-    if args.run is not None:
-        name = args.run if args.run.startswith(cgroupfs.PREFIX) else cgroupfs.PREFIX + args.run
     try:
-        layout = cgroupfs.detect_layout()
-        tops = cgroupfs.find_leftovers(layout)
-        if name is not None:
-            tops = [t for t in tops if t.name == name]
-        if not tops:
-            print(f"no {name or cgroupfs.PREFIX + '*'} cgroups")
+        found = cgroupfs.leftovers(given=args.run)
+        gone = [f for f in found if not f.live]
+        for f in found:
+            if f.live:      # another run, maybe another user's: never touched
+                print(f"kept {f.tree}: its run is live (pid {f.owner['pid']}, run "
+                      f"{f.owner['given']!r}); stop that run and it removes its cgroups")
+        if not found:
+            print(f"no {'cgroups of run ' + repr(args.run) if args.run else 'colosim-* cgroups'}")
         elif args.dry_run:
-            for t in tops:
-                print(f"would remove {t} (processes: {cgroupfs.tree_pids(t) or 'none'})")
-        elif os.geteuid() != 0:
+            for f in gone:
+                for t in f.dirs:
+                    print(f"would remove {t} (processes: {cgroupfs.tree_pids(t) or 'none'})")
+        elif gone and os.geteuid() != 0:
             return _fail(f"cleanup needs root (running as uid {os.geteuid()}); found: "
-                         + ", ".join(map(str, tops)))
+                         + ", ".join(str(t) for f in gone for t in f.dirs))
         else:
-            for t in tops:
-                removed, killed = cgroupfs.remove_tree(t, layout)
-                for pid in killed:
-                    print(f"killed pid {pid} (in {t})")
-                for d in removed:
-                    print(f"removed {d}")
+            layout = cgroupfs.detect_layout()
+            for f in gone:
+                for t in f.dirs:
+                    removed, killed = cgroupfs.remove_tree(t, layout)
+                    for pid in killed:
+                        print(f"killed pid {pid} (in {t})")
+                    for d in removed:
+                        print(f"removed {d}")
+                cgroupfs.forget_owner(f.tree)
     except cgroupfs.CgroupError as e:
         return _fail(e)
-    return _cleanup_resctrl(f"{name}-" if name else cgroupfs.PREFIX, args.dry_run)
+    if args.run is None and not any(f.live for f in found):
+        return _cleanup_resctrl(cgroupfs.PREFIX, args.dry_run)
+    # a run's resctrl groups are named after its cgroup tree: only the gone
+    # runs' (a live run's are its own)
+    for f in gone:
+        if (rc := _cleanup_resctrl(f"{f.tree}-", args.dry_run)) != 0:
+            return rc
+    return 0
 
 
 def _cleanup_resctrl(prefix: str, dry_run: bool) -> int:

@@ -1,5 +1,6 @@
 """cgroupfs v1/v2 path and spelling translation, the path guard, preflight
 and cleanup, against a fake cgroupfs in a temp dir (no root, no kernel)."""
+import json
 import os
 
 import pytest
@@ -200,10 +201,42 @@ def test_leftovers_found_in_every_hierarchy(tmp_path):
     (tmp_path / "cpu" / "not-ours").mkdir()
     found = cgroupfs.find_leftovers(lay)
     assert sorted(p.parent.name for p in found) == ["cpu", "cpuset", "unified"]
-    removed, killed = cgroupfs.cleanup_leftovers(lay)
-    assert len(removed) == 6 and killed == []
+    [dead] = cgroupfs.leftovers(lay, owners=tmp_path / "owners")
+    assert dead.tree == "colosim-dead" and dead.owner is None and not dead.live
+    for d in dead.dirs:
+        removed, killed = cgroupfs.remove_tree(d, lay)
+        assert len(removed) == 2 and killed == []
     assert (tmp_path / "cpu" / "not-ours").is_dir()
     assert cgroupfs.find_leftovers(lay) == []
+
+
+def test_leftovers_know_live_owners_and_the_name_the_user_gave(tmp_path):
+    """`colosim cleanup` must not take a live run's cgroups for leftovers,
+    and --run takes the name the user gave the run (output_dir's name)."""
+    text, v2c = fake_v1(tmp_path)
+    lay = cgroupfs.Layout.from_mounts(parse_mounts(text, v2c))
+    owners = tmp_path / "owners"
+    live, dead = cgroupfs.tree_name("my run"), cgroupfs.tree_name("my run")
+    for tree in (live, dead, "old"):
+        (tmp_path / "cpu" / f"colosim-{tree}").mkdir(parents=True)
+    cgroupfs.record_owner(f"colosim-{live}", "my run", owners)     # this process: live
+    cgroupfs.record_owner(f"colosim-{dead}", "my run", owners)
+    gone = json.loads((owners / f"colosim-{dead}.json").read_text())
+    (owners / f"colosim-{dead}.json").write_text(json.dumps({**gone, "start": gone["start"] - 1}))
+    found = {f.tree: f for f in cgroupfs.leftovers(lay, owners=owners)}
+    assert {t: f.live for t, f in found.items()} == {
+        f"colosim-{live}": True, f"colosim-{dead}": False, "colosim-old": False}
+    # the given name (with its space), the tree's name with or without the prefix
+    assert {f.tree for f in cgroupfs.leftovers(lay, "my run", owners)} == {
+        f"colosim-{live}", f"colosim-{dead}"}
+    assert [f.tree for f in cgroupfs.leftovers(lay, dead, owners)] == [f"colosim-{dead}"]
+    assert [f.tree for f in cgroupfs.leftovers(lay, "colosim-old", owners)] == ["colosim-old"]
+    assert cgroupfs.leftovers(lay, "other", owners) == []
+    # without its record (e.g. written by an older colosim) the tree name
+    # still carries the given name
+    (owners / f"colosim-{dead}.json").unlink()
+    assert [f.tree for f in cgroupfs.leftovers(lay, "my run", owners) if not f.live] == [
+        f"colosim-{dead}"]
 
 
 def test_run_name_checked(tmp_path):

@@ -233,6 +233,23 @@ def test_sigkill_then_colosim_cleanup():
     proc, worker = _child(run)
     proc.kill()
     proc.wait()
+    # another run, live: a bare cleanup keeps it (it could be another user's)
+    other, other_worker = _child(f"{RUN_PREFIX}-live")
+    try:
+        r = subprocess.run([sys.executable, "-c",
+                            "import sys; from cli.main import main; sys.exit(main(sys.argv[1:]))",
+                            "cleanup", "--dry-run"], cwd=ROOT, capture_output=True, text=True,
+                           timeout=30)
+        assert r.returncode == 0, r.stderr
+        assert f"kept colosim-{RUN_PREFIX}-live: its run is live (pid {other.pid}" in r.stdout
+        assert "would remove" in r.stdout and f"colosim-{run}" in r.stdout
+        assert "would remove" not in "".join(
+            line for line in r.stdout.splitlines(True) if f"{RUN_PREFIX}-live" in line)
+    finally:
+        other.send_signal(signal.SIGTERM)
+        other.wait(timeout=10)
+    time.sleep(0.1)
+    assert _mine(f"{RUN_PREFIX}-live") == [] and not alive(other_worker)
     lay = cgroupfs.detect_layout()
     hierarchies = {str(lay.by_controller[c].path) for c in ("cpu", "cpuacct", "cpuset",
                                                               "perf_event")

@@ -24,16 +24,25 @@ path that is not inside a ``colosim-*`` directory at the top of a known
 cgroup mount (:func:`check_owned`).  Processes are only ever signalled when
 they were read from a ``colosim-*`` cgroup's ``cgroup.procs``.  Nothing is
 created before :func:`preflight` has checked root and the controllers.
+
+Ownership: a run records who made its tree in ``OWNERS_DIR/<tree>.json``
+(the process's pid and start time, and the name the user gave the run);
+`colosim cleanup` removes only trees whose owner is gone (or unknown: made
+before this record existed, or by a process that never wrote one), so it
+never kills another user's live run.  /run is a tmpfs, like the cgroup
+filesystems, so a reboot clears both.
 """
 from __future__ import annotations
 
 import atexit
 import errno
+import json
 import os
 import re
 import signal
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,8 +53,44 @@ NEEDED = ("cpu", "cpuacct", "cpuset")   # cpuacct is implied by cpu on v2
 _RUN_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
+OWNERS_DIR = Path("/run/colosim-runs")
+
+
 class CgroupError(RuntimeError):
     """Something the backend needs is missing, or a cgroup write failed."""
+
+
+def _start_time(pid: int) -> int | None:
+    """A process's start time (clock ticks since boot, /proc/PID/stat field
+    22): with the pid, it names the process even after the pid is reused."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def record_owner(tree: str, given: str, owners: Path = OWNERS_DIR) -> None:
+    """Note that this process owns the cgroup tree ``tree`` (run ``given``)."""
+    owners.mkdir(parents=True, exist_ok=True)
+    (owners / f"{tree}.json").write_text(json.dumps(
+        {"pid": os.getpid(), "start": _start_time(os.getpid()), "given": given}))
+
+
+def forget_owner(tree: str, owners: Path = OWNERS_DIR) -> None:
+    (owners / f"{tree}.json").unlink(missing_ok=True)
+
+
+def owner_of(tree: str, owners: Path = OWNERS_DIR) -> dict | None:
+    """The record of the tree's owner (pid, start, given), None if there is none."""
+    try:
+        return json.loads((owners / f"{tree}.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def owner_alive(owner: dict | None) -> bool:
+    return owner is not None and _start_time(owner["pid"]) == owner["start"]
 
 
 class PathGuardError(CgroupError):
@@ -264,17 +309,44 @@ def find_leftovers(layout: Layout | None = None) -> list[Path]:
     return found
 
 
-def cleanup_leftovers(layout: Layout | None = None) -> tuple[list[Path], list[int]]:
-    """`colosim cleanup`: kill the processes in every colosim-* cgroup and
-    remove those cgroups, in every hierarchy.  Returns (removed dirs, pids)."""
-    layout = layout or detect_layout()
-    removed: list[Path] = []
-    killed: list[int] = []
-    for top in find_leftovers(layout):
-        r, k = _remove_tree(top, layout.mounts)
-        removed += r
-        killed += [p for p in k if p not in killed]
-    return removed, killed
+@dataclass
+class Leftover:
+    """One run's ``colosim-*`` tree found by `colosim cleanup`."""
+    tree: str
+    dirs: list[Path]            # the tree's top directory in each hierarchy
+    owner: dict | None          # its owner record (owner_of)
+    live: bool                  # the owner is still running: not a leftover
+
+
+def leftovers(layout: Layout | None = None, given: str | None = None,
+              owners: Path = OWNERS_DIR) -> list[Leftover]:
+    """The ``colosim-*`` trees, each with its owner, optionally only those of
+    the run ``given``: its tree name (with or without the prefix), or the
+    name the user gave it (``output_dir``'s name), which the tree's name
+    carries with a random suffix."""
+    trees: dict[str, list[Path]] = {}
+    for d in find_leftovers(layout):
+        trees.setdefault(d.name, []).append(d)
+    found = []
+    for tree, dirs in sorted(trees.items()):
+        owner = owner_of(tree, owners)
+        if given is not None and not (
+                tree in (given, PREFIX + given) or (owner or {}).get("given") == given
+                or re.fullmatch(re.escape(PREFIX + safe_name(given)) + r"-[0-9a-f]{6}", tree)):
+            continue
+        found.append(Leftover(tree, dirs, owner, owner_alive(owner)))
+    return found
+
+
+def safe_name(given: str) -> str:
+    """A run's name as cgroup names may spell it."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", given)[:80] or "run"
+
+
+def tree_name(given: str) -> str:
+    """The tree of a run the user named ``given``: a random suffix keeps two
+    runs of one name apart."""
+    return f"{safe_name(given)}-{uuid.uuid4().hex[:6]}"
 
 
 # --- clean-up on exit, SIGINT and SIGTERM -------------------------------------
@@ -327,7 +399,8 @@ class CgroupFS:
 
     def __init__(self, run: str, needed=NEEDED + ("perf_event",), *,
                  mounts_text: str | None = None, v2_controllers=None,
-                 require_root: bool = True, cleanup_on_exit: bool = True):
+                 require_root: bool = True, cleanup_on_exit: bool = True,
+                 given: str | None = None):
         if not _RUN_NAME.match(run):
             raise ValueError(f"run name {run!r}: use letters, digits, '_', '.', '-'")
         self.run = run
@@ -349,6 +422,9 @@ class CgroupFS:
                               f"that name is live, or one crashed (`colosim cleanup --run "
                               f"{self.name.removeprefix(PREFIX)}` removes it)")
         self._created: set[str] = set()
+        self._owned = mounts_text is None     # a fake cgroupfs has no owner record
+        if self._owned:
+            record_owner(self.name, given or run)
         if cleanup_on_exit:
             with _LOCK:
                 _LIVE.append(self)
@@ -450,6 +526,8 @@ class CgroupFS:
             removed += r
             killed += [p for p in k if p not in killed]
         self._created.clear()
+        if self._owned and not any((m.path / self.name).exists() for m in self.hierarchies):
+            forget_owner(self.name)
         with _LOCK:
             if self in _LIVE:
                 _LIVE.remove(self)

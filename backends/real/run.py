@@ -37,12 +37,11 @@ from __future__ import annotations
 import math
 import os
 import platform
-import re
+import shlex
 import signal
 import sys
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -173,11 +172,6 @@ def check_controller(cfg: dict, b: RealBackend) -> None:
                                f"only that one is missing")
 
 
-def _run_name(name: str) -> str:
-    s = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:80] or "run"
-    return f"{s}-{uuid.uuid4().hex[:6]}"
-
-
 def _run_cpus(cfg: dict, b: RealBackend, online: set[int]) -> set[int]:
     """The CPUs the workers run on (``backend.cpus``, else every CPU this
     process may use), with a warning when the ``host=`` option describes
@@ -257,9 +251,12 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
     ncpus = len(cpus)
 
     try:
-        cg = CgroupFS(_run_name(run_name))
+        cg = CgroupFS(cgroupfs.tree_name(run_name), given=run_name)
     except CgroupError as e:
         raise RealRunError(str(e)) from None
+    # named now: after a SIGKILL this is what `colosim cleanup --run` takes
+    print(f"colosim: real run {run_name!r} in cgroups {cg.name} (if it is killed: "
+          f"colosim cleanup --run {shlex.quote(run_name)})", file=sys.stderr)
     host = None
     perf = None
     sampler = None
