@@ -149,7 +149,9 @@ def test_lower_ratio_rule_by_hand():
 
 
 def test_trace_picks_the_lower_ratio_tracer():
-    ctl = FakeCtl()
+    # quota_round=up: the quota is the traced runtime, so the ratios below
+    # read directly (the default's one step above it does not change the winner)
+    ctl = FakeCtl(quota_round="up")
     trace = CgroupTrace(ctl, "/g", 5 * MS, (100000, 100000))
     # period-agnostic: 40 run / 30 yield -> 40/70 = 0.571
     t = feed_cycles(trace, 0, 40, 30, 6)
@@ -160,7 +162,7 @@ def test_trace_picks_the_lower_ratio_tracer():
         trace.period_elapsed(t, 100 * MS, 50 * MS, False)
     assert trace.recommendation == (50000, 100000, PERIOD_BOUND)
     # period-bound 65/100 -> 65/100 = 0.65 > 0.571: period-agnostic wins
-    ctl2 = FakeCtl()
+    ctl2 = FakeCtl(quota_round="up")
     trace2 = CgroupTrace(ctl2, "/g", 5 * MS, (100000, 100000))
     t = feed_cycles(trace2, 0, 40, 30, 6)
     for k in range(5):
@@ -196,7 +198,7 @@ def test_sub_slice_gaps_stay_inside_the_burst_and_throttle_is_corrected():
                                           ("sum_mean", (40000, 185000)),
                                           ("sum_sum", (40000, 370000))])
 def test_multicore_aggregation_options(agg, expected):
-    ctl = FakeCtl(multicore=agg, wait_for="any")
+    ctl = FakeCtl(multicore=agg, wait_for="any", quota_round="up")
     trace = CgroupTrace(ctl, "/g", 5 * MS, (100000, 100000))
     # two runqueues: 20/170 and 20/200
     t = feed_cycles(trace, 0, 20, 150, 6)
@@ -210,7 +212,8 @@ def test_cgroup_wide_tracing_follows_a_migrating_thread():
     """One thread, 20 ms run / 150 ms sleep, each burst on the other CPU:
     per runqueue each sees the other's bursts as yield (20/340), and only
     the runqueue active in the last period is in the active list (§3.4):
-    20/340, half the demand; traced as one cgroup it is 20/170."""
+    20/340, half the demand; traced as one cgroup it is 20/170 (each quota
+    one step above the 20 ms burst: 21 ms)."""
     results = {}
     for agg in ("sum_max", "cgroup"):
         trace = CgroupTrace(FakeCtl(multicore=agg, wait_for="any"), "/g", 5 * MS, None)
@@ -224,8 +227,8 @@ def test_cgroup_wide_tracing_follows_a_migrating_thread():
             t += 170 * MS
         trace._recommend(t - 170 * MS + 15 * MS)
         results[agg] = trace.recommendation[:2]
-    assert results["cgroup"] == (20000, 170000)
-    assert results["sum_max"] == (20000, 340000)
+    assert results["cgroup"] == (21000, 170000)
+    assert results["sum_max"] == (21000, 340000)
 
 
 def test_controller_without_the_hook_falls_back_or_refuses():
@@ -319,3 +322,61 @@ def test_kernel_tracer_reports_exact_throttles_and_period_expiries():
     assert corrected == [(k * 100 * MS + 1, 85 * MS) for k in range(1, 6)]
     # the period under way at registration is partial and not reported
     assert obs.periods == [(k * 100 * MS, 100 * MS, 15 * MS, True) for k in range(2, 6)]
+
+
+# --- issue 25, "Controllers that flap" -----------------------------------------
+FLAP_CASE = ("host=generic", "host.cores=2", "calibration=ideal", "workload.run_ms=20",
+             "workload.sleep_ms=150")
+
+
+def writes_after(c, t_s):
+    return [(t / 1e9, q, p) for t, _, q, p in c.host.machine.cpu_max_log if t >= t_s * 1e9]
+
+
+def test_issue_case_settles_one_step_above_the_burst_and_stays():
+    """20 ms every 170 ms, started without a limit: the literal rules
+    (quota = the traced runtime, every change written) alternate 20/171 and
+    191/171; the defaults settle at 21/170 within seconds and never write
+    again."""
+    s, intervals, c = run(*FLAP_CASE, "warmup_s=10", duration_s=300.0)
+    assert writes_after(c, 10.0) == []
+    q, t = cpu_max_of(intervals)[-1]
+    assert 20_000 < q <= 22_000 and 170_000 <= t <= 172_000
+    assert s["catcloud_scalings"] == 0
+    assert s["nr_throttled"] == 0 and s["latency_p99_s"] == pytest.approx(0.020, abs=1e-6)
+    # the literal reading flaps on the same run: a 20 ms quota for a 20 ms
+    # burst throttles it at its last instant (the kernel needs
+    # runtime_remaining > 0), three throttled periods of five scale the
+    # quota by a CPU, and the period-bound tracer (at most the quota per
+    # period) brings it back to 20/171 by the lower-ratio rule
+    s, _, c = run(*FLAP_CASE, "controller.quota_round=up", "controller.hold_us=0",
+                  duration_s=120.0)
+    assert s["catcloud_scalings"] > 10
+    assert {(q, t) for _, q, t in writes_after(c, 60.0)} >= {(20_000, 171_000),
+                                                            (191_000, 171_000)}
+
+
+def test_quota_is_one_step_above_the_traced_runtime():
+    for rounding, quota in (("above", 21_000), ("up", 20_000)):
+        trace = CgroupTrace(FakeCtl(wait_for="any", quota_round=rounding), "/g", 5 * MS, None)
+        feed_cycles(trace, 0, 20, 150, 6)
+        assert trace.recommendation[:2] == (quota, 170_000)
+    # a runtime between two steps is rounded up either way
+    trace = CgroupTrace(FakeCtl(wait_for="any"), "/g", 5 * MS, None)
+    assert trace._clamp(20.3 * MS, 170 * MS) == (21_000, 170_000)
+
+
+@pytest.mark.parametrize("hold_us,new,held", [
+    (None, (13_000, 54_000), True),     # one step lower in quota: within resolution
+    (None, (14_000, 55_000), True),     # one step longer period
+    (None, (13_000, 55_000), True),
+    (None, (12_000, 54_000), False),    # two steps: taken
+    (None, (15_000, 54_000), False),    # any rise is taken
+    (None, (14_000, 53_000), False),
+    (0, (13_000, 54_000), False),       # hold_us=0: the literal reading
+    (2_000, (12_000, 54_000), True),
+])
+def test_a_fall_within_the_resolution_keeps_the_previous_recommendation(hold_us, new, held):
+    trace = CgroupTrace(FakeCtl(hold_us=hold_us), "/g", 5 * MS, None)
+    trace.recommendation = (14_000, 54_000, PERIOD_AGNOSTIC)
+    assert trace._held(new + (PERIOD_BOUND,)) is held

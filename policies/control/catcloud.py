@@ -94,6 +94,25 @@ What the thesis leaves open, and the defaults chosen (the options below):
   period rounded to the millisecond, the thesis's "millisecond-scale
   accounting" (§3.1; its results are whole ms, 22/171, §4.2.1); ``margin``
   0 (the thesis adds none).
+- ``quota_round`` (above) and ``hold_us`` (null: one granularity step):
+  the thesis is silent on both; these are the stable choices (issue 25,
+  "Controllers that flap").  The kernel throttles a cfs_rq whose
+  ``runtime_remaining`` reaches 0 (``account_cfs_rq_runtime`` and
+  ``check_cfs_rq_runtime`` need it > 0), so a quota exactly equal to the
+  traced runtime throttles the group at the last instant of every burst
+  that a period holds whole; the throttle is counted (``nr_throttled``, the
+  period-bound history's throttled flag) and Alg. 3.3 removes the sleep
+  that follows it from the next yield.  ``above`` takes the first step
+  strictly above the runtime; ``up`` (rounded up, the former default) can
+  equal it.  The period-bound tracer's runtime is the usage in a period,
+  which a period out of phase with the cycle sees below the burst
+  (13.3 ms bursts every 54.4 ms at a 54 ms period: 12.9-13.3 ms per
+  period), and no period can show more than the quota in force; by the
+  lower-ratio rule such a reading replaces a sufficient limit with one a
+  step lower, which throttles, and the next reading raises it again.  A
+  recommendation lower than the previous one by at most ``hold_us`` in
+  quota and in period is within the tracer's resolution and keeps the
+  previous one; any rise, and any larger fall, is taken at once.
 - ``initial_quota_us`` / ``initial_period_us`` (100000/100000, one CPU at
   the default period): tracing needs a limit ("quota != max", every
   listing's Require), so a cgroup without one gets this at start
@@ -172,6 +191,14 @@ class CatcloudConfig(ControlConfig):
     margin: float = tunable(0.0, range=(0, None))      # no safety margin in the thesis
     # ms-scale accounting (3.1): quota rounded up, period to the nearest
     granularity_us: int = tunable(1000, range=(1, None))
+    # above: the quota is the first granularity step strictly above the
+    # traced runtime (a quota equal to it throttles the group at the burst's
+    # last instant); up: rounded up, so it can equal the runtime
+    quota_round: str = tunable("above", choices=("above", "up"))
+    # a recommendation lower than the previous one by at most this much in
+    # quota and in period keeps the previous one (the tracer's resolution);
+    # null: granularity_us; 0: every change is taken (the literal reading)
+    hold_us: Optional[int] = tunable(None, range=(0, None))
     # the kernel's minimum quota and its period range (1 ms .. 1 s)
     min_quota_us: int = tunable(MIN_QUOTA_US, range=(MIN_QUOTA_US, None))
     min_period_us: int = tunable(PERIOD_RANGE_US[0], range=PERIOD_RANGE_US)
@@ -356,6 +383,8 @@ class CgroupTrace:
             return
         source, q_ns, t_ns = lower_ratio(cands)
         rec = self._clamp(q_ns * (1.0 + float(cfg.margin)), t_ns) + (source,)
+        if self._held(rec):
+            rec = self.recommendation
         if self.recommendation is None or rec[:2] != self.recommendation[:2]:
             self.ctl.record(now, self.cgroup, rec)
         self.recommendation = rec
@@ -365,10 +394,23 @@ class CgroupTrace:
                 r.runtime.clear()
                 r.yields.clear()
 
+    def _held(self, rec) -> bool:
+        """A recommendation below the previous one by at most hold_us in
+        quota and in period is within the tracer's resolution."""
+        prev, hold = self.recommendation, self.cfg.hold_us
+        if prev is None or hold == 0:
+            return False
+        hold = int(self.cfg.granularity_us) if hold is None else int(hold)
+        return (rec[0] * prev[1] < prev[0] * rec[1] and abs(rec[0] - prev[0]) <= hold
+                and abs(rec[1] - prev[1]) <= hold)
+
     def _clamp(self, q_ns: float, t_ns: float) -> tuple[int, int]:
         cfg = self.cfg
         g = int(cfg.granularity_us)
-        q = int(math.ceil(q_ns / 1000.0 / g - 1e-9)) * g
+        if cfg.quota_round == "above":
+            q = (int(math.floor(q_ns / 1000.0 / g)) + 1) * g
+        else:
+            q = int(math.ceil(q_ns / 1000.0 / g - 1e-9)) * g
         t = int(round(t_ns / 1000.0 / g)) * g
         t = min(max(t, int(cfg.min_period_us)), int(cfg.max_period_us))
         q = max(q, int(cfg.min_quota_us))
