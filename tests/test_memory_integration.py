@@ -31,9 +31,9 @@ def _cfg(overrides):
 # ---- memory-less runs ---------------------------------------------------------------
 
 def _run(overrides, with_memory_system: bool):
-    from scenarios.simulate import _plain
+    from backends.host import plain_config
     from sim.engine import s_to_ns
-    cfg = _plain(_cfg(overrides))
+    cfg = plain_config(_cfg(overrides))
     engine, machine, recorder, workload = build(cfg)
     if with_memory_system:
         machine.memory_model()          # present, but no cgroup has a profile
@@ -124,10 +124,10 @@ def test_memlookup_interval_columns():
 def _moved(move: bool, extra=()):
     """memlookup in ways 0-5 (low intensity: a refill spans epochs), moved to
     ways 6-11 at 1 s; the class's rows of 50 ms intervals."""
-    from scenarios.simulate import _plain
+    from backends.host import plain_config
     from sim.engine import s_to_ns
     from sim.metrics import IntervalSampler
-    cfg = _plain(_cfg(["workload=memlookup", "host=silver-4314-2s", "duration_s=2",
+    cfg = plain_config(_cfg(["workload=memlookup", "host=silver-4314-2s", "duration_s=2",
                        "warmup_s=0", "workload.partitions=[0-5]", "workload.exclusive=false",
                        "workload.memory.refs_per_kinstr=0.5", *extra]))
     engine, machine, recorder, workload = build(cfg)
@@ -180,8 +180,8 @@ def test_memlookup_fits_with_1g_pages():
 
 @pytest.fixture
 def host():
-    from scenarios.simulate import _plain
-    cfg = _plain(_cfg(["workload=noisy_jobs", "host=silver-4314-2s", "duration_s=10"]))
+    from backends.host import plain_config
+    cfg = plain_config(_cfg(["workload=noisy_jobs", "host=silver-4314-2s", "duration_s=10"]))
     from sim.workloads import trace_for
     engine, machine, recorder, workload = build(cfg, trace_for(cfg))
     return SimHost(machine, None, "jobs.slice", workload=workload)
@@ -407,10 +407,10 @@ def test_dynamic_priority_masks_disjoint_over_the_hour():
 def _checked_run(overrides: list, duration_s: float):
     """Run exceeding_demand under dynamic_priority, checking after every
     controller step that no two priority classes share a way of a socket."""
-    from scenarios.simulate import _plain
+    from backends.host import plain_config
     from sim.engine import s_to_ns
     from sim.workloads import trace_for
-    cfg = _plain(_cfg(["experiment=noisy_scenarios", "controller=dynamic_priority",
+    cfg = plain_config(_cfg(["experiment=noisy_scenarios", "controller=dynamic_priority",
                        "workload.scenario=exceeding_demand", *overrides]))
     engine, machine, recorder, workload = build(cfg, trace_for(cfg))
     ctl = attach_controller(cfg, engine, machine, recorder, workload)
@@ -528,10 +528,10 @@ def test_a_cgroup_moved_to_the_other_socket_refetches_its_lines_there():
     balancing of dynamic_priority does): on socket 1 it starts with none of
     its lines, misses more until it has fetched its steady occupancy once,
     then runs as it did on socket 0; no CPU time is lost in the move."""
-    from scenarios.simulate import _plain
+    from backends.host import plain_config
     from sim.engine import s_to_ns
     from sim.metrics import IntervalSampler
-    cfg = _plain(_cfg(["workload=memlookup", "host=silver-4314-2s", "duration_s=2",
+    cfg = plain_config(_cfg(["workload=memlookup", "host=silver-4314-2s", "duration_s=2",
                        "warmup_s=0", "workload.memory.refs_per_kinstr=0.5"]))
     engine, machine, recorder, workload = build(cfg)
     host = SimHost(machine)

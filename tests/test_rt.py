@@ -115,9 +115,10 @@ def test_a_cpu_whose_rt_task_sleeps_pulls_queued_rt_work():
 def test_rr_scheduler_option_runs_every_workload_thread_under_sched_rr(monkeypatch):
     import backends.simhost
     from scenarios.config import compose
-    from scenarios.simulate import _plain, build
+    from backends.host import plain_config
+    from scenarios.simulate import build
     from sim.rt import rt_prio
-    cfg = _plain(compose(["scheduler=rr", "host=this-vm", "duration_s=1", "warmup_s=0.2",
+    cfg = plain_config(compose(["scheduler=rr", "host=this-vm", "duration_s=1", "warmup_s=0.2",
                           "workload.functions=4", "workload.rate_rps=20"]))
     enqueued = {"rt": [], "fair": []}
     fair_cls = backends.simhost.load_policy(cfg["scheduler"]["policy"])
