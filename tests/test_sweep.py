@@ -129,6 +129,33 @@ def test_experiment_files_define_their_sweep(experiment, n):
     assert {"workload", "workload.functions", "scheduler"} <= set(swept)
 
 
+def test_the_demo_sweeps_density_on_the_lags_host_under_three_schedulers():
+    points, swept, _ = expand_sweep(["experiment=demo_density"])
+    assert {"workload.functions", "scheduler", "seed"} <= set(swept)
+    assert {(p.host.name, p.workload.name) for p in points} == {("e5-2430l", "azure2021")}
+    assert {p.scheduler.name for p in points} == {"cfs", "eevdf", "lags"}
+    assert len({p.seed for p in points}) >= 2
+    # light load to past saturation: from 2 to over 12 functions per hardware thread
+    functions = sorted({p.workload.functions for p in points})
+    threads = points[0].host.sockets * points[0].host.cores * points[0].host.threads_per_core
+    assert len(functions) >= 5 and functions[0] <= 2 * threads < 12 * threads < functions[-1]
+
+
+def test_the_demo_runs_and_reads_at_a_tiny_scale(tmp_path, capsys):
+    sweep_dir = tmp_path / "demo"
+    assert main(["sweep", "--quiet", "--dir", str(sweep_dir), "experiment=demo_density",
+                 "workload.functions=6,12", "seed=0", "duration_s=0.3", "warmup_s=0.1"]) == 0
+    rows = pq.read_table(sweep_dir / "summary.parquet").to_pylist()
+    assert {(r["scheduler"], r["workload.functions"]) for r in rows} == {
+        (s, n) for s in ("cfs", "eevdf", "lags") for n in (6, 12)}
+    assert {r["experiment"] for r in rows} == {"demo_density"}
+    capsys.readouterr()
+    assert main(["compare", str(sweep_dir), "--reading"]) == 0
+    text = capsys.readouterr().out
+    # two functions per thread at most: far from a knee
+    assert "No knee within the sweep" in text and "workload.functions=12" in text
+
+
 def test_an_experiment_runs_end_to_end_with_overrides(tmp_path):
     sweep_dir = tmp_path / "fig3"
     assert main(["sweep", "--quiet", "--dir", str(sweep_dir), "experiment=lags_fig3",
