@@ -448,16 +448,18 @@ Times are in ms.  See docs/tracing.md.
         "report",
         help="write a self-contained HTML report (plots and comparison tables)",
         description="Write one self-contained HTML file (plots embedded as PNG) for a run "
-        "or sweep directory: latency CDFs per policy, goodput and throughput vs density, "
-        "scheduler overhead and cost per switch vs density, CPU entitlement over time of "
-        "autoscaled cgroups, a per-CPU timeline of runs traced with trace=sched, their "
+        "or sweep directory: a reading of the results (as compare --reading), every compared "
+        "metric per policy with bootstrap CIs (against the swept density, with CI bands), "
+        "latency tails (CCDF, log-log) and p99 latency over time per policy, CPU "
+        "entitlement over time of autoscaled cgroups, a per-CPU timeline of runs traced with trace=sched, their "
         "per-cgroup scheduling metrics, and the `colosim compare` tables.",
         epilog="""examples:
   colosim report runs/demo                      writes runs/demo/report.html
   colosim report sweeps/density --out /tmp/density.html
 
-The density axis is the swept numeric key (workload.functions when swept).
-A plot without data is left out, with a sentence saying why.
+The density axis is the swept numeric key (workload.functions when swept);
+without one, the metrics are bars per policy.  A plot without data is left
+out, with a sentence saying why.
 """,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

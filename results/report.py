@@ -184,8 +184,7 @@ def latency_tails(results: Results, comparison: Comparison, summary: pd.DataFram
                     label=f"{policy} (n={ms.size:,})", color=colors.get(policy))
         ax.set_xscale("log")
         ax.set_yscale("log")
-        # a narrow range gets labelled minor ticks that overlap
-        ax.xaxis.set_minor_formatter(NullFormatter())
+        _log_ticks(ax.xaxis)
         ax.axhline(0.01, color="grey", lw=0.8, ls=":")   # p99 where a line crosses it
         ax.set_xlabel("latency (ms, log scale)")
         ax.set_ylabel("fraction of requests slower (log)")
@@ -226,7 +225,7 @@ def latency_over_time(results: Results, comparison: Comparison, summary: pd.Data
             ax.plot((edges[p99.index] + edges[p99.index + 1]) / 2, p99.to_numpy(),
                     marker=".", label=policy, color=colors.get(policy))
         ax.set_yscale("log")
-        ax.yaxis.set_minor_formatter(NullFormatter())
+        _log_ticks(ax.yaxis)
         ax.set_xlabel("completion time (s of run time)")
         ax.set_ylabel("p99 latency (ms, log scale)")
         ax.set_title(_key_text(comparison.params, key) or "all runs")
@@ -293,7 +292,7 @@ def _density_lines(ax, rows: pd.DataFrame, metric: str, x: str, colors: dict) ->
     values = values[np.isfinite(values) & (values > 0)]
     if metric.startswith("latency") and values.size and values.max() > 100 * values.min():
         ax.set_yscale("log")
-        ax.yaxis.set_minor_formatter(NullFormatter())
+        _log_ticks(ax.yaxis)
     xs = np.unique(rows[x].to_numpy(dtype=float))
     if len(xs) <= 12:   # the swept values themselves, not 2.5 functions
         ax.set_xticks(xs, [f"{v:g}" for v in xs])
@@ -851,6 +850,15 @@ def _timeline_png(bars: pd.DataFrame, switches: pd.DataFrame, throttled: pd.Data
                    f'data-kind="{kind}" title="{html.escape(title)}">'
                    for box, cpu, kind, title in areas)
     return _png(fig), tags
+
+
+def _log_ticks(axis) -> None:
+    """Ticks at 1, 2 and 5 times the powers of ten, labelled as plain
+    numbers: a latency range within a decade still gets labels, and
+    mathtext minor labels (3x10^-1) no longer overlap."""
+    axis.set_major_locator(LogLocator(base=10, subs=(1, 2, 5)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
 
 
 PANEL_IN = (6.6, 4.4)   # inches per panel: two side by side fill the page at 1:1
