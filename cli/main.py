@@ -393,7 +393,8 @@ seed=0,1,2,... for intervals.  --reading prints, instead of the tables, a
 paragraph read from them along the density key (results/reading.py): where
 each policy's mean p99 passes 100 ms (the knee, or "no knee within the
 sweep"), from where runs are overloaded, how the scheduling overhead changes,
-and each policy against the baseline before the knee and at the densest point.
+and each policy against the baseline before the knee and at the densest point
+(p99, and the median there).
 """,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

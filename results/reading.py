@@ -2,7 +2,8 @@
 report's first section): where each policy's p99 latency passes a threshold
 along the density key (the knee), from where the backlog grows, how the
 scheduling overhead changes with density, and how the policies differ from
-the baseline before and after the knee.
+the baseline before and after the knee (p99; at the densest point the
+median too).
 
 Every number comes from the comparison (means over seeds and their
 bootstrap CIs, results/compare.py); a shape the sentences do not fit is said
@@ -22,7 +23,8 @@ from results.compare import Comparison, display_unit
 KNEE_P99_S = 0.1
 # the density keys, most specific first; else the first numeric varying key
 DENSITY_KEYS = ("workload.functions", "workload.workers", "workload.threads")
-P99, OVERHEAD, UNFINISHED = "latency_p99_s", "sched_overhead_frac", "unfinished_frac"
+P99, P50 = "latency_p99_s", "latency_p50_s"
+OVERHEAD, UNFINISHED = "sched_overhead_frac", "unfinished_frac"
 
 
 def density_key(params: list[str], frame: pd.DataFrame) -> str | None:
@@ -107,19 +109,25 @@ def _density_reading(comparison: Comparison, facet: pd.DataFrame, x: str,
         points.append(facet[x].max())
     for point in dict.fromkeys(points):
         sentences.append(_separation(comparison, facet[facet[x] == point], x, point))
+    # past the knee the median can part where the tail does not
+    if P50 in comparison.metrics and len(facet):
+        densest = facet[x].max()
+        sentences.append(_separation(comparison, facet[facet[x] == densest], x, densest, P50))
     return " ".join(s for s in sentences if s)
 
 
-def _separation(comparison: Comparison, cell: pd.DataFrame, x: str | None, point) -> str:
-    """Each policy's p99 (else first metric) against the baseline's in
-    ``cell`` (one density point), with the CI of the difference."""
-    metric = P99 if P99 in comparison.metrics else comparison.metrics[0]
+def _separation(comparison: Comparison, cell: pd.DataFrame, x: str | None, point,
+                metric: str | None = None) -> str:
+    """Each policy's ``metric`` (default p99, else the first compared)
+    against the baseline's in ``cell`` (one density point), with the CI of
+    the difference."""
+    metric = metric or (P99 if P99 in comparison.metrics else comparison.metrics[0])
     rows = cell[cell["metric"] == metric]
     base = rows[rows["policy"] == comparison.baseline]
     if base.empty or len(rows) < 2:
         return ""
     scale, unit = display_unit(metric)
-    name = "p99" if metric == P99 else metric
+    name = {P99: "p99", P50: "median"}.get(metric, metric)
     at = f"At {x}={point:g}" if x else "Here"
     parts = []
     for r in rows[rows["policy"] != comparison.baseline].itertuples():
@@ -138,7 +146,8 @@ def _separation(comparison: Comparison, cell: pd.DataFrame, x: str | None, point
     if not parts:
         return ""
     base_mean = _value(base["mean"].iloc[0], scale, unit)
-    return (f"{at}, against {comparison.baseline}'s {base_mean}: " + "; ".join(parts) + ".")
+    return (f"{at}, against {comparison.baseline}'s {name} of {base_mean}: " + "; ".join(parts)
+            + ".")
 
 
 def _overload(comparison: Comparison, facet: pd.DataFrame, policies: list[str], x: str) -> str:

@@ -172,33 +172,26 @@ def latency_tails(results: Results, comparison: Comparison, summary: pd.DataFram
         section.notes.append("No run completed a request after warmup, so there is no "
                              "latency distribution to plot.")
         return section
-    groups = _groups(done, comparison.params)
-    shown = _sample(groups)
-    fig, axes = _panels(len(shown))
-    for ax, (key, frame) in zip(axes, shown):
-        for policy, cell in sorted(frame.groupby("policy"), key=lambda pc: _rank(colors, pc[0])):
-            ms = cell["latency_s"].to_numpy() * 1e3
-            # fractions above, log-spaced from 1 down to one request in n
-            above = np.logspace(0, -math.log10(ms.size), min(CDF_POINTS, ms.size))
-            ax.step(np.quantile(ms, 1 - above), above, where="post",
-                    label=f"{policy} (n={ms.size:,})", color=colors.get(policy))
+
+    def draw(ax, policy, cell):
+        ms = cell["latency_s"].to_numpy() * 1e3
+        # fractions above, log-spaced from 1 down to one request in n
+        above = np.logspace(0, -math.log10(ms.size), min(CDF_POINTS, ms.size))
+        ax.step(np.quantile(ms, 1 - above), above, where="post",
+                label=f"{policy} (n={ms.size:,})", color=colors.get(policy))
+
+    fig, axes, shown = _group_panels(done, comparison, colors, draw)
+    for ax in axes:
         ax.set_xscale("log")
         ax.set_yscale("log")
         _log_ticks(ax.xaxis)
         ax.axhline(0.01, color="grey", lw=0.8, ls=":")   # p99 where a line crosses it
         ax.set_xlabel("latency (ms, log scale)")
         ax.set_ylabel("fraction of requests slower (log)")
-        ax.set_title(_key_text(comparison.params, key) or "all runs")
-        ax.grid(True, alpha=0.3)   # major only: minor log ticks are slow to draw
-        ax.legend()
-    caption = ("Complementary CDF of the latency of requests completed after warmup, all "
-               "seeds pooled: the fraction of requests slower than x; a line crosses the "
-               "dotted 1% line at its p99. Dropped requests are excluded."
-               + _unfinished_note(summary))
-    if len(shown) < len(groups):
-        caption += (f" {len(shown)} of {len(groups)} parameter groups shown (evenly "
-                    "spaced); the tables below cover all of them.")
-    section.figures.append((_png(fig), caption))
+    section.figures.append((_png(fig), (
+        "Complementary CDF of the latency of requests completed after warmup, all seeds "
+        "pooled: the fraction of requests slower than x; a line crosses the dotted 1% line "
+        "at its p99. Dropped requests are excluded." + _unfinished_note(summary) + shown)))
     return section
 
 
@@ -212,33 +205,46 @@ def latency_over_time(results: Results, comparison: Comparison, summary: pd.Data
         section.notes.append("No run completed a request after warmup, so there is no "
                              "latency over time to plot.")
         return section
-    groups = _groups(done, comparison.params)
-    shown = _sample(groups)
     lo, hi = done["end_s"].min(), done["end_s"].max()
     edges = np.linspace(lo, hi, TIME_BINS + 1)
-    fig, axes = _panels(len(shown))
-    for ax, (key, frame) in zip(axes, shown):
-        for policy, cell in sorted(frame.groupby("policy"), key=lambda pc: _rank(colors, pc[0])):
-            bins = np.clip(np.searchsorted(edges, cell["end_s"], side="right") - 1,
-                           0, TIME_BINS - 1)
-            p99 = cell["latency_s"].groupby(bins).quantile(0.99) * 1e3
-            ax.plot((edges[p99.index] + edges[p99.index + 1]) / 2, p99.to_numpy(),
-                    marker=".", label=policy, color=colors.get(policy))
+
+    def draw(ax, policy, cell):
+        bins = np.clip(np.searchsorted(edges, cell["end_s"], side="right") - 1,
+                       0, TIME_BINS - 1)
+        p99 = cell["latency_s"].groupby(bins).quantile(0.99) * 1e3
+        ax.plot((edges[p99.index] + edges[p99.index + 1]) / 2, p99.to_numpy(),
+                marker=".", label=policy, color=colors.get(policy))
+
+    fig, axes, shown = _group_panels(done, comparison, colors, draw)
+    for ax in axes:
         ax.set_yscale("log")
         _log_ticks(ax.yaxis)
         ax.set_xlabel("completion time (s of run time)")
         ax.set_ylabel("p99 latency (ms, log scale)")
-        ax.set_title(_key_text(comparison.params, key) or "all runs")
-        ax.grid(True, alpha=0.3)
-        ax.legend()
-    caption = (f"p99 latency of the requests completed in each of {TIME_BINS} time bins "
-               f"({(hi - lo) / TIME_BINS:.3g} s) after warmup, all seeds pooled."
-               + _unfinished_note(summary))
-    if len(shown) < len(groups):
-        caption += (f" {len(shown)} of {len(groups)} parameter groups shown (evenly "
-                    "spaced).")
-    section.figures.append((_png(fig), caption))
+    section.figures.append((_png(fig), (
+        f"p99 latency of the requests completed in each of {TIME_BINS} time bins "
+        f"({(hi - lo) / TIME_BINS:.3g} s) after warmup, all seeds pooled."
+        + _unfinished_note(summary) + shown)))
     return section
+
+
+def _group_panels(done: pd.DataFrame, comparison: Comparison, colors: dict, draw):
+    """A panel per parameter group of ``done`` (at most ``MAX_PANELS``,
+    evenly spaced), ``draw(ax, policy, requests)`` per policy in it, the
+    baseline first. Returns the figure, its axes and a caption sentence
+    saying which groups are shown when not all are."""
+    groups = _groups(done, comparison.params)
+    picked = _sample(groups)
+    fig, axes = _panels(len(picked))
+    for ax, (key, frame) in zip(axes, picked):
+        for policy, cell in sorted(frame.groupby("policy"), key=lambda pc: _rank(colors, pc[0])):
+            draw(ax, policy, cell)
+        ax.set_title(_key_text(comparison.params, key) or "all runs")
+        ax.grid(True, alpha=0.3)   # major only: minor log ticks are slow to draw
+        ax.legend()
+    shown = (f" {len(picked)} of {len(groups)} parameter groups shown (evenly spaced); the "
+             "tables below cover all of them." if len(picked) < len(groups) else "")
+    return fig, axes, shown
 
 
 def metrics_per_policy(comparison: Comparison, summary: pd.DataFrame,

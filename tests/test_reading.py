@@ -60,8 +60,16 @@ def test_a_knee_is_read_where_the_p99_passes_100_ms():
     assert f"cfs's grows from 0.1% at {X}=12 to 5% at 60" in text
     assert f"lags's grows from 0.1% at {X}=12 to 7% at 60" in text
     # before the baseline's knee lags costs latency; at the densest point it wins
-    assert f"At {X}=36, against cfs's 5 ms: lags's p99 is 8 ms (+60%" in text
-    assert f"At {X}=60, against cfs's 800 ms: lags's p99 is 90 ms (-89%" in text
+    assert f"At {X}=36, against cfs's p99 of 5 ms: lags's p99 is 8 ms (+60%" in text
+    assert f"At {X}=60, against cfs's p99 of 800 ms: lags's p99 is 90 ms (-89%" in text
+
+
+def test_past_the_knee_the_medians_are_compared_too():
+    medians = {**KNEE, "latency_p50_s": {"cfs": [0.0005, 0.0005, 0.001, 0.05, 0.2],
+                                         "lags": [0.0005, 0.0005, 0.001, 0.001, 0.001]}}
+    text = reading(comparison(medians))
+    assert (f"At {X}=60, against cfs's median of 200 ms: lags's median is 1 ms (-100%"
+            in text)
 
 
 def test_no_knee_within_the_sweep_when_every_p99_stays_low():
