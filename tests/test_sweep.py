@@ -130,6 +130,23 @@ def test_experiment_files_define_their_sweep(experiment, n):
     assert {"workload", "workload.functions", "scheduler"} <= set(swept)
 
 
+# here, not in test_sweep_ray.py / test_sweep_submitit.py: those skip where
+# their extra is missing, which is when this message is shown
+@pytest.mark.parametrize("launcher, extra", [("ray", "ray"), ("colosim_ray_cluster", "ray"),
+                                             ("colosim_slurm", "slurm")])
+def test_a_missing_launcher_plugin_names_the_extra(tmp_path, monkeypatch, capsys,
+                                                   launcher, extra):
+    import scenarios.sweep as sweeps
+
+    monkeypatch.setattr(sweeps.importlib.util, "find_spec", lambda name: None)
+    assert main(["sweep", "--dir", str(tmp_path / "sw"), f"hydra/launcher={launcher}",
+                 *BASE]) == 2
+    err = capsys.readouterr().err
+    assert f"hydra/launcher={launcher} needs Hydra's launcher plugin" in err
+    assert f"pip install -e '.[{extra}]'" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "sw").exists()
+
+
 def test_the_demo_sweeps_density_on_the_lags_host_under_three_schedulers():
     params = OmegaConf.load(CONF_DIR / "experiment" / "demo_density.yaml").hydra.sweeper.params
     assert set(params.scheduler.split(",")) == {"cfs", "eevdf", "lags"}
