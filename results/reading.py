@@ -42,14 +42,14 @@ def reading(comparison: Comparison, knee_s: float = KNEE_P99_S) -> str:
     frame = comparison.frame
     x = density_key(comparison.params, frame)
     if x is None:
-        return ("No numeric parameter varies across these runs, so there is no density "
-                "to read a knee along. " + _separation(comparison, frame, None, None))
+        groups = _facets(frame, comparison.params)
+        return ("No numeric parameter varies across these runs, so there is no density to "
+                "read a knee along. " + " ".join(
+                    _separation(comparison, cell, f"At {where}" if where else "Here")
+                    for where, cell in groups)).strip()
     others = [p for p in comparison.params if p != x]
-    groups = list(frame.groupby(others, sort=True, dropna=False)) if others else [((), frame)]
     paragraphs = []
-    for key, facet in groups:
-        key = key if isinstance(key, tuple) else (key,)
-        where = ", ".join(f"{p}={v}" for p, v in zip(others, key))
+    for where, facet in _facets(frame, others):
         text = _density_reading(comparison, facet, x, knee_s)
         paragraphs.append(f"{where}: {text}" if where else text)
     return "\n\n".join(paragraphs)
@@ -108,19 +108,29 @@ def _density_reading(comparison: Comparison, facet: pd.DataFrame, x: str,
     if len(facet):
         points.append(facet[x].max())
     for point in dict.fromkeys(points):
-        sentences.append(_separation(comparison, facet[facet[x] == point], x, point))
+        sentences.append(_separation(comparison, facet[facet[x] == point], f"At {x}={point:g}"))
     # past the knee the median can part where the tail does not
     if P50 in comparison.metrics and len(facet):
         densest = facet[x].max()
-        sentences.append(_separation(comparison, facet[facet[x] == densest], x, densest, P50))
+        sentences.append(_separation(comparison, facet[facet[x] == densest],
+                                     f"At {x}={densest:g}", P50))
     return " ".join(s for s in sentences if s)
 
 
-def _separation(comparison: Comparison, cell: pd.DataFrame, x: str | None, point,
+def _facets(frame: pd.DataFrame, keys: list[str]) -> list[tuple[str, pd.DataFrame]]:
+    """(``k=v, ...``, rows) per combination of ``keys``; ("", frame) without."""
+    if not keys:
+        return [("", frame)]
+    return [(", ".join(f"{k}={v}" for k, v in zip(keys, key if isinstance(key, tuple)
+                                                  else (key,))), rows)
+            for key, rows in frame.groupby(keys, sort=True, dropna=False)]
+
+
+def _separation(comparison: Comparison, cell: pd.DataFrame, at: str,
                 metric: str | None = None) -> str:
     """Each policy's ``metric`` (default p99, else the first compared)
-    against the baseline's in ``cell`` (one density point), with the CI of
-    the difference."""
+    against the baseline's in ``cell`` (one group: a density point), with
+    the CI of the difference; ``at`` opens the sentence."""
     metric = metric or (P99 if P99 in comparison.metrics else comparison.metrics[0])
     rows = cell[cell["metric"] == metric]
     base = rows[rows["policy"] == comparison.baseline]
@@ -128,19 +138,19 @@ def _separation(comparison: Comparison, cell: pd.DataFrame, x: str | None, point
         return ""
     scale, unit = display_unit(metric)
     name = {P99: "p99", P50: "median"}.get(metric, metric)
-    at = f"At {x}={point:g}" if x else "Here"
     parts = []
     for r in rows[rows["policy"] != comparison.baseline].itertuples():
         if math.isnan(r.delta):
             continue
         value = f"{r.policy}'s {name} is {_value(r.mean, scale, unit)}"
+        pct = "" if math.isnan(r.delta_pct) else f"{r.delta_pct:+.0f}%, "
         if math.isnan(r.delta_ci_low):
-            parts.append(f"{value} ({r.delta_pct:+.0f}%, no CI with one seed)")
+            parts.append(f"{value} ({pct}no CI with one seed)")
         elif r.delta_ci_low <= 0 <= r.delta_ci_high:
             parts.append(f"{value}, indistinguishable from {comparison.baseline}'s (the "
                          f"{int(round(comparison.ci * 100))}% CI of the difference spans 0)")
         else:
-            parts.append(f"{value} ({r.delta_pct:+.0f}%, {int(round(comparison.ci * 100))}% "
+            parts.append(f"{value} ({pct}{int(round(comparison.ci * 100))}% "
                          f"CI of the difference {_value(r.delta_ci_low, scale, unit, True)} to "
                          f"{_value(r.delta_ci_high, scale, unit, True)})")
     if not parts:
@@ -162,9 +172,10 @@ def _overload(comparison: Comparison, facet: pd.DataFrame, policies: list[str], 
         text = f"{policy} from {x}={first:g}"
         if UNFINISHED in comparison.metrics:
             line = _line(facet, UNFINISHED, policy, x)
-            text += f" ({_pct(line.loc[first])} of requests unfinished there"
-            text += f", {_pct(line.iloc[-1])} at {line.index[-1]:g})" \
-                if line.index[-1] != first else ")"
+            if first in line.index:
+                text += f" ({_pct(line.loc[first])} of requests unfinished there"
+                text += (f", {_pct(line.iloc[-1])} at {line.index[-1]:g})"
+                         if line.index[-1] != first else ")")
         parts.append(text)
     if not parts:
         return ""

@@ -105,6 +105,16 @@ def test_without_a_density_key_the_reading_says_so():
     assert "lags's p99 is 90 ms" in text
 
 
+def test_without_a_density_key_each_group_is_read_on_its_own():
+    c = comparison(KNEE)
+    frame = c.frame.assign(**{X: "w" + c.frame[X].astype(str)}).rename(columns={X: "workload"})
+    text = reading(Comparison(frame=frame, params=["workload"], baseline="cfs", ci=0.95,
+                              resamples=2000, metrics=c.metrics))
+    assert text.startswith("No numeric parameter varies")
+    assert "At workload=w60, against cfs's p99 of 800 ms: lags's p99 is 90 ms" in text
+    assert "At workload=w12, against cfs's p99 of 1 ms" in text
+
+
 def test_density_key_prefers_the_known_density_keys():
     frame = pd.DataFrame({"seed": [1], "workload.rate_rps": [2.0], X: [3], "workload": ["a"]})
     assert density_key(["workload.rate_rps", X, "workload"], frame) == X
