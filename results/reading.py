@@ -65,14 +65,15 @@ def _density_reading(comparison: Comparison, facet: pd.DataFrame, x: str,
         xs_all = sorted(facet[x].unique())
         for policy in policies:
             line = _line(facet, P99, policy, x)
-            knees[policy] = _crossing(line, knee_s)
+            if not line.empty:   # no finished request at any point: nothing to read
+                knees[policy] = _crossing(line, knee_s)
         limit = _ms(knee_s)
         if all(k is None for k in knees.values()):
             sentences.append(f"No knee within the sweep: every policy's mean p99 stays below "
                              f"{limit} up to {x}={xs_all[-1]:g}.")
         else:
             parts = []
-            for policy in policies:
+            for policy in knees:
                 line, i = _line(facet, P99, policy, x), knees[policy]
                 if i is None:
                     parts.append(f"{policy}'s stays below {limit} up to {x}={line.index[-1]:g} "
