@@ -240,6 +240,12 @@ needs_chromium = pytest.mark.skipif(
 
 @needs_chromium
 def test_report_renders_in_headless_chromium(report, tmp_path):
+    # the rendered page's sections, each with its text or images laid out
+    shown = chromium_probe(report, tmp_path, "[...document.querySelectorAll('section')]"
+                           ".map(s => [s.id, s.getBoundingClientRect().height])")
+    heights = dict(shown)
+    assert [s for s, _ in shown][:2] == ["runs", "reading"]
+    assert all(heights[s] > 300 for s in PLOTS) and heights["reading"] > 50
     sizes = chromium_probe(report, tmp_path, IMAGE_SIZES)
     assert len(sizes) == len(PLOTS)
     assert all(w > 200 and h > 150 for w, h in sizes)
