@@ -2,16 +2,26 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: install build demo test test-slow test-busy bench clean workers validation-dense
+.PHONY: install launchers build demo test test-slow test-busy bench clean workers validation-dense
 
 install: $(VENV)/.installed
 
 # The stamp makes every target reinstall only when the packaging changes.
-# The install compiles the simulator's core in place (setup.py, Cython).
+# The install compiles the simulator's core in place (setup.py, Cython);
+# `make build` recompiles it with the venv's setuptools, which must read
+# pyproject.toml's SPDX license (setuptools >= 77).
 $(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --upgrade pip
+	$(BIN)/python -m pip install --upgrade pip 'setuptools>=77.0.3'
 	$(BIN)/python -m pip install -e '.[dev]'
+	touch $@
+
+# The Ray and SLURM sweep launchers (extras ray and slurm; ~1 GB with Ray's
+# dependencies): `make test` installs them for tests/test_sweep_ray.py and
+# tests/test_sweep_submitit.py; `make demo` does without.
+launchers: $(VENV)/.launchers
+$(VENV)/.launchers: $(VENV)/.installed
+	$(BIN)/python -m pip install -e '.[dev,ray,slurm]'
 	touch $@
 
 # The compiled core (sim/compiled.py: every .pxd is the type declarations of
@@ -96,16 +106,22 @@ rt-app:
 	  echo "note: apt-get install -y rt-app failed: backend=real workload=rtapp needs it"; \
 	else echo "note: rt-app not installed (as root: apt-get install -y rt-app): backend=real workload=rtapp needs it"; fi
 
-# The default scenario under each kernel scheduler, side by side, over three
-# seeds so the comparison has confidence intervals.
-demo: $(VENV)/.compiled $(WORKERS) $(RDT_SIDECAR) $(VENV)/.perf-binding rt-app
-	rm -rf runs/demo
-	$(BIN)/colosim sweep --dir runs/demo scheduler=cfs,eevdf,lags,rr seed=0,1,2
-	@echo "Results: runs/demo (summary.parquet; one run directory per run under runs/demo/runs)"
-	$(BIN)/colosim compare runs/demo --metric goodput_rps,latency_p99_s,sched_overhead_frac
-	$(BIN)/colosim report runs/demo
+# A density sweep on the LAGS paper's host, light load to past saturation,
+# CFS vs EEVDF vs CFS-LAGS over seeds (scenarios/conf/experiment/demo_density.yaml),
+# then the comparison, the report and a reading of the results.  The
+# simulator only: nothing of the real-host backend is built.  A previous
+# runs/demo is kept, renamed by its time.
+DEMO := runs/demo
+DEMO_METRICS := latency_p99_s,goodput_rps,unfinished_frac,sched_overhead_frac
+demo: $(VENV)/.compiled
+	@if [ -e $(DEMO) ]; then old=$(DEMO)-$$(date -r $(DEMO) +%Y%m%d-%H%M%S); \
+	  mv $(DEMO) $$old && echo "The previous $(DEMO) is kept as $$old"; fi
+	$(BIN)/colosim sweep --dir $(DEMO) experiment=demo_density
+	$(BIN)/colosim compare $(DEMO) --metric $(DEMO_METRICS)
+	$(BIN)/colosim report $(DEMO)
+	$(BIN)/colosim compare $(DEMO) --reading
 
-test: $(VENV)/.compiled $(WORKERS) $(RDT_SIDECAR) $(VENV)/.perf-binding rt-app
+test: $(VENV)/.compiled $(VENV)/.launchers $(WORKERS) $(RDT_SIDECAR) $(VENV)/.perf-binding rt-app
 test: $(MICROBENCH)
 	$(BIN)/python -m pytest -q
 

@@ -393,6 +393,7 @@ def _add_results_commands(commands) -> None:
   colosim compare sweeps/density
   colosim compare runs/a runs/b --metric latency_p99_s --baseline eevdf
   colosim compare sweeps/x --format csv > x.csv    long form, full precision
+  colosim compare runs/demo --reading              the results in one paragraph
 
 A policy is the scheduler, plus the controllers when they vary, plus the
 backend when runs of both are given (cfs@sim against cfs@real, the real host
@@ -401,7 +402,12 @@ keeps the columns' own units); latency statistics are of the finished
 requests, and a title says how many unfinished ones they leave out.  Where
 runs were overloaded (their backlog grew), an "overloaded" column counts
 them per cell.  With a single seed a cell says "n=1, no CI": sweep
-seed=0,1,2,... for intervals.
+seed=0,1,2,... for intervals.  --reading prints, instead of the tables, a
+paragraph read from them along the density key (results/reading.py): where
+each policy's mean p99 passes 100 ms (the knee, or "no knee within the
+sweep"), from where runs are overloaded, how the scheduling overhead changes,
+and each policy against the baseline before the knee and at the densest point
+(p99, and the median there).
 """,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -420,6 +426,9 @@ seed=0,1,2,... for intervals.
                          help="bootstrap resamples (default 2000; seeded, so reproducible)")
     compare.add_argument("--format", choices=list(FORMATTERS), default="text",
                          help="text (default), markdown, or csv (long form)")
+    compare.add_argument("--reading", action="store_true",
+                         help="print a one-paragraph reading of the comparison instead of "
+                         "its tables")
     compare.set_defaults(handler=_compare)
 
     trace = commands.add_parser(
@@ -453,16 +462,18 @@ Times are in ms.  See docs/tracing.md.
         "report",
         help="write a self-contained HTML report (plots and comparison tables)",
         description="Write one self-contained HTML file (plots embedded as PNG) for a run "
-        "or sweep directory: latency CDFs per policy, goodput and throughput vs density, "
-        "scheduler overhead and cost per switch vs density, CPU entitlement over time of "
-        "autoscaled cgroups, a per-CPU timeline of runs traced with trace=sched, their "
+        "or sweep directory: a reading of the results (as compare --reading), every compared "
+        "metric per policy with bootstrap CIs (against the swept density, with CI bands), "
+        "latency tails (CCDF, log-log) and p99 latency over time per policy, CPU "
+        "entitlement over time of autoscaled cgroups, a per-CPU timeline of runs traced with trace=sched, their "
         "per-cgroup scheduling metrics, and the `colosim compare` tables.",
         epilog="""examples:
   colosim report runs/demo                      writes runs/demo/report.html
   colosim report sweeps/density --out /tmp/density.html
 
-The density axis is the swept numeric key (workload.functions when swept).
-A plot without data is left out, with a sentence saying why.
+The density axis is the swept numeric key (workload.functions when swept);
+without one, the metrics are bars per policy.  A plot without data is left
+out, with a sentence saying why.
 """,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -483,6 +494,7 @@ A plot without data is left out, with a sentence saying why.
 
 def _compare(args: argparse.Namespace) -> int:
     from results.compare import FORMATTERS, compare
+    from results.reading import reading
     from results.readers import ResultsError, open_results
 
     metrics = None
@@ -493,6 +505,9 @@ def _compare(args: argparse.Namespace) -> int:
                              args.resamples)
     except ResultsError as err:
         return _fail(err)
+    if args.reading:
+        print(reading(comparison))
+        return 0
     print(FORMATTERS[args.format](comparison), end="")
     return 0
 

@@ -5,10 +5,13 @@ state) and embedded as base64 PNG, so the file can be mailed or archived
 alone. Every section either shows data read from the run directories or says
 why it has none; nothing is interpolated or made up.
 
-Sections: latency CDFs per policy from ``requests`` (at most ``MAX_PANELS``
-parameter groups, sampled evenly); goodput, throughput, scheduler overhead
-and cost per switch against the density key (the first of ``DENSITY_KEYS``
-that varies, else the first numeric key) from the comparison; CPU
+Sections: a reading of the comparison in a paragraph (results/reading.py);
+every compared metric per policy with its bootstrap CI over seeds, against
+the density key (results/reading.py density_key) as lines with CI bands, or
+as bars with CI whiskers when no numeric key varies; latency tails as
+complementary CDFs on log-log axes and p99 latency per time bin, per
+policy, from ``requests`` (at most ``MAX_PANELS`` parameter groups, sampled
+evenly); CPU
 entitlement per interval from ``intervals`` (``cpu_limit_mcpu``, or
 ``quota_us / period_us``) when a controller limited CPU; a per-CPU
 timeline of one traced run per policy (``sched.parquet``, ``trace=sched``)
@@ -39,6 +42,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormat
 from results.compare import (Comparison, compare, display_unit, policy_labels, table_cells,
                              table_title)
 from results.readers import Results, open_results
+from results.reading import density_key, reading
 from results.sched import throttled_periods
 from results.schema import SCHED_FILE, SCHED_METRICS_FILE
 from results.validation import VALIDATION_FILE, ks_lines, numeric_column, read_validation, verdict
@@ -48,7 +52,7 @@ from results.validation import table_cells as validation_cells
 REPORT_FILE = "report.html"
 MAX_PANELS = 6          # subplots per figure; more groups are sampled evenly
 CDF_POINTS = 400        # quantiles drawn per CDF line: the PNG stays small
-DENSITY_KEYS = ("workload.functions", "workload.workers", "workload.threads")
+TIME_BINS = 40          # bins of the latency-over-time plot
 CPU_LIMIT_COLUMN = "cpu_limit_mcpu"
 TIMELINE_S = 0.2        # length of the automatic per-CPU timeline window
 DPI = 96                # pixels per inch of every PNG (the timeline's image map needs it)
@@ -93,13 +97,11 @@ def render(results: Results, comparison: Comparison, title: str,
     colors = _colors(comparison, summary)
     sections = [
         overview(results, comparison, summary),
+        reading_section(comparison),
         *extra,
-        latency_cdfs(results, comparison, summary, colors),
-        versus_density(comparison, summary, colors, "Goodput and throughput vs density",
-                       ("goodput_rps", "throughput_rps")),
-        versus_density(comparison, summary, colors,
-                       "Scheduler overhead and cost per switch vs density",
-                       ("sched_overhead_frac", "ctx_switch_cost_mean_us")),
+        metrics_per_policy(comparison, summary, colors),
+        latency_tails(results, comparison, summary, colors),
+        latency_over_time(results, comparison, summary, colors),
         cpu_entitlement(results, comparison, summary, colors),
         timeline(results, comparison, summary, colors, timeline_window),
         *sched_metrics(results, comparison, summary, colors),
@@ -136,92 +138,213 @@ def overview(results: Results, comparison: Comparison, summary: pd.DataFrame) ->
     return section
 
 
-def latency_cdfs(results: Results, comparison: Comparison, summary: pd.DataFrame,
-                 colors: dict) -> Section:
-    section = Section("Latency CDFs per policy")
-    requests = results.table("requests", columns=["run_id", "latency_s", "dropped"]).to_pandas()
+def reading_section(comparison: Comparison) -> Section:
+    """The comparison read in a paragraph (results/reading.py), as
+    `colosim compare --reading` prints it."""
+    text = reading(comparison)
+    return Section("Reading", html="".join(f"<p>{html.escape(p)}</p>"
+                                           for p in text.split("\n\n")))
+
+
+def _finished(results: Results, summary: pd.DataFrame, params: list[str],
+              columns: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Requests completed after warmup, with their run's policy and keys."""
+    requests = results.table("requests", columns=["run_id", "latency_s", "dropped",
+                                                  *columns]).to_pandas()
     done = requests[~requests["dropped"].astype(bool) & requests["latency_s"].notna()
                     & (requests["latency_s"] > 0)]
+    return done.merge(summary[["run_id", "policy", *params]], on="run_id")
+
+
+def _unfinished_note(summary: pd.DataFrame) -> str:
+    n = int(summary["n_unfinished"].fillna(0).sum()) if "n_unfinished" in summary else 0
+    return (f" {n:,} requests still unfinished at their run's end are not in them (their "
+            "latency is at least their time in the system)." if n else "")
+
+
+def latency_tails(results: Results, comparison: Comparison, summary: pd.DataFrame,
+                  colors: dict) -> Section:
+    """The complementary CDF on log-log axes: the tail (p99, p99.9) is
+    where policies differ, and a linear CDF squeezes it into its top line."""
+    section = Section("Latency tails per policy (CCDF)")
+    done = _finished(results, summary, comparison.params)
     if done.empty:
         section.notes.append("No run completed a request after warmup, so there is no "
                              "latency distribution to plot.")
         return section
-    done = done.merge(summary[["run_id", "policy", *comparison.params]], on="run_id")
-    groups = _groups(done, comparison.params)
-    shown = _sample(groups)
-    fig, axes = _panels(len(shown))
-    for ax, (key, frame) in zip(axes, shown):
-        for policy, cell in sorted(frame.groupby("policy"), key=lambda pc: _rank(colors, pc[0])):
-            ms = cell["latency_s"].to_numpy() * 1e3
-            q = np.linspace(0, 1, min(CDF_POINTS, ms.size))
-            ax.plot(np.quantile(ms, q), q, label=f"{policy} (n={ms.size:,})",
-                    color=colors.get(policy))
+
+    def draw(ax, policy, cell):
+        ms = cell["latency_s"].to_numpy() * 1e3
+        # fractions above, log-spaced from 1 down to one request in n
+        above = np.logspace(0, -math.log10(ms.size), min(CDF_POINTS, ms.size))
+        ax.step(np.quantile(ms, 1 - above), above, where="post",
+                label=f"{policy} (n={ms.size:,})", color=colors.get(policy))
+
+    fig, axes, shown = _group_panels(done, comparison, colors, draw)
+    for ax in axes:
         ax.set_xscale("log")
+        ax.set_yscale("log")
+        _log_ticks(ax.xaxis)
+        ax.axhline(0.01, color="grey", lw=0.8, ls=":")   # p99 where a line crosses it
         ax.set_xlabel("latency (ms, log scale)")
-        ax.set_ylabel("fraction of requests")
-        ax.set_title(_key_text(comparison.params, key) or "all runs", fontsize=9)
-        ax.grid(True, alpha=0.3)   # major only: minor log ticks are slow to draw
-        ax.legend(fontsize=7)
-    caption = ("Completed requests after warmup, all seeds pooled; dropped requests are "
-               "excluded.")
-    if len(shown) < len(groups):
-        caption += (f" {len(shown)} of {len(groups)} parameter groups shown (evenly "
-                    "spaced); the tables below cover all of them.")
-    section.figures.append((_png(fig), caption))
+        ax.set_ylabel("fraction of requests slower (log)")
+    section.figures.append((_png(fig), (
+        "Complementary CDF of the latency of requests completed after warmup, all seeds "
+        "pooled: the fraction of requests slower than x; a line crosses the dotted 1% line "
+        "at its p99. Dropped requests are excluded." + _unfinished_note(summary) + shown)))
     return section
 
 
-def versus_density(comparison: Comparison, summary: pd.DataFrame, colors: dict,
-                   title: str, metrics: tuple[str, ...]) -> Section:
-    section = Section(title)
-    x = density_key(comparison.params, summary)
-    if x is None:
-        section.notes.append(
-            "No numeric parameter varies across these runs (varying: "
-            f"{', '.join(comparison.params) or 'none'}), so there is no density axis to plot "
-            "against; see the comparison tables.")
+def latency_over_time(results: Results, comparison: Comparison, summary: pd.DataFrame,
+                      colors: dict) -> Section:
+    """p99 of the requests completed in each time bin, per policy: a growing
+    backlog shows as a rising line, a transient as a bump."""
+    section = Section("Latency over time per policy")
+    done = _finished(results, summary, comparison.params, ("end_s",))
+    if done.empty:
+        section.notes.append("No run completed a request after warmup, so there is no "
+                             "latency over time to plot.")
         return section
-    present = [m for m in metrics if m in comparison.metrics]
-    missing = [m for m in metrics if m not in present]
-    if missing:
-        section.notes.append(f"{', '.join(missing)}: not in these runs' summaries, not plotted.")
-    if not present:
+    lo, hi = done["end_s"].min(), done["end_s"].max()
+    edges = np.linspace(lo, hi, TIME_BINS + 1)
+
+    def draw(ax, policy, cell):
+        bins = np.clip(np.searchsorted(edges, cell["end_s"], side="right") - 1,
+                       0, TIME_BINS - 1)
+        p99 = cell["latency_s"].groupby(bins).quantile(0.99) * 1e3
+        ax.plot((edges[p99.index] + edges[p99.index + 1]) / 2, p99.to_numpy(),
+                marker=".", label=policy, color=colors.get(policy))
+
+    fig, axes, shown = _group_panels(done, comparison, colors, draw)
+    for ax in axes:
+        ax.set_yscale("log")
+        _log_ticks(ax.yaxis)
+        ax.set_xlabel("completion time (s of run time)")
+        ax.set_ylabel("p99 latency (ms, log scale)")
+    section.figures.append((_png(fig), (
+        f"p99 latency of the requests completed in each of {TIME_BINS} time bins "
+        f"({(hi - lo) / TIME_BINS:.3g} s) after warmup, all seeds pooled."
+        + _unfinished_note(summary) + shown)))
+    return section
+
+
+def _group_panels(done: pd.DataFrame, comparison: Comparison, colors: dict, draw):
+    """A panel per parameter group of ``done`` (at most ``MAX_PANELS``,
+    evenly spaced), ``draw(ax, policy, requests)`` per policy in it, the
+    baseline first. Returns the figure, its axes and a caption sentence
+    saying which groups are shown when not all are."""
+    groups = _groups(done, comparison.params)
+    picked = _sample(groups)
+    fig, axes = _panels(len(picked))
+    for ax, (key, frame) in zip(axes, picked):
+        for policy, cell in sorted(frame.groupby("policy"), key=lambda pc: _rank(colors, pc[0])):
+            draw(ax, policy, cell)
+        ax.set_title(_key_text(comparison.params, key) or "all runs")
+        ax.grid(True, alpha=0.3)   # major only: minor log ticks are slow to draw
+        ax.legend()
+    shown = (f" {len(picked)} of {len(groups)} parameter groups shown (evenly spaced); the "
+             "tables below cover all of them." if len(picked) < len(groups) else "")
+    return fig, axes, shown
+
+
+def metrics_per_policy(comparison: Comparison, summary: pd.DataFrame,
+                       colors: dict) -> Section:
+    """Every compared metric: against the density key (one line per policy,
+    its CI as a band) when one varies, else as bars with CI whiskers."""
+    section = Section("Compared metrics per policy")
+    x = density_key(comparison.params, summary)
+    pct = int(round(comparison.ci * 100))
+    if x is None:
+        section.figures.append(_metric_bars(comparison, colors))
+        section.notes.append("No numeric parameter varies across these runs (varying: "
+                             f"{', '.join(comparison.params) or 'none'}), so the metrics are "
+                             "drawn per policy rather than against a density.")
         return section
     others = [p for p in comparison.params if p != x]
-    frame = comparison.frame
-    facets = _groups(frame, others)
-    fig, axes = _panels(len(present) * len(facets[:MAX_PANELS]), columns=len(present))
-    axes = iter(axes)
+    facets = _groups(comparison.frame, others)
     for key, facet in facets[:MAX_PANELS]:
-        for metric in present:
-            ax = next(axes)
-            scale, unit = display_unit(metric)
-            rows = facet[facet["metric"] == metric]
-            for policy, line in sorted(rows.groupby("policy"),
-                                       key=lambda pl: _rank(colors, pl[0])):
-                line = line.sort_values(x)
-                xs = line[x].to_numpy(dtype=float)
-                ys = line["mean"].to_numpy(dtype=float) * scale
-                lo = (line["mean"] - line["ci_low"]).to_numpy(dtype=float) * scale
-                hi = (line["ci_high"] - line["mean"]).to_numpy(dtype=float) * scale
-                has_ci = not np.all(np.isnan(lo))
-                ax.errorbar(xs, ys, yerr=np.vstack([lo, hi]) if has_ci else None,
-                            marker="o", ms=3, capsize=2, label=policy, color=colors.get(policy))
-            xs = np.unique(rows[x].to_numpy(dtype=float))
-            if len(xs) <= 12:   # the swept values themselves, not 2.5 functions
-                ax.set_xticks(xs, [f"{v:g}" for v in xs])
-            ax.set_xlabel(x)
-            ax.set_ylabel(f"{metric}{f' ({unit})' if unit else ''}")
-            name = _key_text(others, key)
-            ax.set_title(f"{metric}{f' — {name}' if name else ''}", fontsize=9)
-            ax.grid(True, alpha=0.3)
-            ax.legend(fontsize=7)
-    caption = (f"Mean over seeds; error bars are the {int(round(comparison.ci * 100))}% "
-               "bootstrap CI where there is more than one seed.")
+        fig, axes = _panels(len(comparison.metrics))
+        for ax, metric in zip(axes, comparison.metrics):
+            _density_lines(ax, facet[facet["metric"] == metric], metric, x, colors)
+        name = _key_text(others, key)
+        section.figures.append((_png(fig), (f"{name}: " if name else "") + (
+            f"each compared metric against {x}: mean over seeds, the band its {pct}% "
+            "bootstrap CI (where there is more than one seed); hollow markers: some run of "
+            "that point was overloaded (backlog growing), so its latency and rates "
+            "understate the load. Latency axes are logarithmic when they span more than "
+            "two orders of magnitude.")))
     if len(facets) > MAX_PANELS:
-        caption += f" First {MAX_PANELS} of {len(facets)} combinations of {', '.join(others)}."
-    section.figures.append((_png(fig), caption))
+        section.notes.append(f"First {MAX_PANELS} of {len(facets)} combinations of "
+                             f"{', '.join(others)}; the tables below cover all of them.")
     return section
+
+
+def _density_lines(ax, rows: pd.DataFrame, metric: str, x: str, colors: dict) -> None:
+    scale, unit = display_unit(metric)
+    for policy, line in sorted(rows.groupby("policy"), key=lambda pl: _rank(colors, pl[0])):
+        line = line.sort_values(x)
+        xs = line[x].to_numpy(dtype=float)
+        color = colors.get(policy)
+        ax.plot(xs, line["mean"].to_numpy(dtype=float) * scale, color=color, label=policy)
+        over = line["n_overloaded"].to_numpy() > 0
+        ys = line["mean"].to_numpy(dtype=float) * scale
+        ax.scatter(xs[~over], ys[~over], color=color, s=16, zorder=3)
+        ax.scatter(xs[over], ys[over], facecolors="white", edgecolors=color, s=22, zorder=3)
+        lo = line["ci_low"].to_numpy(dtype=float) * scale
+        if not np.all(np.isnan(lo)):
+            ax.fill_between(xs, lo, line["ci_high"].to_numpy(dtype=float) * scale,
+                            color=color, alpha=0.2, lw=0)
+    values = rows["mean"].to_numpy(dtype=float) * scale
+    values = values[np.isfinite(values) & (values > 0)]
+    if metric.startswith("latency") and values.size and values.max() > 100 * values.min():
+        ax.set_yscale("log")
+        _log_ticks(ax.yaxis)
+    xs = np.unique(rows[x].to_numpy(dtype=float))
+    if len(xs) <= 12:   # the swept values themselves, not 2.5 functions
+        ax.set_xticks(xs, [f"{v:g}" for v in xs])
+    ax.set_xlabel(x)
+    ax.set_ylabel(f"{metric}{f' ({unit})' if unit else ''}")
+    ax.set_title(metric)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+
+
+def _metric_bars(comparison: Comparison, colors: dict) -> tuple[str, str]:
+    """One panel per metric: a bar per (group, policy), CI whiskers."""
+    frame, params = comparison.frame, comparison.params
+    keys = [k for k, _ in _groups(frame, params)]
+    fig, axes = _panels(len(comparison.metrics))
+    for ax, metric in zip(axes, comparison.metrics):
+        scale, unit = display_unit(metric)
+        rows = frame[frame["metric"] == metric]
+        policies = sorted(rows["policy"].unique(), key=lambda p: _rank(colors, p))
+        width = 0.8 / max(len(policies), 1)
+        for i, policy in enumerate(policies):
+            cells = rows[rows["policy"] == policy]
+            at, mean, err = [], [], [[], []]
+            for g, key in enumerate(keys):
+                cell = cells
+                for p, v in zip(params, key):
+                    cell = cell[cell[p].astype(str) == str(v)]
+                if cell.empty:
+                    continue
+                r = cell.iloc[0]
+                at.append(g + (i - (len(policies) - 1) / 2) * width)
+                mean.append(r["mean"] * scale)
+                err[0].append((r["mean"] - r["ci_low"]) * scale)
+                err[1].append((r["ci_high"] - r["mean"]) * scale)
+            has_ci = not np.all(np.isnan(err[0]))
+            ax.bar(at, mean, width, yerr=np.array(err) if has_ci else None, capsize=3,
+                   color=colors.get(policy), label=policy)
+        ax.set_xticks(range(len(keys)), [_key_text(params, k) or "all runs" for k in keys],
+                      fontsize=8)
+        ax.set_ylabel(f"{metric}{f' ({unit})' if unit else ''}")
+        ax.set_title(metric)
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend()
+    pct = int(round(comparison.ci * 100))
+    return _png(fig), (f"Each compared metric per policy: mean over seeds, whiskers its {pct}% "
+                       "bootstrap CI (where there is more than one seed).")
 
 
 def cpu_entitlement(results: Results, comparison: Comparison, summary: pd.DataFrame,
@@ -265,7 +388,7 @@ def cpu_entitlement(results: Results, comparison: Comparison, summary: pd.DataFr
         ax.set_title(f"{run['policy']}, run {run['run_id']} "
                      f"({rows['cgroup'].nunique()} limited cgroups)", fontsize=9)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=8)
     section.figures.append((_png(fig), "Sum over the innermost CPU-limited cgroups of their "
                             "limit (cpu.max quota/period in force at each interval's end, or "
                             f"{CPU_LIMIT_COLUMN}) and of their usage in the interval; one run "
@@ -322,7 +445,7 @@ def cluster_sizing(results: Results, summary: pd.DataFrame, colors: dict) -> lis
     ax.set_xlabel("nodes")
     ax.set_ylabel("p99 latency (s)")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=8)
     section.figures.append((_png(fig), "p99 latency at every node count each consolidation "
                             "tried (sizing.parquet)."))
     return [section]
@@ -497,7 +620,7 @@ def _p99_chart(p99: dict[str, pd.Series], colors: dict) -> tuple[str, str]:
     ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_ylabel("wake-up latency p99 (µs, log scale)")
     ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=8)
     caption = f"Wake-up latency p99 per cgroup{f' under {parent}' if parent else ''}."
     if len(cgroups) < len(worst):
         caption += (f" The {len(cgroups)} of {len(worst)} cgroups with the highest p99 "
@@ -562,7 +685,7 @@ def validation(path: Path, results: Results) -> Section:
         ax.set_ylabel("fraction of requests")
         ax.set_title(r.scenario, fontsize=9)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=8)
     caption = "Completed requests after warmup of each scenario's real and simulated run."
     if len(shown) < len(runs):
         caption += f" First {len(shown)} of {len(runs)} scenarios."
@@ -581,15 +704,6 @@ def tables(comparison: Comparison) -> Section:
 
 
 # ---------------------------------------------------------------- helpers
-
-def density_key(params: list[str], summary: pd.DataFrame) -> str | None:
-    """The x axis of the density plots: a known density key if it is swept,
-    else the first numeric varying parameter."""
-    numeric = [p for p in params if pd.api.types.is_numeric_dtype(summary[p])
-               and not pd.api.types.is_bool_dtype(summary[p])]
-    preferred = [k for k in DENSITY_KEYS if k in numeric]
-    return (preferred or numeric or [None])[0]
-
 
 def _policies(summary: pd.DataFrame) -> pd.Series:
     return policy_labels(summary)
@@ -744,16 +858,29 @@ def _timeline_png(bars: pd.DataFrame, switches: pd.DataFrame, throttled: pd.Data
     return _png(fig), tags
 
 
+def _log_ticks(axis) -> None:
+    """Ticks at 1, 2 and 5 times the powers of ten, labelled as plain
+    numbers: a latency range within a decade still gets labels, and
+    mathtext minor labels (3x10^-1) no longer overlap."""
+    axis.set_major_locator(LogLocator(base=10, subs=(1, 2, 5)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
+PANEL_IN = (6.6, 4.4)   # inches per panel: two side by side fill the page at 1:1
+
+
 def _panels(n: int, columns: int | None = None):
-    columns = columns or min(n, 3)
+    columns = columns or min(n, 2)
     rows = math.ceil(n / columns)
+    w, h = PANEL_IN
     # Fixed margins: a layout engine measures every tick label's extent and
     # was most of the report's run time.
-    fig = Figure(figsize=(4.4 * columns, 3.4 * rows))
+    fig = Figure(figsize=(w * columns, h * rows))
     axes = fig.subplots(rows, columns, squeeze=False).ravel()
-    fig.subplots_adjust(left=0.65 / (4.4 * columns), right=0.98,
-                        bottom=0.55 / (3.4 * rows), top=1 - 0.3 / (3.4 * rows),
-                        wspace=0.3, hspace=0.45)
+    fig.subplots_adjust(left=0.8 / (w * columns), right=0.98,
+                        bottom=0.6 / (h * rows), top=1 - 0.35 / (h * rows),
+                        wspace=0.25, hspace=0.4)
     for ax in axes[n:]:
         ax.set_visible(False)
     return fig, axes[:n]
@@ -780,7 +907,7 @@ def _figure_html(png: str, caption: str, alt: str,
 
 
 _STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1300px; color: #222; }
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1320px; color: #222; }
 h1 { font-size: 1.5em; } h2 { border-bottom: 1px solid #ccc; margin-top: 2em; }
 h3 { font-size: 0.95em; margin-top: 1.5em; }
 dl { display: grid; grid-template-columns: max-content auto; gap: 0.2em 1em; }

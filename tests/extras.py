@@ -1,5 +1,5 @@
-"""Tests of optional extras (ray, slurm): `make test` installs '.[dev]',
-which includes them, so in CI a missing extra is a failure, not a skip."""
+"""Tests of optional extras (ray, slurm): `make test` installs both (its
+launchers stamp), so in CI a missing extra is a failure, not a skip."""
 from __future__ import annotations
 
 import importlib

@@ -19,7 +19,7 @@ def test_groups_and_options_match_the_documented_names():
         "controller": ["catcloud", "dynamic_priority", "lags_static", "least_loaded", "none",
                        "static", "vpa"],
         "experiment": ["affinity_workers", "catcloud_exp1", "catcloud_exp2", "catcloud_mixed",
-                       "cluster_sizing", "lags_fig11", "lags_fig3", "lags_fig5", "lags_fig8", "noisy_scenarios",
+                       "cluster_sizing", "demo_density", "lags_fig11", "lags_fig3", "lags_fig5", "lags_fig8", "noisy_scenarios",
                        "page_size",
                        "shared_partitions"],
         "host": ["e5-2430l", "epyc-7453", "generic", "silver-4314-2s", "this-vm"],

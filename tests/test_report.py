@@ -15,17 +15,22 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import yaml
 from matplotlib import image as mpimg
 
 from cli.main import main
+from results.compare import compare
+from results.readers import open_results
+from results.reading import reading
 from results.report import TIMELINE_S
 from results.sched import throttled_periods
 from results.schema import SCHED_FILE, SCHED_METRICS_FILE
+from scenarios.sweep import collect
 from tests.sweeps import make_sweep
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-PLOTS = ("latency-cdfs-per-policy", "goodput-and-throughput-vs-density",
-         "scheduler-overhead-and-cost-per-switch-vs-density")
+PLOTS = ("compared-metrics-per-policy", "latency-tails-per-policy--ccdf",
+         "latency-over-time-per-policy")
 ENTITLEMENT = "cpu-entitlement-over-time--autoscalers"
 TIMELINE = "per-cpu-timeline"
 METRICS = "task-scheduling-metrics-per-cgroup"
@@ -158,14 +163,45 @@ def test_entitlement_is_plotted_from_cpu_limits_in_intervals(sweep, tmp_path, ca
     assert "No controller limited CPU" not in section["text"]
 
 
-def test_a_single_run_report_explains_the_missing_density_plots(sweep):
+def test_the_reading_opens_the_report(report, sweep):
+    text = sections(report)["reading"]["text"]
+    assert text == "Reading" + reading(compare(open_results(sweep))).replace("\n\n", "")
+    assert "workload.functions=" in text
+
+
+def test_metrics_are_drawn_against_density_with_ci_bands(report):
+    section = sections(report)["compared-metrics-per-policy"]
+    assert "each compared metric against workload.functions" in section["captions"][0]
+    assert "95% bootstrap CI" in section["captions"][0]
+    tails = sections(report)["latency-tails-per-policy--ccdf"]["captions"][0]
+    assert "Complementary CDF" in tails and "1% line at its p99" in tails
+    over_time = sections(report)["latency-over-time-per-policy"]["captions"][0]
+    assert "p99 latency of the requests completed in each of" in over_time
+
+
+def test_a_single_run_report_draws_its_metrics_per_policy(sweep):
     run = next((sweep / "runs").iterdir())
     assert main(["report", str(run)]) == 0
     found = sections(run / "report.html")
-    assert len(found["latency-cdfs-per-policy"]["imgs"]) == 1
-    for slug in PLOTS[1:]:
-        assert found[slug]["imgs"] == []
-        assert "No numeric parameter varies across these runs" in found[slug]["text"]
+    for slug in PLOTS:
+        assert len(found[slug]["imgs"]) == 1, slug
+        assert_not_blank(decoded_png(found[slug]["imgs"][0]))
+    metrics = found["compared-metrics-per-policy"]
+    assert "No numeric parameter varies across these runs" in metrics["text"]
+    assert "whiskers its 95% bootstrap CI" in metrics["captions"][0]
+
+
+def test_policies_without_a_density_are_bars_with_ci_whiskers(sweep, tmp_path):
+    # one density, both policies and seeds: no numeric key varies
+    one = tmp_path / "one"
+    shutil.copytree(sweep, one)
+    for run in (one / "runs").iterdir():
+        if yaml.safe_load((run / "config.yaml").read_text())["workload"]["functions"] == 4:
+            shutil.rmtree(run)
+    collect(one, ["scheduler", "seed", "workload.functions"])
+    section = sections(report_of(one))["compared-metrics-per-policy"]
+    assert len(section["imgs"]) == 1
+    assert "whiskers its 95% bootstrap CI" in section["captions"][0]
 
 
 def test_report_of_a_non_results_directory_fails_clearly(tmp_path, capsys):
@@ -204,6 +240,12 @@ needs_chromium = pytest.mark.skipif(
 
 @needs_chromium
 def test_report_renders_in_headless_chromium(report, tmp_path):
+    # the rendered page's sections, each with its text or images laid out
+    shown = chromium_probe(report, tmp_path, "[...document.querySelectorAll('section')]"
+                           ".map(s => [s.id, s.getBoundingClientRect().height])")
+    heights = dict(shown)
+    assert [s for s, _ in shown][:2] == ["runs", "reading"]
+    assert all(heights[s] > 300 for s in PLOTS) and heights["reading"] > 50
     sizes = chromium_probe(report, tmp_path, IMAGE_SIZES)
     assert len(sizes) == len(PLOTS)
     assert all(w > 200 and h > 150 for w, h in sizes)
@@ -430,8 +472,9 @@ def test_no_sched_metrics_section_without_the_file(report):
 def test_schedule_sections_render_in_headless_chromium(with_metrics, tmp_path):
     report, _ = with_metrics
     sizes = chromium_probe(report, tmp_path, IMAGE_SIZES)
-    # latency CDFs, CPU entitlement (the quota), two timelines, the p99 chart
-    assert len(sizes) == 1 + 1 + 2 + 1
+    # compared metrics (bars: one density), latency tails and over time, CPU
+    # entitlement (the quota), two timelines, the p99 chart
+    assert len(sizes) == 3 + 1 + 2 + 1
     assert all(w > 200 and h > 100 for w, h in sizes)
     # each timeline is shown at its own size, also in a window narrower than
     # the image, so its image map lines up: the point at the middle of a

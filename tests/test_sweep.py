@@ -9,9 +9,10 @@ import time
 
 import pyarrow.parquet as pq
 import pytest
+from omegaconf import OmegaConf
 
 from cli.main import main
-from scenarios.config import expand_sweep
+from scenarios.config import CONF_DIR, expand_sweep
 from scenarios.validate import ConfigError
 
 BASE = ["host=this-vm", "duration_s=1", "warmup_s=0.2", "workload.functions=2",
@@ -132,6 +133,53 @@ def test_experiment_files_define_their_sweep(experiment, n):
     points, swept, _ = expand_sweep([f"experiment={experiment}"])
     assert len(points) == n
     assert {"workload", "workload.functions", "scheduler"} <= set(swept)
+
+
+# here, not in test_sweep_ray.py / test_sweep_submitit.py: those skip where
+# their extra is missing, which is when this message is shown
+@pytest.mark.parametrize("launcher, extra", [("ray", "ray"), ("colosim_ray_cluster", "ray"),
+                                             ("colosim_slurm", "slurm")])
+def test_a_missing_launcher_plugin_names_the_extra(tmp_path, monkeypatch, capsys,
+                                                   launcher, extra):
+    import scenarios.sweep as sweeps
+
+    monkeypatch.setattr(sweeps.importlib.util, "find_spec", lambda name: None)
+    assert main(["sweep", "--dir", str(tmp_path / "sw"), f"hydra/launcher={launcher}",
+                 *BASE]) == 2
+    err = capsys.readouterr().err
+    assert f"hydra/launcher={launcher} needs Hydra's launcher plugin" in err
+    assert f"pip install -e '.[{extra}]'" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "sw").exists()
+
+
+def test_the_demo_sweeps_density_on_the_lags_host_under_three_schedulers():
+    params = OmegaConf.load(CONF_DIR / "experiment" / "demo_density.yaml").hydra.sweeper.params
+    assert set(params.scheduler.split(",")) == {"cfs", "eevdf", "lags"}
+    assert len(str(params.seed).split(",")) >= 2
+    # one scheduler and seed: composing every point is what costs here
+    _, swept, points = expand_sweep(["experiment=demo_density", "scheduler=cfs", "seed=0"])
+    assert "workload.functions" in swept
+    assert {(p.host.name, p.workload.name) for p in points} == {("e5-2430l", "azure2021")}
+    # light load to past saturation: from 2 to over 12 functions per hardware thread
+    functions = sorted(p.workload.functions for p in points)
+    threads = points[0].host.sockets * points[0].host.cores * points[0].host.threads_per_core
+    assert len(functions) >= 5 and functions[0] <= 2 * threads < 12 * threads < functions[-1]
+
+
+def test_the_demo_runs_and_reads_at_a_tiny_scale(tmp_path, capsys):
+    sweep_dir = tmp_path / "demo"
+    assert main(["sweep", "--quiet", "--dir", str(sweep_dir), "experiment=demo_density",
+                 "workload.functions=6,12", "seed=0", "duration_s=0.3", "warmup_s=0.1",
+                 "interval_s=0.1"]) == 0
+    rows = pq.read_table(sweep_dir / "summary.parquet").to_pylist()
+    assert {(r["scheduler"], r["workload.functions"]) for r in rows} == {
+        (s, n) for s in ("cfs", "eevdf", "lags") for n in (6, 12)}
+    assert {r["experiment"] for r in rows} == {"demo_density"}
+    capsys.readouterr()
+    assert main(["compare", str(sweep_dir), "--reading"]) == 0
+    text = capsys.readouterr().out
+    # two functions per thread at most: far from a knee
+    assert "No knee within the sweep" in text and "workload.functions=12" in text
 
 
 def test_an_experiment_runs_end_to_end_with_overrides(tmp_path):

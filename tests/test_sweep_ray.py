@@ -125,11 +125,3 @@ def test_the_cluster_preset_joins_a_running_ray_cluster(tmp_path, capfd, ray_clu
     assert "[2/2] done" in capfd.readouterr().err
     assert _rows(sweep_dir) == _joblib_rows(tmp_path / "joblib", ["scheduler=cfs,rr"])
 
-
-def test_a_missing_launcher_plugin_names_the_extra(tmp_path, monkeypatch, capsys):
-    import scenarios.sweep as sweeps
-
-    monkeypatch.setattr(sweeps.importlib.util, "find_spec", lambda name: None)
-    assert main(["sweep", "--dir", str(tmp_path / "sw"), "hydra/launcher=ray", *BASE]) == 2
-    assert "pip install -e '.[ray]'" in capsys.readouterr().err
-    assert not (tmp_path / "sw").exists()

@@ -253,7 +253,7 @@ def test_report_of_a_directory_without_validation_is_unchanged(tmp_path):
     assert main(["run", "host=this-vm", "duration_s=1", "warmup_s=0.2",
                  "workload.functions=2", f"output_dir={tmp_path / 'r'}"]) == 0
     page = write_report(tmp_path / "r").read_text()
-    assert "Validation" not in page and 'id="latency-cdfs-per-policy"' in page
+    assert "Validation" not in page and 'id="latency-tails-per-policy--ccdf"' in page
 
 
 # --- on this host ---------------------------------------------------------------
