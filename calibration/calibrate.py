@@ -145,8 +145,20 @@ def calibrate(out: str, work_dir: Path | None = None, from_bench: Path | None = 
         pt = F.wakeup_point(wake, int(wake_meta.get("sleeper_depth", 3)))
         if pt is not None:
             points.append(pt)
+    work = None
+    if (Path(bench_dir) / "timerwake.parquet").exists():
+        timers = read_table(bench_dir, "timerwake")[0]
+        # the hog's and the sleeper's cgroups: colosim-bench-timerwake-*/timerwake/*
+        points += F.timer_points(timers, 3)
+        work = F.work_after_sleep(timers)
     progress(f"fitting {len(points)} points")
     result = F.fit(points, host_levels(bench_meta), fixed=fixed)
+    if work:
+        # measured, and not a parameter: the simulator charges no slowdown
+        # to the work after a sleep
+        result.notes.append("work after a sleep (timerwake): " + ", ".join(
+            f"{v:+.2%} wall time against the same work hot ({load} CPU)"
+            for load, v in work.items()))
     simulated = resimulate(result, table, host, scheduler, progress) if resim else None
     bench_meta = {**bench_meta, "dir": str(bench_dir)}
     profile = build_profile(name, result, fingerprint, bench_meta)
