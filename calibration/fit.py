@@ -32,10 +32,11 @@ size).  A migrated partner finds its private levels empty, so
 ``migration = migration_ns + sum over private k of h_k / line x r_k x
 (1 - evicted_k) + idle_exit_ns / 2`` (once a round trip the pair
 lands on the CPU it left idle).  A timer wake-up on an idle CPU costs the
-hrtimer interrupt and the switch out of idle, ``timer_irq_ns + direct +
-per_level x depth + idle_exit_ns``; on a busy CPU the interrupt and the
+switch out of idle, ``direct + per_level x depth + idle_exit_ns`` (the idle
+exit includes the interrupt); on a busy CPU the hrtimer interrupt and the
 wakee's preemption of the hog, ``timer_irq_ns + direct + per_level x depth
-+ queue_ns_per_log2``; the slack point is ``timer_slack_ns``.
++ queue_ns_per_log2``; the slack point is ``timer_slack_ns``.  So each
+timer parameter has its own point, and the others fit as without them.
 ``predict`` does not restate them: it evaluates the simulator's own
 CostModel at float parameters (``switch_cost(..., whole_ns=False)``), the
 migration point as a migrated switch minus an unmigrated one.
@@ -312,10 +313,8 @@ def predict(p: dict, pt: Point, levels: list[CacheLevel]) -> float:
     evaluated by its cost model without truncation to whole ns."""
     model = cost_model(p, levels)
     if pt.kind in ("wakeup", "timer_idle"):
-        # the timer's interrupt, then the switch out of idle to the sleeper
-        # (no working set)
-        return model.timer_irq_ns + model.switch_cost(pt.levels, 0, 0, False, 1,
-                                                      from_idle=True, whole_ns=False)
+        # the switch out of idle to the timer's sleeper (no working set)
+        return model.switch_cost(pt.levels, 0, 0, False, 1, from_idle=True, whole_ns=False)
     if pt.kind == "timer":
         # the interrupt on the hog's CPU, then the RT sleeper preempts it:
         # the hog's hierarchy walked, two tasks runnable
@@ -353,7 +352,7 @@ def _unmoved(points: list[Point], levels: list[CacheLevel]) -> list[str]:
         out.append("migration_ns")
     if not kinds & {"wakeup", "timer_idle"}:
         out.append("idle_exit_ns")
-    if not kinds & {"timer", "timer_idle"}:
+    if "timer" not in kinds:
         out.append("timer_irq_ns")
     if "slack" not in kinds:
         out.append("timer_slack_ns")

@@ -69,12 +69,12 @@ expiry, which the machine times with two more terms (``Machine.timer_sleep``):
 ``timer_slack_ns``, how much later than asked the timer of a SCHED_OTHER task
 expires (the kernel's default ``timer_slack_ns``, 50 us: the hrtimer is armed
 over [expiry, expiry + slack] and, alone, fires at the end; an RT task gets
-none, hrtimer_nanosleep()), and ``timer_irq_ns``, the hrtimer interrupt from
-the expiry to the wake-up (on a VM the timer's exit and the interrupt's
-injection), during which the CPU it fires on runs no task.  A timer wake-up
-onto an idle CPU pays both, then ``idle_exit_ns`` on the switch.  Both are
-measured by calibration/bench/timerwake.py; 0 (off) unless a profile gives
-them.
+none, hrtimer_nanosleep()), and ``timer_irq_ns``, the hrtimer interrupt on
+a busy CPU from the expiry to the wake-up (on a VM the exit of the running
+vCPU and the interrupt's injection), during which that CPU runs no task.
+On an idle CPU the interrupt is part of ``idle_exit_ns``, charged on the
+switch out of idle.  Both are measured by calibration/bench/timerwake.py;
+0 (off) unless a profile gives them.
 
 The parameters are defined once, in ``PARAMS`` below (name, kind, unit,
 default, whether a profile must give it, lower bound, meaning): the
@@ -146,8 +146,8 @@ PARAMS = (
               "hrtimer slack of a SCHED_OTHER task's timed sleep: its timer expires this "
               "much late (RT tasks: none)"),
     CostParam("timer_irq_ns", COST, "ns", 0, False, 0,
-              "hrtimer interrupt from a sleep timer's expiry to the wake-up; the CPU it "
-              "fires on runs no task meanwhile"),
+              "hrtimer interrupt on a busy CPU from a sleep timer's expiry to the wake-up; "
+              "that CPU runs no task meanwhile (on an idle CPU: idle_exit_ns)"),
 )
 NAMES = tuple(p.name for p in PARAMS)
 # the keys of one of ``cache_levels`` in a profile (``shared``: the LLC, kept

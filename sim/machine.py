@@ -678,8 +678,8 @@ class Machine:
     def timer_sleep(self, p: Task, expiry: int, fn) -> None:
         """hrtimer_nanosleep(): ``p`` sleeps until ``expiry`` (ns) and
         ``fn(p)`` wakes it (wake_up, or a workload's own).  A fair task's
-        timer expires timer_slack_ns late, an RT task's on time; the
-        interrupt then takes timer_irq_ns before the wake-up."""
+        timer expires timer_slack_ns late, an RT task's on time; on a busy
+        CPU the interrupt then takes timer_irq_ns before the wake-up."""
         cost = self.cost
         if p.prio >= MAX_RT_PRIO:
             expiry += cython.cast(cython.longlong, cost.timer_slack_ns)
@@ -690,19 +690,21 @@ class Machine:
 
     def _hrtimer_interrupt(self, p: Task, fn) -> None:
         """hrtimer_interrupt() on the CPU the sleeper's timer was queued on
-        (where it went to sleep): a running task makes no progress until
-        the wake-up, timer_irq_ns later; that time is overhead, as a
-        switch's.  On an idle CPU it is latency only (the switch out of
-        idle then charges idle_exit_ns)."""
+        (where it went to sleep).  On a busy one the running task makes no
+        progress until the wake-up, timer_irq_ns later; that time is
+        overhead, as a switch's.  An idle one wakes the sleeper at once: its
+        interrupt is in the idle exit the switch out of idle charges."""
         rq = self.rqs[p.cpu]
+        if rq.curr is None:
+            fn(p)
+            return
         irq = cython.cast(cython.longlong, self.cost.timer_irq_ns)
         now = self.engine._now
-        if rq.curr is not None:
-            self._charge(rq, now)
-            rq.run_start = (rq.run_start if rq.run_start > now else now) + irq
-            rq.overhead_ns += irq
-            rq.gen += 1
-            self._arm_completion(rq)
+        self._charge(rq, now)
+        rq.run_start = (rq.run_start if rq.run_start > now else now) + irq
+        rq.overhead_ns += irq
+        rq.gen += 1
+        self._arm_completion(rq)
         self.engine.push(now + irq, fn, (p,))
 
     # ------------------------------------------------------------------
