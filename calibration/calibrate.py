@@ -145,8 +145,27 @@ def calibrate(out: str, work_dir: Path | None = None, from_bench: Path | None = 
         pt = F.wakeup_point(wake, int(wake_meta.get("sleeper_depth", 3)))
         if pt is not None:
             points.append(pt)
+    work, idle_checks = None, []
+    if (Path(bench_dir) / "timerwake.parquet").exists():
+        timers = read_table(bench_dir, "timerwake")[0]
+        # the hog's and the sleeper's cgroups: colosim-bench-timerwake-*/timerwake/*
+        for pt in F.timer_points(timers, 3):
+            # the idle wake-up is the wakeup benchmark's, measured with the
+            # switch costs: timerwake's, often days later, checks it
+            (idle_checks if pt.kind == "timer_idle" else points).append(pt)
+        work = F.work_after_sleep(timers)
     progress(f"fitting {len(points)} points")
     result = F.fit(points, host_levels(bench_meta), fixed=fixed)
+    for pt in idle_checks:
+        result.notes.append(
+            f"{pt.label} (a check, not fitted): {pt.value_ns / 1e3:.1f} +- {pt.se_ns / 1e3:.1f} "
+            f"us measured, {F.predict(result.params, pt, result.levels) / 1e3:.1f} us modelled")
+    if work:
+        # measured, and not a parameter: the simulator charges no slowdown
+        # to the work after a sleep
+        result.notes.append("work after a sleep (timerwake): " + ", ".join(
+            f"{v:+.2%} wall time against the same work hot ({load} CPU)"
+            for load, v in work.items()))
     simulated = resimulate(result, table, host, scheduler, progress) if resim else None
     bench_meta = {**bench_meta, "dir": str(bench_dir)}
     profile = build_profile(name, result, fingerprint, bench_meta)

@@ -1,6 +1,6 @@
 """Fit the context-switch cost model (sim/costmodel.py) to the
-microbenchmarks of calibration/bench (``ctx_switch.parquet`` and
-``wakeup.parquet``).
+microbenchmarks of calibration/bench (``ctx_switch.parquet``,
+``wakeup.parquet`` and ``timerwake.parquet``).
 
 Points.  Every configuration of the benchmark gives many timed batches of
 round trips; its value in one sweep is the median ns per round trip (robust
@@ -14,6 +14,9 @@ round trip costs beyond the same work without switching:
     switch    = (pingpong - overhead) / 2          two switches per round trip
     migration = (migrate - migrate_ref) / 2        two migrated switches per round trip
     wakeup    = median lateness of a timer wake-up on an idle CPU
+    timer     = the same with the CPU busy: an RT sleeper beside a hog
+    slack     = a SCHED_OTHER sleeper's lateness at the default timer slack
+                minus at 1 ns, both beside a hog, per sweep
 
 Model.  On one CPU the simulator charges each switch of the pair (the
 incoming partner B after A blocks; sim/machine.py schedule())
@@ -29,7 +32,11 @@ size).  A migrated partner finds its private levels empty, so
 ``migration = migration_ns + sum over private k of h_k / line x r_k x
 (1 - evicted_k) + idle_exit_ns / 2`` (once a round trip the pair
 lands on the CPU it left idle).  A timer wake-up on an idle CPU costs the
-switch out of idle, ``direct + per_level x depth + idle_exit_ns``.
+switch out of idle, ``direct + per_level x depth + idle_exit_ns`` (the idle
+exit includes the interrupt); on a busy CPU the hrtimer interrupt and the
+wakee's preemption of the hog, ``timer_irq_ns + direct + per_level x depth
++ queue_ns_per_log2``; the slack point is ``timer_slack_ns``.  So each
+timer parameter has its own point, and the others fit as without them.
 ``predict`` does not restate them: it evaluates the simulator's own
 CostModel at float parameters (``switch_cost(..., whole_ns=False)``), the
 migration point as a migrated switch minus an unmigrated one.
@@ -66,6 +73,8 @@ BASE_PARAMS = {
     "queue_ns_per_log2": (200.0, 0.0, 50_000.0),
     "migration_ns": (5000.0, 0.0, 1_000_000.0),
     "idle_exit_ns": (0.0, 0.0, 1_000_000.0),
+    "timer_irq_ns": (0.0, 0.0, 1_000_000.0),
+    "timer_slack_ns": (0.0, 0.0, 1_000_000.0),
 }
 REFILL_BOUNDS = (2.0, 0.0, 1000.0)          # ns per line refilled into a level
 LINE_BYTES = 64
@@ -115,7 +124,7 @@ def _bounds(levels: list[CacheLevel]) -> dict[str, tuple[float, float, float]]:
 @dataclass(frozen=True)
 class Point:
     """One fitted quantity measured in one configuration."""
-    kind: str            # "switch", "migration" or "wakeup"
+    kind: str            # "switch", "migration", "wakeup", "timer_idle", "timer", "slack"
     levels: int          # cgroup levels walked (wakeup: the sleeper's depth)
     busy_cgroups: int
     ws_bytes: int
@@ -127,6 +136,12 @@ class Point:
     def label(self) -> str:
         if self.kind == "wakeup":
             return f"wakeup idle depth={self.levels}"
+        if self.kind == "timer_idle":
+            return f"timerwake idle depth={self.levels}"
+        if self.kind == "timer":
+            return f"timerwake busy depth={self.levels}"
+        if self.kind == "slack":
+            return "timerwake slack"
         return (f"{self.kind} levels={self.levels} busy={self.busy_cgroups} "
                 f"ws={_size(self.ws_bytes)}")
 
@@ -156,7 +171,8 @@ class FitResult:
         p = self.params
         return {"direct_ns": p["direct_ns"], "per_level_ns": p["per_level_ns"],
                 "migration_ns": p["migration_ns"], "queue_ns_per_log2": p["queue_ns_per_log2"],
-                "idle_exit_ns": p["idle_exit_ns"],
+                "idle_exit_ns": p["idle_exit_ns"], "timer_irq_ns": p["timer_irq_ns"],
+                "timer_slack_ns": p["timer_slack_ns"],
                 # the time-decay form is not what the benchmark shows: off
                 "refill_ns_per_line": 0.0, "max_refill_bytes": 0, "cache_decay_ns": 1,
                 "cache_line_bytes": LINE_BYTES,
@@ -236,6 +252,55 @@ def wakeup_point(table: pa.Table, depth: int) -> Point | None:
     return Point("wakeup", depth, 0, 0, med, se, int(late.size))
 
 
+def _sweep_medians(values: np.ndarray, repeat: np.ndarray) -> np.ndarray:
+    """The median of each sweep (repeat), in order."""
+    return np.array([np.median(values[repeat == r]) for r in np.unique(repeat)])
+
+
+def timer_points(table: pa.Table, depth: int) -> list[Point]:
+    """The points of a timerwake.parquet table (calibration/bench/
+    timerwake.py): per sweep the median lateness, their mean over the
+    sweeps, its error the sweeps' standard error (or a sweep's own, if
+    larger); the slack point pairs each sweep's two medians."""
+    cols = {c: table.column(c).to_numpy(zero_copy_only=False)
+            for c in ("repeat", "sleeper", "load", "kind", "lateness_ns")}
+    wake = cols["kind"] == "wake"
+
+    def per_sweep(sleeper: str, load: str) -> tuple[np.ndarray, float, int]:
+        sel = wake & (cols["sleeper"] == sleeper) & (cols["load"] == load)
+        late = cols["lateness_ns"][sel].astype(float)
+        return (_sweep_medians(late, cols["repeat"][sel]),
+                max(_median_se(late[cols["repeat"][sel] == r])[1]
+                    for r in np.unique(cols["repeat"][sel])), int(late.size))
+
+    def point(kind: str, meds: np.ndarray, se_one: float, n: int) -> Point:
+        se = se_one if meds.size < 2 else max(se_one, float(meds.std(ddof=1))
+                                              / math.sqrt(meds.size))
+        return Point(kind, depth, 1 if kind != "timer_idle" else 0, 0, float(meds.mean()), se, n)
+
+    idle, idle_se, idle_n = per_sweep("other-1ns", "idle")
+    busy, busy_se, busy_n = per_sweep("fifo-50us", "same")
+    slack, slack_se, slack_n = per_sweep("other-50us", "same")
+    tight, tight_se, tight_n = per_sweep("other-1ns", "same")
+    return [point("timer_idle", idle, idle_se, idle_n), point("timer", busy, busy_se, busy_n),
+            point("slack", slack - tight, math.hypot(slack_se, tight_se), slack_n + tight_n)]
+
+
+def work_after_sleep(table: pa.Table) -> dict[str, float]:
+    """Per load, the median wall time of the fixed work right after a
+    sleep over the same work run back to back, minus 1 (the timerwake
+    benchmark's work rows): what a sleep costs the work that follows."""
+    cols = {c: table.column(c).to_numpy(zero_copy_only=False)
+            for c in ("kind", "load", "work_wall_ns")}
+    out = {}
+    for load in sorted(set(cols["load"][cols["kind"] == "work"].tolist())):
+        sel = cols["load"] == load
+        after = cols["work_wall_ns"][sel & (cols["kind"] == "work")].astype(float)
+        hot = cols["work_wall_ns"][sel & (cols["kind"] == "hot")].astype(float)
+        out[load] = float(np.median(after) / np.median(hot) - 1)
+    return out
+
+
 def cost_model(p: dict, levels: list[CacheLevel]) -> CostModel:
     """The simulator's cost model at the fit's parameters ``p``, costs and
     capacities as floats (nothing truncated); the time form is off."""
@@ -247,9 +312,16 @@ def predict(p: dict, pt: Point, levels: list[CacheLevel]) -> float:
     """Per-switch cost the simulator charges in the point's configuration,
     evaluated by its cost model without truncation to whole ns."""
     model = cost_model(p, levels)
-    if pt.kind == "wakeup":
+    if pt.kind in ("wakeup", "timer_idle"):
         # the switch out of idle to the timer's sleeper (no working set)
         return model.switch_cost(pt.levels, 0, 0, False, 1, from_idle=True, whole_ns=False)
+    if pt.kind == "timer":
+        # the interrupt on the hog's CPU, then the RT sleeper preempts it:
+        # the hog's hierarchy walked, two tasks runnable
+        return model.timer_irq_ns + model.switch_cost(pt.levels, 0, 0, False, 2,
+                                                      whole_ns=False)
+    if pt.kind == "slack":
+        return model.timer_slack_ns
 
     def partner(migrated: bool, from_idle: bool = False) -> float:
         # the incoming partner: while it was away the other touched its own
@@ -278,11 +350,16 @@ def _unmoved(points: list[Point], levels: list[CacheLevel]) -> list[str]:
         out.append("per_level_ns")
     if "migration" not in kinds:
         out.append("migration_ns")
-    if "wakeup" not in kinds:
+    if not kinds & {"wakeup", "timer_idle"}:
         out.append("idle_exit_ns")
+    if "timer" not in kinds:
+        out.append("timer_irq_ns")
+    if "slack" not in kinds:
+        out.append("timer_slack_ns")
     for lv in levels:
         # a level is measured by pairs of working sets that can overflow it
-        if not any(pt.kind != "wakeup" and 2 * pt.ws_bytes > lv.bytes / 16 for pt in points):
+        if not any(pt.kind in ("switch", "migration") and 2 * pt.ws_bytes > lv.bytes / 16
+                   for pt in points):
             out += [lv.param, lv.capacity]
     return out
 

@@ -58,9 +58,14 @@ def build_profile(name: str, result: FitResult, fingerprint: dict, bench: dict |
                    for k in result.params}
     cpu = fingerprint.get("cpu_model") or fingerprint.get("model_name") or "this host"
     if description is None:
+        kinds = {pt.kind for pt in result.points}
+        benches = [b for b, of in (("ctx_switch", {"switch", "migration"}), ("wakeup", {"wakeup"}),
+                                   ("timerwake", {"timer", "slack"})) if kinds & of]
+        names = ", ".join(benches[:-1]) + " and " + benches[-1] if len(benches) > 1 \
+            else "".join(benches)
         description = (f"Fitted by `colosim calibrate` on {cpu} "
                        f"({fingerprint.get('kernel', '?')}, {fingerprint.get('scheduler', '?')}) "
-                       f"from the ctx_switch and wakeup microbenchmarks; see the fit block.")
+                       f"from the {names} microbenchmarks; see the fit block.")
     return _plain({
         "name": name,
         **cost,

@@ -96,7 +96,8 @@ def simulate_wakeup(calibration: dict, depth: int = 3, wakeups: int = 200,
     """The wakeup benchmark's idle case: a thread ``depth`` cgroup levels
     down sleeps 1 ms at a time on an otherwise idle host; one row per wake-up
     with its lateness (start of the run - release), as wakeup.parquet has."""
-    cfg = _cfg(calibration, host, scheduler, seed)
+    # the benchmark's sleeper sets its timer slack to 1 ns (native/wakeup.c)
+    cfg = _cfg({**calibration, "timer_slack_ns": 0}, host, scheduler, seed)
     name = "/".join(["bench", "wakeup", "sleeper", *(f"d{i}" for i in range(depth - 3))][:depth])
     cfg["workload"] = {"name": "periodic", "threads": 1, "run_ms": 0.01, "sleep_ms": 1.0,
                        "nice": 0, "working_set_kb": 0, "groups": [{"name": name, "threads": 1}]}

@@ -19,6 +19,8 @@ cdef class CostModel:
     cdef readonly double reinsert_ns_per_log2
     cdef readonly tuple cache_levels
     cdef readonly double idle_exit_ns
+    cdef readonly double timer_slack_ns
+    cdef readonly double timer_irq_ns
 
     cpdef double walk_ns(self, long levels)
     @cython.locals(lines=cython.double, evicted=cython.double)

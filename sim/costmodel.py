@@ -64,6 +64,18 @@ woken onto it (interrupt, idle-state exit; on a VM the vCPU's wake-up by
 the hypervisor), charged to the switch out of idle.  The switch to the
 idle task costs the direct cost and the walk up prev's hierarchy only.
 
+A task's timed sleep (nanosleep, rt-app's timers) ends with an hrtimer
+expiry, which the machine times with two more terms (``Machine.timer_sleep``):
+``timer_slack_ns``, how much later than asked the timer of a SCHED_OTHER task
+expires (the kernel's default ``timer_slack_ns``, 50 us: the hrtimer is armed
+over [expiry, expiry + slack] and, alone, fires at the end; an RT task gets
+none, hrtimer_nanosleep()), and ``timer_irq_ns``, the hrtimer interrupt on
+a busy CPU from the expiry to the wake-up (on a VM the exit of the running
+vCPU and the interrupt's injection), during which that CPU runs no task.
+On an idle CPU the interrupt is part of ``idle_exit_ns``, charged on the
+switch out of idle.  Both are measured by calibration/bench/timerwake.py;
+0 (off) unless a profile gives them.
+
 The parameters are defined once, in ``PARAMS`` below (name, kind, unit,
 default, whether a profile must give it, lower bound, meaning): the
 calibration schema (scenarios/schema.py), its range checks
@@ -130,6 +142,12 @@ PARAMS = (
     CostParam("idle_exit_ns", COST, "ns", 0, False, 0,
               "wake-up of an idle CPU (interrupt, idle-state exit), charged to the switch "
               "out of idle"),
+    CostParam("timer_slack_ns", COST, "ns", 0, False, 0,
+              "hrtimer slack of a SCHED_OTHER task's timed sleep: its timer expires this "
+              "much late (RT tasks: none)"),
+    CostParam("timer_irq_ns", COST, "ns", 0, False, 0,
+              "hrtimer interrupt on a busy CPU from a sleep timer's expiry to the wake-up; "
+              "that CPU runs no task meanwhile (on an idle CPU: idle_exit_ns)"),
 )
 NAMES = tuple(p.name for p in PARAMS)
 # the keys of one of ``cache_levels`` in a profile (``shared``: the LLC, kept
@@ -180,6 +198,8 @@ class CostModel:
         # as the fits move them
         self.cache_levels = tuple((float(c), float(r), bool(sh)) for c, r, sh in v["cache_levels"])
         self.idle_exit_ns = v["idle_exit_ns"]
+        self.timer_slack_ns = v["timer_slack_ns"]
+        self.timer_irq_ns = v["timer_irq_ns"]
 
     def __repr__(self) -> str:
         params = ", ".join(f"{p.name}={getattr(self, p.name)}" for p in PARAMS)

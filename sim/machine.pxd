@@ -94,3 +94,6 @@ cdef class Machine:
     cpdef _on_tick(self, Rq rq, long long tick_gen)
     @cython.locals(rq=Rq, cpu=cython.long)
     cpdef _nohz_idle_balance(self, Rq busy, long long now)
+    cpdef timer_sleep(self, Task p, long long expiry, fn)
+    @cython.locals(irq=cython.longlong, now=cython.longlong)
+    cpdef _hrtimer_interrupt(self, Task p, fn)

@@ -670,8 +670,42 @@ class Machine:
             if p.prio >= MAX_RT_PRIO:
                 self.policy.task_dead(p)
         elif action != BURST_BLOCK:
-            self.engine.call_later(action, self.wake_up, p)
+            self.timer_sleep(p, now + int(action), self.wake_up)
         self.schedule(rq)
+
+    # ------------------------------------------------------------------
+    # timed sleeps: hrtimers (sim/costmodel.py, timer_slack_ns and timer_irq_ns)
+    def timer_sleep(self, p: Task, expiry: int, fn) -> None:
+        """hrtimer_nanosleep(): ``p`` sleeps until ``expiry`` (ns) and
+        ``fn(p)`` wakes it (wake_up, or a workload's own).  A fair task's
+        timer expires timer_slack_ns late, an RT task's on time; on a busy
+        CPU the interrupt then takes timer_irq_ns before the wake-up."""
+        cost = self.cost
+        if p.prio >= MAX_RT_PRIO:
+            expiry += cython.cast(cython.longlong, cost.timer_slack_ns)
+        if cost.timer_irq_ns == 0:
+            self.engine.push(expiry, fn, (p,))
+        else:
+            self.engine.push(expiry, self._hrtimer_interrupt, (p, fn))
+
+    def _hrtimer_interrupt(self, p: Task, fn) -> None:
+        """hrtimer_interrupt() on the CPU the sleeper's timer was queued on
+        (where it went to sleep).  On a busy one the running task makes no
+        progress until the wake-up, timer_irq_ns later; that time is
+        overhead, as a switch's.  An idle one wakes the sleeper at once: its
+        interrupt is in the idle exit the switch out of idle charges."""
+        rq = self.rqs[p.cpu]
+        if rq.curr is None:
+            fn(p)
+            return
+        irq = cython.cast(cython.longlong, self.cost.timer_irq_ns)
+        now = self.engine._now
+        self._charge(rq, now)
+        rq.run_start = (rq.run_start if rq.run_start > now else now) + irq
+        rq.overhead_ns += irq
+        rq.gen += 1
+        self._arm_completion(rq)
+        self.engine.push(now + irq, fn, (p,))
 
     # ------------------------------------------------------------------
     # ticks and balancing

@@ -55,6 +55,16 @@ SCENARIOS = {
                    scheduler={"name": "rr", "policy": "cfs", "task_policy": "rr"}, warmup_s=0.1),
     "quota": make_cfg(periodic(threads=3, run_ms=4.0, sleep_ms=0.0, quota_us=50_000,
                                period_us=100_000), cores=2, duration_s=1.0, warmup_s=0.1),
+    # timed sleeps' hrtimers (timer slack, the interrupt on idle and busy
+    # CPUs) with fair and RR sleepers beside a hog
+    "timers": make_cfg(
+        periodic(groups=[{"name": "f", "threads": 2, "run_ms": 0.5, "sleep_ms": 2.0},
+                         {"name": "r", "threads": 1, "run_ms": 0.3, "sleep_ms": 1.0,
+                          "task_policy": "rr"},
+                         {"name": "h", "threads": 1, "run_ms": 50.0, "sleep_ms": 3.0}]),
+        cores=2, duration_s=1.0, warmup_s=0.1,
+        calibration={**DEFAULT_COSTS, "idle_exit_ns": 30_000, "timer_slack_ns": 50_000,
+                     "timer_irq_ns": 13_000}),
 }
 # the schedule trace (sim/tracing.py) of a run with throttling and of one with SMT
 SCENARIOS["quota"]["trace"] = SCENARIOS["cfs-smt"]["trace"] = {"name": "sched"}

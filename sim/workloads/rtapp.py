@@ -171,9 +171,10 @@ class RtAppWorkload(Workload):
         if kind == RUN:
             p.remaining = value
             return 0
-        # sleep until ``value``, then resume the body once back on a CPU
+        # sleep until ``value`` (clock_nanosleep: the machine's hrtimer, its
+        # slack and interrupt), then resume the body once back on a CPU
         p.remaining = 0
-        self.engine.call_at(value, self._expire, p)
+        self.machine.timer_sleep(p, value, self._expire)
         return BURST_BLOCK
 
     def _expire(self, p):
