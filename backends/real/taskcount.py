@@ -139,6 +139,14 @@ def samples_of(t_s: float, counts: dict[tuple[str, str], tuple[float | None, int
     return out
 
 
+def _paranoid() -> str:
+    try:
+        with open("/proc/sys/kernel/perf_event_paranoid") as f:
+            return f.read().strip()
+    except OSError as e:
+        return f"unknown ({e.strerror})"
+
+
 def _perf_fds() -> set[int]:
     out = set()
     for name in os.listdir("/proc/self/fd"):
@@ -207,9 +215,9 @@ class TaskCounters:
                 if e.errno in _UNSUPPORTED:
                     unsupported.append(event)
                     continue
-                raise PerfUnavailable(f"python-perf may not count ({os.strerror(e.errno)}; as "
-                                      f"root, or with kernel.perf_event_paranoid <= 1 for "
-                                      f"one's own tasks)") from None
+                raise PerfUnavailable(f"python-perf may not count ({os.strerror(e.errno)}: uid "
+                                      f"{os.geteuid()}, kernel.perf_event_paranoid = "
+                                      f"{_paranoid()}; root may)") from None
             os.close(fd)
             counted.append(event)
         if not counted:
