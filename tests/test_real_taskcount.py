@@ -15,7 +15,7 @@ from backends.real import taskcount
 from backends.real.config import RealBackend
 from backends.real.disturbance import host_times, measure, verdict
 from backends.real.intervals import perf_rows, perf_spans
-from backends.real.perf import PerfStat, PerfUnavailable, totals
+from backends.real.perf import PerfStat, PerfUnavailable, perf_binary, totals
 from backends.real.taskcount import EVENTS, EXIT, TaskCounters, interval_counts, samples_of
 
 
@@ -243,3 +243,42 @@ def test_the_bindings_counts_agree_with_perf_stats_on_the_same_run():
             print(f"{g} {e}: perf stat {counts}, perf stat - binding {gaps}, "
                   f"spread {spread}")
             assert max(abs(x) for x in gaps) <= spread, (g, e, counts, gaps)
+
+
+@pytest.mark.hardware
+@pytest.mark.parametrize("binding", [True, False], ids=["binding", "forced-fallback"])
+def test_a_real_run_counts_through_the_binding_or_says_why_not(binding, tmp_path, monkeypatch,
+                                                                capsys):
+    """A short real run counts its functions' switches through the binding
+    (perf_status ok), or, with the binding made unavailable, through perf
+    stat -G, saying why in perf_status and on stderr."""
+    from backends.real import detect
+    from cli.main import main
+    from results.rundir import read_run_dir
+    from tests.hardware import cgroups_unavailable
+    reason = cgroups_unavailable() or (None if binding else _perf_stat_missing())
+    if reason or (binding and taskcount.binding is None):
+        pytest.skip(reason or taskcount.BINDING_MISSING)
+    if not binding:
+        monkeypatch.setattr(runner_module, "unavailable", lambda events: "forced by the test")
+    out = tmp_path / "run"
+    assert main(["run", "backend=real", "host=this-vm", f"scheduler={detect.fair_scheduler()}",
+                 "workload=poisson", "workload.functions=2", "duration_s=3", "warmup_s=0.5",
+                 "seed=1", "backend.lateness_action=flag", f"output_dir={out}"]) == 0
+    s = read_run_dir(out).summary.to_pylist()[0]
+    iv = read_run_dir(out).intervals.to_pandas()
+    assert s["ctx_switches"] > 0 and s["migrations"] is not None
+    assert iv[iv.cgroup == "/faas.slice/func-0"].ctx_switches.notna().any()
+    if binding:
+        assert s["perf_status"] == "ok"
+    else:
+        assert s["perf_status"] == "ok (perf stat: forced by the test)"
+        assert "counting with perf stat -G instead" in capsys.readouterr().err
+
+
+def _perf_stat_missing():
+    try:
+        perf_binary()
+    except PerfUnavailable as e:
+        return str(e)
+    return None
