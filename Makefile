@@ -76,17 +76,18 @@ $(RDT_SIDECAR): $(filter-out %_test.go,$(wildcard backends/rdt-sidecar/*.go)) ba
 	  cd backends/rdt-sidecar && $(GO) build -o build/colosim-rdt-sidecar .; fi
 
 # perf's Python binding (Debian/Ubuntu linux-perf: module perf, for the system
-# Python 3.11), which backend=real trace=sched reads the scheduler's
+# Python 3.11), which backend=real counts each task through
+# (backends/real/taskcount.py) and trace=sched reads the scheduler's
 # tracepoints through (backends/real/schedtrace.py).  The venv gets that one
 # module, linked into its site-packages, not the rest of dist-packages; without
-# it, trace=sched falls back to the perf tool and says so.
+# it, both fall back to the perf tool (perf stat -G, perf record) and say so.
 PERF_BINDING ?= /usr/lib/python3/dist-packages/perf.cpython-311-x86_64-linux-gnu.so
 .PHONY: perf-binding
 perf-binding: $(VENV)/.perf-binding
 $(VENV)/.perf-binding: $(VENV)/.installed
 	@site=$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])'); \
 	if [ ! -f $(PERF_BINDING) ]; then \
-	  echo "note: $(PERF_BINDING) not found (apt-get install linux-perf): backend=real trace=sched uses the perf tool instead"; \
+	  echo "note: $(PERF_BINDING) not found (apt-get install linux-perf): backend=real counts and traces with the perf tool instead"; \
 	else ln -sf $(PERF_BINDING) $$site/ && \
 	  $(BIN)/python -c 'import perf; perf.cpu_map()' && echo "perf binding: $$site/$$(basename $(PERF_BINDING))" || \
 	  { rm -f $$site/$$(basename $(PERF_BINDING)); echo "note: $(PERF_BINDING) does not import in $(VENV): not linked"; }; fi

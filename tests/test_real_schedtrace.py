@@ -253,8 +253,8 @@ def test_switch_outs_agree_with_perf_over_the_same_window(traced_runs):
     window edges' uncertainty (EDGE_NS either side of each edge)."""
     for out in traced_runs:
         s = read_run_dir(out).summary.to_pylist()[0]
-        if s["perf_status"] != "ok":
-            pytest.skip(f"perf stat did not count here: {s['perf_status']}")
+        if not s["perf_status"].startswith("ok"):
+            pytest.skip(f"the run did not count here: {s['perf_status']}")
         t = pq.read_table(out / SCHED_FILE).to_pandas()
         ns = t[(t.event == "sched_switch") & t.prev_cgroup.notna()].time_ns
         a, z = s["perf_window_start_s"] * 1e9, s["perf_window_end_s"] * 1e9

@@ -643,11 +643,13 @@ class CgroupFS:
     def pids(self, cgroup: str) -> list[int]:
         return [int(x) for x in self._read(self.dir("cpu", cgroup) / "cgroup.procs").split()]
 
-    def threads(self, cgroup: str) -> list[int]:
-        """Thread ids in ``cgroup`` (not its children)."""
+    def threads(self, cgroup: str, below: bool = False) -> list[int]:
+        """Thread ids in ``cgroup`` (``below``: and in its descendants)."""
         m = self.controllers["cpu"]
         f = "tasks" if m.version == 1 else "cgroup.threads"
-        return [int(x) for x in self._read(self.dir("cpu", cgroup) / f).split()]
+        top = self.dir("cpu", cgroup)
+        dirs = [Path(d) for d, _, _ in os.walk(top)] if below else [top]
+        return [int(x) for d in dirs for x in self._read(d / f).split()]
 
     def usage_ns(self, cgroup: str) -> int:
         """Hierarchical CPU time: v1 cpuacct.usage; v2 cpu.stat usage_usec."""

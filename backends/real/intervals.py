@@ -1,6 +1,7 @@
 """intervals.parquet on the real host: each cgroup's cpu.stat and usage
 sampled every ``interval_s`` (and at the warm-up instant, for the summary
-window), with the run's ``perf stat -G`` counts of the same interval; each
+window), with the run's per-cgroup counts of the same interval (through
+perf's binding, backends/real/taskcount.py, or ``perf stat -G``); each
 sample also reads the host's steal and total CPU time
 (backends/real/disturbance.py).
 """

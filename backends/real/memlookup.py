@@ -194,7 +194,7 @@ def occupancy_mb(host, classes: list[str]) -> float:
 
 def perf_summary(samples, offset_s: float, warmup_s: float, stall_event: str,
                  priority: bool) -> dict[str, float]:
-    """The memory summary columns from the run's ``perf stat -G`` samples
+    """The memory summary columns from the run's per-cgroup count samples
     (interval times since perf started, ``offset_s`` before t0): each
     container's intervals that end after the warm-up."""
     intervals: dict[tuple[str, float], dict] = {}

@@ -1,4 +1,6 @@
-"""Per-cgroup counts through the ``perf`` tool (Debian: linux-perf).
+"""Per-cgroup counts through the ``perf`` tool (Debian: linux-perf): the
+run's fallback where perf's Python binding cannot count
+(backends/real/taskcount.py), and the rows both give (:class:`PerfSample`).
 
 ``perf stat -x, -I <ms> -a -e <events> -G <cgroups>`` counts system-wide but
 only while a task of the cgroup runs.  Each event is repeated once per

@@ -399,6 +399,9 @@ class RtAppRunner(Runner):
                            "its threads to be named")
         for tid, name in found.items():
             s.cg.attach_thread(self.placed[name], tid)
+        # every thread rt-app made (all of them at its start, waiting out
+        # their delay now) is counted in the run's top, placed or not
+        self.count_tasks("/", [int(t) for t in os.listdir(f"/proc/{self.proc.pid}/task")])
         placed_ns = time.monotonic_ns()
         for c in set(self.placed.values()):
             missing = {t for t, n in found.items() if self.placed[n] == c} - set(s.cg.threads(c))

@@ -21,9 +21,12 @@ share:
    ``backend.cpus`` cpuset; the runner applies the workload's weight /
    cpu.max and starts its workers, each attached to its cgroup before it
    gets any work; SCHED_RR where the scheduler or a group asks for it;
-3. start ``perf stat`` on the function cgroups (software events; hardware
-   events are recorded as missing where the PMU has none) unless the
-   runner counts otherwise (a job under its own perf stat);
+3. start counting on the function cgroups (software events; hardware
+   events are recorded as missing where the PMU has none): each task's
+   counters through perf's Python binding, summed per cgroup
+   (backends/real/taskcount.py), else ``perf stat -G``, saying why
+   (``perf_status``); unless the runner counts otherwise (a job under its
+   own perf stat);
 4. run the load (backends/real/loadgen.py) with interval sampling, the
    warm-up snapshot and the controller's start/step on the same loop;
 5. stop, tear everything down (also on SIGINT / SIGTERM / exceptions:
@@ -519,7 +522,7 @@ def _summary(cfg, b, requests, sampler, perf_rows, lstats, ok, perf_status, host
         "ctx_switches": sw,
         "ctx_switch_rate_per_s": nan if sw is None else sw / window_s,
         "ctx_switch_cost_mean_us": nan,      # not measurable on the real host
-        # perf stat -G counts a cgroup's switches when its task leaves the CPU
+        # both counting paths count a task's switch when it leaves the CPU
         "switch_out_rate_per_s": nan if sw is None else sw / window_s,
         "migrations": mg,
         "runqueue_wait_mean_s": nan,         # per-thread schedstat dies with the threads

@@ -16,7 +16,9 @@ cgroups and workers        :meth:`Runner.start` (workers appended to
                            ``workers`` as they start, so teardown reaches
                            every one), :meth:`Runner.rt_policies`
 perf                       :meth:`Runner.perf_events` or
-                           :meth:`Runner.start_perf`
+                           :meth:`Runner.start_perf`;
+                           :meth:`Runner.count_tasks` for tasks
+                           placed later
 load                       :meth:`Runner.t0` (when it starts),
                            :meth:`Runner.go` at t0, :meth:`Runner.drive`,
                            :meth:`Runner.finish` before anything stops
@@ -47,6 +49,7 @@ from backends.real.cgroupfs import CgroupError, CgroupFS
 from backends.real.config import RealBackend
 from backends.real.loadgen import ReplayResult, Timer, Worker, replay
 from backends.real.perf import DEFAULT_EVENTS, PerfStat, PerfUnavailable
+from backends.real.taskcount import TaskCounters, unavailable
 from policies.kernel import config as kernel_config
 from sim.engine import NSEC_PER_SEC as NS
 from sim.sched_class import SCHED_RR
@@ -123,6 +126,7 @@ class Runner(ABC):
         self.alone_samples: dict[str, list[float]] = {}
         self.alone_shapes: dict[str, list[str]] = {}
         self.alone_cpu = 0
+        self.counters: TaskCounters | None = None    # start_perf's, through the binding
 
     @property
     def alone(self) -> dict[str, float]:
@@ -156,28 +160,48 @@ class Runner(ABC):
 
     # --- perf ---------------------------------------------------------------
     def perf_cgroups(self) -> list[str]:
-        """The cgroups ``perf stat -G`` counts (it counts a cgroup's
-        descendants too, so these must not nest)."""
+        """The cgroups counted (each with its descendants, so these must not
+        nest)."""
         return self.cgroups
 
     def perf_events(self) -> tuple[str, ...]:
-        """What the run's ``perf stat -G`` counts on the function cgroups."""
+        """What the run counts on the function cgroups."""
         return DEFAULT_EVENTS
 
-    def start_perf(self, cg: CgroupFS) -> tuple[PerfStat | None, str]:
-        """The run's perf stat (started; None if none) and its
-        ``perf_status`` column."""
+    def start_perf(self, cg: CgroupFS) -> tuple[PerfStat | TaskCounters | None, str]:
+        """The run's counting, started (None if none), and its ``perf_status``
+        column: ``ok`` through perf's Python binding (its counters on each
+        task now in ``perf_cgroups``, and those :meth:`count_tasks` adds
+        later), else ``ok (perf stat: <why not the binding>)`` through
+        ``perf stat -G``."""
         if not self.b.perf:
             return None, "off"
+        events, interval = self.perf_events(), int(self.b.perf_interval_ms)
+        why = unavailable(events)
+        if why is None:
+            counters = TaskCounters(self.perf_cgroups(), events, interval)
+            try:
+                counters.start({c: cg.threads(c, below=True) for c in self.perf_cgroups()})
+                self.counters = counters
+                return counters, "ok"
+            except (PerfUnavailable, OSError) as e:
+                why = str(e)
+        print(f"colosim: perf counting: {why}; counting with perf stat -G instead",
+              file=sys.stderr)
         try:
-            perf = PerfStat({cg.perf_name(c): c for c in self.perf_cgroups()}, self.perf_events(),
-                            int(self.b.perf_interval_ms))
+            perf = PerfStat({cg.perf_name(c): c for c in self.perf_cgroups()}, events, interval)
             perf.start()
-            return perf, "ok"
+            return perf, f"ok (perf stat: {why})"
         except (PerfUnavailable, CgroupError) as e:
             print(f"colosim: warning: {e}; ctx_switches and migrations will be missing",
                   file=sys.stderr)
             return None, f"unavailable: {e}"
+
+    def count_tasks(self, cgroup: str, tids) -> None:
+        """Count ``tids``, placed after counting started, in ``cgroup`` (one of
+        ``perf_cgroups``) from now on; perf stat -G needs nothing."""
+        if self.counters is not None:
+            self.counters.attach(cgroup, tids)
 
     # --- load ---------------------------------------------------------------
     def rows(self, duration_ns: int) -> Rows:

@@ -47,15 +47,11 @@ import pyarrow as pa
 
 from backends.real.cgroupfs import CgroupFS, format_cpulist
 from backends.real.perf import PerfUnavailable, die_with_parent, perf_binary
+# linux-perf's binding (None where it does not import), as counting imports it
+from backends.real.taskcount import BINDING_MISSING
+from backends.real.taskcount import binding as _perf
 from results.schema import SCHED_EVENTS
 from sim.tracing import SchedRows, TraceConfig
-
-try:    # linux-perf's binding, for the system Python 3.11 (make perf-binding)
-    import perf as _perf
-    BINDING_MISSING = None
-except ImportError as e:
-    _perf = None
-    BINDING_MISSING = f"module perf does not import ({e}; make perf-binding links linux-perf's)"
 
 TRACEPOINTS = SCHED_EVENTS[:4]     # the throttle events are the simulator's own
 TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
