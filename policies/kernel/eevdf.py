@@ -67,9 +67,16 @@ from typing import Optional
 
 from policies.kernel.cfs import CFS, GRANULARITY_RANGE_NS, FairConfig, scaled
 from sim.sched_class import tunable
-from sim.sched_flags import ENQUEUE_INITIAL, ENQUEUE_MIGRATED
+from sim.sched_flags import DEQUEUE_SLEEP, ENQUEUE_INITIAL, ENQUEUE_MIGRATED
 
-SCHED_BASE_SLICE_NS = 750_000          # normalized_sysctl_sched_base_slice (6.6 .. 6.14)
+# normalized_sysctl_sched_base_slice: 0.75 ms in 6.6 .. 6.14, 0.7 ms since
+# 2ae891b82695 "sched: Reduce the default slice to avoid tasks getting an
+# extra tick" (6.15); this host's 6.18 reports se.slice 1400000 in
+# /proc/PID/sched (0.7 ms x the log factor 2 of its 2 CPUs)
+SCHED_BASE_SLICE_NS = {"6.6": 750_000, "6.18": 700_000}
+KERNELS = ("6.6", "6.18")
+# cfs_rq_min_slice() of a cfs_rq with nothing queued (the kernel's ~0ULL)
+NO_SLICE = (1 << 63) - 1
 # __setparam_fair(): the bounds of a sched_runtime slice request
 CUSTOM_SLICE_RANGE_NS = (100_000, 100_000_000)
 
@@ -80,14 +87,25 @@ class EevdfConfig(FairConfig):
     the kernel default, SCHED_BASE_SLICE_NS times the tunable_scaling
     factor (debugfs sched/base_slice_ns)."""
     base_slice_ns: Optional[int] = tunable(None, range=GRANULARITY_RANGE_NS)
-    # sched_features, 6.6 defaults
+    # the fair.c release whose code (beyond the sched_features below)
+    # decides: "6.18" (slice protection limited to the queue's shortest
+    # slice and a reschedule when it ends, min_slice of group entities,
+    # lag-keeping reweight, 0.7 ms base slice) or "6.6"
+    kernel: str = tunable("6.18", choices=KERNELS)
+    # sched_features, 6.18 defaults (scheduler=eevdf66 restores 6.6's)
     # PLACE_LAG: keep a task's lag across sleep and migration
     place_lag: bool = tunable(True)
     # PLACE_DEADLINE_INITIAL: a new task's first deadline is half a slice away
     place_deadline_initial: bool = tunable(True)
-    # RUN_TO_PARITY: no wake-up preemption of curr until it uses its slice
-    # or loses eligibility
+    # PLACE_REL_DEADLINE (6.12): a task dequeued without sleeping (migration)
+    # keeps its deadline relative to its vruntime instead of a new slice
+    place_rel_deadline: bool = tunable(True)
+    # RUN_TO_PARITY: no wake-up preemption of curr until it uses its
+    # protected slice (6.18: the shortest slice queued) or loses eligibility
     run_to_parity: bool = tunable(True)
+    # PREEMPT_SHORT (6.12): a wakee with a shorter slice than curr ignores
+    # curr's slice protection
+    preempt_short: bool = tunable(True)
 
 
 def div_s64(a: int, b: int) -> int:
@@ -121,13 +139,23 @@ class EEVDF(CFS):
             rq.cfs.timeline = Timeline()
 
     def init_sysctls(self, cfg):
-        """6.6's: the base slice replaced the granularities, and lag
-        placement and RUN_TO_PARITY the sleeper credit and buddies."""
-        self.sysctl_sched_base_slice = scaled(cfg.base_slice_ns, SCHED_BASE_SLICE_NS,
+        """The base slice replaced the granularities, and lag placement and
+        RUN_TO_PARITY the sleeper credit and buddies."""
+        if cfg.kernel not in KERNELS:
+            raise ValueError(f"scheduler.kernel = {cfg.kernel!r}: choose from "
+                             f"{', '.join(KERNELS)}")
+        self.kernel_618 = cfg.kernel == "6.18"
+        self.normalized_base_slice = SCHED_BASE_SLICE_NS[cfg.kernel]
+        self.sysctl_sched_base_slice = scaled(cfg.base_slice_ns, self.normalized_base_slice,
                                               self.factor)
         self.place_lag = bool(cfg.place_lag)
         self.place_deadline_initial = bool(cfg.place_deadline_initial)
+        self.place_rel_deadline = bool(cfg.place_rel_deadline)
         self.run_to_parity = bool(cfg.run_to_parity)
+        self.preempt_short = bool(cfg.preempt_short)
+        # some task asked for its own slice: until one does, every entity's
+        # slice is the base slice and so is every cfs_rq's min_slice
+        self.custom_slices = False
 
     def init_task_group(self, tg):
         for cfs_rq in tg.cfs_rq:
@@ -212,17 +240,22 @@ class EEVDF(CFS):
         self.avg_vruntime_sub(cfs_rq, se)
 
     def pick_eevdf(self, cfs_rq):
-        """The eligible entity with the earliest virtual deadline."""
+        """The eligible entity with the earliest virtual deadline, curr
+        kept while its slice is protected."""
+        return self._pick_eevdf(cfs_rq, True)
+
+    def _pick_eevdf(self, cfs_rq, protect):
+        """__pick_eevdf(); ``protect`` false ignores curr's slice
+        protection (a PREEMPT_SHORT wakee asks)."""
         tl = cfs_rq.timeline
         v0 = cfs_rq.min_vruntime
         avg, load = self._avg_sums(cfs_rq)
         curr = cfs_rq.curr
         if curr is not None and (not curr.on_rq or avg < (curr.vruntime - v0) * load):
             curr = None
-        # RUN_TO_PARITY: once picked, curr runs until it is no longer
-        # eligible or update_deadline() gives it a new slice (vlag holds the
-        # deadline it was picked with, see set_next_entity())
-        if self.run_to_parity and curr is not None and curr.vlag == curr.deadline:
+        # slice protection: once picked, an eligible curr runs on until
+        # its protected slice is used up (see set_protect_slice())
+        if protect and curr is not None and self.protect_slice(curr):
             return curr
         best = None
         for v, _, se in tl:
@@ -248,32 +281,105 @@ class EEVDF(CFS):
     # time accounting
     def slice_of(self, se):
         """se->slice: the task's sched_runtime request if it made one, else
-        (and for group entities) sysctl_sched_base_slice."""
+        sysctl_sched_base_slice.  A group entity's is, since aef6987d8954
+        "sched/eevdf: Propagate min_slice up the cgroup hierarchy" (6.12),
+        the min_slice of the cfs_rq it owns (6.6: the base slice)."""
         task = se.task
-        if task is not None and task.custom_slice:
-            low, high = CUSTOM_SLICE_RANGE_NS
-            return min(max(int(task.custom_slice), low), high)
+        if task is not None:
+            if task.custom_slice:
+                self.custom_slices = True
+                low, high = CUSTOM_SLICE_RANGE_NS
+                return min(max(int(task.custom_slice), low), high)
+        elif self.kernel_618 and self.custom_slices:
+            slice_ = self.cfs_rq_min_slice(se.my_q)
+            if slice_ != NO_SLICE:
+                return slice_
         return self.sysctl_sched_base_slice
 
+    def cfs_rq_min_slice(self, cfs_rq):
+        """The shortest slice among the queued entities, curr included
+        (NO_SLICE if none).  The kernel keeps it in the rbtree's augmented
+        data; here a scan, and none while no task has asked for a slice of
+        its own (every slice is then the base slice).  A group entity's
+        slice is read lazily: the kernel rewrites it on every enqueue and
+        dequeue below it, here at its next placement or deadline."""
+        curr = cfs_rq.curr
+        tl = cfs_rq.timeline
+        if not self.custom_slices:
+            if tl or (curr is not None and curr.on_rq):
+                return self.sysctl_sched_base_slice
+            return NO_SLICE
+        min_slice = NO_SLICE
+        if curr is not None and curr.on_rq:
+            min_slice = curr.slice
+        for _, _, se in tl:
+            if se.slice < min_slice:
+                min_slice = se.slice
+        return min_slice
+
     def update_deadline(self, cfs_rq, se):
+        """A new request once the old one is used up; true if so."""
         if se.vruntime < se.deadline:
-            return
+            return False
         # vd_i = ve_i + r_i / w_i
         se.slice = self.slice_of(se)
         se.deadline = se.vruntime + self.calc_delta_fair(se.slice, se)
-        # the request is used up: reschedule (no buddies to clear)
-        if cfs_rq.nr_running > 1:
-            cfs_rq.rq.need_resched = True
+        return True
 
     def _update_curr(self, cfs_rq):
-        """update_curr().  The deadline is checked even when no time has
-        passed: the kernel's own calls would find nothing to do then, but
-        the machine's bookkeeping calls (update_curr(rq)) skip the check, and
-        the next kernel call must make it."""
+        """update_curr().  The deadline (and in 6.18 the protected slice) is
+        checked even when no time has passed: the kernel's own calls would
+        find nothing to do then, but the machine's bookkeeping calls
+        (update_curr(rq)) skip the check, and the next kernel call must make
+        it.  A used-up request reschedules (6.6, no buddies to clear); 6.18
+        also reschedules once the protected slice is over, 74eec63661d4
+        "sched/fair: Always trigger resched at the end of a protected
+        period", so that a pick follows every tick after it."""
         CFS._update_curr(self, cfs_rq)
         curr = cfs_rq.curr
         if curr is not None:
-            self.update_deadline(cfs_rq, curr)
+            resched = self.update_deadline(cfs_rq, curr)
+            if cfs_rq.nr_running > 1 and (resched or (self.kernel_618 and
+                                                     not self.protect_slice(curr))):
+                cfs_rq.rq.need_resched = True
+
+    # ------------------------------------------------------------------
+    # slice protection (RUN_TO_PARITY): 6.6 kept the deadline curr was
+    # picked with in se->vlag, unused while it runs; 6.17 made it vprot, the
+    # vruntime up to which curr is protected, in a union with vlag
+    # (3a0baa8e6c57 "sched/fair: Limit run to parity to the min slice of
+    # enqueued entities", 9de74a9850b9 "sched/fair: Fix NO_RUN_TO_PARITY
+    # case"); both live in se.vlag here as in the kernel
+    def set_protect_slice(self, cfs_rq, se):
+        """At the pick: protect curr up to its deadline, or (6.18) for the
+        shortest slice queued, at most the normalized base slice without
+        RUN_TO_PARITY."""
+        if not self.kernel_618:
+            se.vlag = se.deadline
+            return
+        slice_ = self.cfs_rq_min_slice(cfs_rq) if self.run_to_parity \
+            else self.normalized_base_slice
+        slice_ = min(slice_, se.slice)
+        vprot = se.deadline
+        if slice_ != se.slice:
+            vprot = min(vprot, se.vruntime + self.calc_delta_fair(slice_, se))
+        se.vlag = vprot
+
+    def update_protect_slice(self, cfs_rq, se):
+        """A shorter slice joined without preempting: curr's protection
+        shrinks to it, so the newcomer's wait stays within its slice."""
+        se.vlag = min(se.vlag, se.vruntime +
+                      self.calc_delta_fair(self.cfs_rq_min_slice(cfs_rq), se))
+
+    def protect_slice(self, se):
+        if self.kernel_618:
+            return se.vlag > se.vruntime
+        # 6.6: until update_deadline() hands out a new slice
+        return self.run_to_parity and se.vlag == se.deadline
+
+    def cancel_protect_slice(self, se):
+        if self.protect_slice(se):
+            se.vlag = se.vruntime if self.kernel_618 else se.deadline + 1
 
     def update_curr(self, rq):
         """The machine's accounting (a burst ended, a sample is taken):
@@ -290,6 +396,9 @@ class EEVDF(CFS):
     # ------------------------------------------------------------------
     # group shares
     def reweight_entity(self, cfs_rq, se, weight):
+        if self.kernel_618:
+            self.reweight_entity_lag(cfs_rq, se, weight)
+            return
         old_weight = se.weight
         if se.on_rq:
             if cfs_rq.curr is se:
@@ -306,6 +415,38 @@ class EEVDF(CFS):
             se.deadline = se.vruntime + deadline
             if cfs_rq.curr is not se:
                 self.avg_vruntime_add(cfs_rq, se)
+
+    def reweight_entity_lag(self, cfs_rq, se, weight):
+        """reweight_entity() since 6d71a9c61604 "sched/fair: Fix EEVDF
+        entity placement bug causing scheduling lag" (6.14; reverted only in
+        7.0): a queued entity keeps its lag, w_i (V - v_i), and its relative
+        deadline in real time, and is placed again.  Curr included: its lag
+        overwrites se->vlag, which in 6.17+ also holds vprot, so a
+        reweighted curr loses its slice protection (separated only in 7.0,
+        80390ead2080 "sched/fair: Separate se->vlag from se->vprot")."""
+        curr = cfs_rq.curr is se
+        on_rq = se.on_rq
+        old_weight = se.weight
+        if on_rq:
+            self._update_curr(cfs_rq)
+            self.update_entity_lag(cfs_rq, se)
+            cfs_rq.nr_running -= 1
+            if not curr:
+                self._dequeue_timeline(cfs_rq, se)
+        CFS.reweight_entity(self, cfs_rq, se, weight)
+        if on_rq:
+            # (after CFS's part: its update_curr must see an absolute deadline)
+            se.deadline -= se.vruntime
+            se.rel_deadline = True
+        # vlag = V - v_i while lag_i = w_i (V - v_i): keep lag_i
+        se.vlag = div_s64(se.vlag * old_weight, weight)
+        if se.rel_deadline:
+            se.deadline = div_s64(se.deadline * old_weight, weight)
+        if on_rq:
+            self.place_entity(cfs_rq, se, False)
+            if not curr:
+                self._enqueue_timeline(cfs_rq, se)
+            cfs_rq.nr_running += 1
 
     # ------------------------------------------------------------------
     # entity enqueue/dequeue
@@ -326,6 +467,11 @@ class EEVDF(CFS):
                 load += curr.weight
             lag = div_s64(se.vlag * (load + se.weight), load or 1)
         se.vruntime = vruntime - lag
+        if se.rel_deadline:
+            # PLACE_REL_DEADLINE: the deadline it left with, relative
+            se.deadline += se.vruntime
+            se.rel_deadline = False
+            return
         # joining tasks find the others halfway through their slices
         if self.place_deadline_initial and initial:
             vslice //= 2
@@ -357,6 +503,9 @@ class EEVDF(CFS):
         self._update_curr(cfs_rq)
         self.update_load_avg(cfs_rq, se)
         self.update_entity_lag(cfs_rq, se)
+        if self.place_rel_deadline and not (flags & DEQUEUE_SLEEP):
+            se.deadline -= se.vruntime
+            se.rel_deadline = True
         if se is not cfs_rq.curr:
             self._dequeue_timeline(cfs_rq, se)
         se.on_rq = False
@@ -368,9 +517,7 @@ class EEVDF(CFS):
     def set_next_entity(self, cfs_rq, se):
         CFS.set_next_entity(self, cfs_rq, se)
         if se.on_rq:
-            # the kernel's HACK: vlag, unused until dequeue, keeps the
-            # deadline se was picked with, for RUN_TO_PARITY
-            se.vlag = se.deadline
+            self.set_protect_slice(cfs_rq, se)
 
     # ------------------------------------------------------------------
     # task-level interface
@@ -422,8 +569,13 @@ class EEVDF(CFS):
         return se.slice - (se.sum_exec_runtime - se.prev_sum_exec_runtime)
 
     def check_preempt_wakeup(self, rq, p):
-        """check_preempt_wakeup() of 6.6: preempt if the woken entity is
-        what pick_eevdf() would run at the level it shares with curr."""
+        """check_preempt_wakeup_fair(): preempt if the woken entity is what
+        pick_eevdf() would run at the level it shares with curr.  With
+        PREEMPT_SHORT (85e511df3cec, 6.12, in its 6.17 form 052c3d87c82e
+        "sched/fair: Remove spurious shorter slice preemption") a wakee with
+        a shorter slice is judged without curr's slice protection and, if it
+        wins, cancels it; if it does not, curr's protection shrinks to the
+        shortest slice now queued."""
         curr = rq.curr
         if curr is None:
             rq.need_resched = True
@@ -433,8 +585,13 @@ class EEVDF(CFS):
         se, pse = self.find_matching_se(curr.se, p.se)
         cfs_rq = se.cfs_rq
         self._update_curr(cfs_rq)
-        if self.pick_eevdf(cfs_rq) is pse:
+        preempt_short = self.preempt_short and pse.slice < se.slice
+        if self._pick_eevdf(cfs_rq, not preempt_short) is pse:
+            if preempt_short:
+                self.cancel_protect_slice(se)
             rq.need_resched = True
+        elif preempt_short and self.run_to_parity and self.kernel_618:
+            self.update_protect_slice(cfs_rq, se)
 
 
 POLICY = EEVDF
