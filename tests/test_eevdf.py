@@ -33,8 +33,9 @@ def every(engine, period_ns, fn):
 
 def queued_entities(machine, tasks):
     """Every sched_entity on a run queue, found without the policy's
-    bookkeeping: tasks that are runnable, and group entities marked on_rq."""
-    ses = [t.se for t in tasks if not t.sleeping and not t.dead]
+    bookkeeping: tasks that are runnable or asleep but delayed
+    (DELAY_DEQUEUE), and group entities marked on_rq."""
+    ses = [t.se for t in tasks if (not t.sleeping or t.se.sched_delayed) and not t.dead]
     for tg in machine.groups.values():
         if tg.parent is not None:
             ses.extend(se for se in tg.se if se.on_rq)
@@ -189,12 +190,15 @@ class _Sporadic:
         return sleep
 
 
-def _sporadic_among_hogs(custom_slice, hogs=8, run_ns=500_000, seconds=10.0):
+def _sporadic_among_hogs(custom_slice, hogs=8, run_ns=500_000, seconds=10.0,
+                         delay_dequeue=False):
     """One sporadic task and ``hogs`` CPU hogs, all nice 0 in one cgroup on
     one core, base slice 3 ms (the default on hosts with 8 or more CPUs)."""
     engine = Engine(1)
-    m = Machine(engine, Topology(1, 1), EEVDF, EevdfConfig(name="eevdf", base_slice_ns=3_000_000),
-                CostModel())
+    # (without DELAY_DEQUEUE, which forgives the negative lag a sleeper
+    # leaves with: tests/test_eevdf_618.py)
+    cfg = EevdfConfig(name="eevdf", base_slice_ns=3_000_000, delay_dequeue=delay_dequeue)
+    m = Machine(engine, Topology(1, 1), EEVDF, cfg, CostModel())
     tg = m.create_group("g")
     owner = _Sporadic(engine, run_ns, 10_000_000)
     short = m.new_task("short", tg, 0, run_ns, 0, owner)
@@ -417,6 +421,15 @@ def test_avg_vruntime_and_lag_placement_invariants(cfg, period_ns):
             super().enqueue_entity(cfs_rq, se, flags)
             lag = self.avg_vruntime(cfs_rq) - se.vruntime
             assert abs(lag - placed.pop(id(se))) <= 2
+
+        def requeue_delayed_entity(self, se):
+            # DELAY_ZERO: placed again (at zero lag) if its lag turned positive
+            cfs_rq = se.cfs_rq
+            super().requeue_delayed_entity(se)
+            vlag = placed.pop(id(se), None)
+            if vlag is not None and cfs_rq.curr is not se:
+                assert vlag == 0
+                assert abs(self.avg_vruntime(cfs_rq) - se.vruntime) <= 2
 
         def reweight_entity(self, cfs_rq, se, weight):
             queued = se.on_rq and cfs_rq.curr is not se

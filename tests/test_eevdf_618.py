@@ -227,3 +227,115 @@ def test_protected_slice_is_bounded_by_the_shortest_queued_slice(slices, run_ms,
         engine.call_at(i * 37_000, m.wake_up_new_task, t, 0)
     engine.run(s_to_ns(0.3))
     assert checks["set"] > 10
+
+
+# --- DELAY_DEQUEUE ------------------------------------------------------------
+delay_hosts = st.fixed_dictionaries({"cores": st.integers(1, 2), "threads_per_core": st.integers(1, 2)})
+delay_groups = st.lists(st.fixed_dictionaries({
+    "threads": st.integers(1, 4),
+    "nice": st.integers(-5, 10),
+    "cgroup_weight": st.sampled_from([10, 100, 500]),
+    "sleep_ms": st.sampled_from([0.0, 0.3, 1.0, 5.0]),
+    "run_ms": st.sampled_from([0.2, 1.0, 4.0]),
+    "quota_us": st.sampled_from([None, None, 20_000]),
+}), min_size=1, max_size=3)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(delay_hosts, delay_groups, st.booleans(), st.integers(0, 2**16))
+def test_delayed_entities_are_never_run_and_leave_only_when_eligible(host, gs, nested, seed):
+    """DELAY_DEQUEUE on random hosts and sleepy cgroups (nested or not,
+    some with cpu.max): an entity set_next_entity() runs is never delayed;
+    the pick ends a delay only for an eligible entity; a delayed task is
+    asleep (no CPU runs it) and a delayed group owns an empty cfs_rq; the
+    per-CPU count of delayed entities is right at every sampled instant;
+    and a run with DELAY_DEQUEUE off never delays anything."""
+    from scenarios.simulate import build
+
+    from simcfg import make_cfg, periodic
+    seen = {"delayed": 0, "picked_delayed": 0}
+
+    class Watched(EEVDF):
+        def set_next_entity(self, cfs_rq, se):
+            assert not se.sched_delayed
+            super().set_next_entity(cfs_rq, se)
+
+        def pick_eevdf(self, cfs_rq):
+            se = super().pick_eevdf(cfs_rq)
+            if se is not None and se.sched_delayed:
+                assert self.entity_eligible(cfs_rq, se)
+                seen["picked_delayed"] += 1
+            return se
+
+    groups = [{"name": (f"outer/g{i}" if nested else f"g{i}"), **{k: v for k, v in g.items()
+                                                                    if v is not None}}
+              for i, g in enumerate(gs)]
+    cfg = make_cfg(periodic(run_ms=1.0, groups=groups), cores=host["cores"],
+                   threads_per_core=host["threads_per_core"], duration_s=0.4, warmup_s=0.0,
+                   seed=seed, scheduler={"name": "eevdf"})
+    import backends.simhost
+    load_policy = backends.simhost.load_policy
+    backends.simhost.load_policy = lambda name: Watched
+    try:
+        engine, m, _, wl = build(cfg)
+    finally:
+        backends.simhost.load_policy = load_policy
+
+    def check():
+        counts = [0] * len(m.rqs)
+        for t in wl.threads:
+            se = t.se
+            if se.sched_delayed:
+                assert t.sleeping and se.on_rq and m.rqs[t.cpu].curr is not t
+                counts[se.cfs_rq.cpu] += 1
+        for tg in m.groups.values():
+            for se in tg.se:
+                if se is not None and se.sched_delayed:
+                    assert se.on_rq and se.my_q.nr_running == 0
+                    counts[se.cfs_rq.cpu] += 1
+        assert counts == m.policy.nr_delayed
+        seen["delayed"] += sum(counts)
+
+    wl.start()
+    t = 0
+    while t < s_to_ns(0.4):
+        t += 130_000
+        engine.run(t)
+        check()
+    if seen["delayed"]:
+        assert seen["picked_delayed"] or any(m.policy.nr_delayed)
+
+
+def test_delay_dequeue_keeps_an_ineligible_sleeper_queued_until_its_lag_is_repaid():
+    """Two hogs and a thread that runs 3 ms then sleeps 1 ms, on one CPU:
+    it blocks behind V (it ran more than its share since its last pick),
+    so it stays queued, delayed, and its sleeps end mostly while it still
+    is (woken where it is, ENQUEUE_DELAYED); without DELAY_DEQUEUE nothing
+    is ever delayed.  Either way the thread, which asks for 3/4 of the CPU,
+    gets no more than its fair third, within a few slices (lag is bounded)."""
+    def run(**sched):
+        engine = Engine(5)
+        m = Machine(engine, Topology(1, 1), EEVDF,
+                    EevdfConfig(name="eevdf", base_slice_ns=HOST_BASE_SLICE_NS, **sched),
+                    CostModel())
+        tg = m.create_group("g")
+        woken_delayed = []
+
+        class Bursty:
+            def burst_done(self, task):
+                task.remaining = 3_000_000
+                engine.call_later(1_000_000, lambda: woken_delayed.append(task.se.sched_delayed))
+                return 1_000_001
+        b = m.new_task("b", tg, 0, 3_000_000, 0, Bursty())
+        for i in range(2):
+            engine.call_at(0, m.wake_up_new_task, m.new_task(f"hog{i}", tg, 0, 10**12, 0, _Hog()), 0)
+        engine.call_at(0, m.wake_up_new_task, b, 0)
+        engine.run(s_to_ns(2.0))
+        return np.mean(woken_delayed), b.se.sum_exec_runtime
+    delayed, service = run()
+    never, service66 = run(delay_dequeue=False)
+    print(f"woken while delayed {delayed:.2f}; service {service / 1e9:.3f} vs "
+          f"{service66 / 1e9:.3f} s")
+    assert delayed > 0.5 and never == 0
+    fair = 2.0e9 / 3
+    assert max(service, service66) <= fair + 4 * HOST_BASE_SLICE_NS

@@ -6,7 +6,8 @@ from sim.rq cimport SchedEntity, CfsRq, Rq
 from sim.task cimport Task
 
 # constants the hot paths use, as C integers rather than module globals
-cdef long DEQUEUE_SLEEP, ENQUEUE_INITIAL, ENQUEUE_MIGRATED
+cdef long DEQUEUE_SLEEP, DEQUEUE_DELAYED, DEQUEUE_SPECIAL, ENQUEUE_DELAYED, ENQUEUE_INITIAL
+cdef long ENQUEUE_MIGRATED
 cdef long long NO_SLICE
 
 @cython.locals(q=cython.longlong)
@@ -26,6 +27,9 @@ cdef class EEVDF(CFS):
     cdef public bint run_to_parity
     cdef public bint preempt_short
     cdef public bint custom_slices
+    cdef public bint delay_dequeue
+    cdef public bint delay_zero
+    cdef public list nr_delayed
     cdef public long long tick_nsec
 
     cpdef init_task_group(self, tg)
@@ -78,7 +82,15 @@ cdef class EEVDF(CFS):
     cpdef task_fork_fair(self, CfsRq cfs_rq, SchedEntity se)
     @cython.locals(curr=bint)
     cpdef enqueue_entity(self, CfsRq cfs_rq, SchedEntity se, long flags)
-    cpdef dequeue_entity(self, CfsRq cfs_rq, SchedEntity se, long flags)
+    cpdef bint dequeue_entity(self, CfsRq cfs_rq, SchedEntity se, long flags)
+    cpdef clear_delayed(self, SchedEntity se)
+    @cython.locals(cfs_rq=CfsRq)
+    cpdef requeue_delayed_entity(self, SchedEntity se)
+    @cython.locals(se=SchedEntity)
+    cpdef enqueue_task(self, Rq rq, Task p, long flags)
+    cpdef task_dead(self, Task p)
+    @cython.locals(cfs_rq=CfsRq, curr=SchedEntity, se=SchedEntity)
+    cpdef pick_delayed(self, Rq rq)
     cpdef set_next_entity(self, CfsRq cfs_rq, SchedEntity se)
     cpdef migrate_task_rq(self, Task p, long new_cpu)
     cpdef switched_from_fair(self, Task p)

@@ -1,50 +1,80 @@
 # cython: overflowcheck=True
-"""EEVDF, the fair class of kernel/sched/fair.c from Linux 6.6 on.
+"""EEVDF, the fair class of kernel/sched/fair.c from Linux 6.6 on, as 6.18
+runs it (``kernel: "6.18"``, the default) or as 6.6 did (``kernel: "6.6"``
+with the 6.12 features off: scheduler=eevdf66).
 
 EEVDF kept most of fair.c (PELT, group shares, wake-up and fork placement,
 load balancing, task_hot, nohz and newidle balancing), so ``EEVDF``
 subclasses ``CFS`` and overrides only what the 6.6 series replaced: the
 timeline and its pick, update_curr/update_deadline, place_entity and lag,
 entity_tick (no check_preempt_tick), wake-up preemption, reweight_entity and
-the sysctls.  Hold it next to fair.c of v6.6; functions carry its names.
+the sysctls.  Functions carry fair.c's names.
 
-Semantics are those of v6.6 (af4cf40470c2 avg_vruntime, 86bfbb7ce4f6 lag
+Common to both: 6.6's EEVDF (af4cf40470c2 avg_vruntime, 86bfbb7ce4f6 lag
 placement, 147f3efaa241 the EEVDF pick, 5e963f2bd465 "Commit to EEVDF",
-e8f331bcc270 lag-based cross-runqueue placement, and the 6.6-rc fixes of
-pick_eevdf b01db23d5923 and avg_vruntime's rounding), with two later pieces
-the simulator's interface asks for:
+e8f331bcc270 lag-based cross-runqueue placement, the 6.6-rc fixes of
+pick_eevdf b01db23d5923 and avg_vruntime's rounding), a per-task slice,
+``task.custom_slice`` (sched_setattr(sched_runtime), 857b158dc5e8, 6.12)
+clamped to [0.1, 100] ms as __setparam_fair() does, and ENQUEUE_INITIAL at a
+new task's first enqueue (c40dd90ac045, 6.12; ``place_deadline_initial:
+false`` gives 6.6's full first slice).
 
-* a per-task slice, ``task.custom_slice`` (sched_setattr(sched_runtime),
-  857b158dc5e8 in 6.12), used by update_deadline and place_entity and
-  clamped to [0.1, 100] ms as __setparam_fair() does.  PREEMPT_SHORT, which
-  6.12 added with it, is not modelled;
-* ENQUEUE_INITIAL reaches place_entity() at a new task's first enqueue
-  (c40dd90ac045, 6.12).  In 6.6 task_fork_fair() placed the child with half
-  a slice but enqueue_entity() placed it again without the flag, so a new
-  task effectively started with a full slice: ``place_deadline_initial:
-  false`` reproduces that.
+What 6.18 changes, each a flag or the ``kernel`` switch:
 
-Features as in 6.6 features.h: PLACE_LAG, PLACE_DEADLINE_INITIAL,
-RUN_TO_PARITY and WAKEUP_PREEMPTION on (each a config flag), NEXT_BUDDY off
-and LAST_BUDDY/the skip buddy removed (5e963f2bd465), so no buddy is ever
-set: pick_next_entity() reads the next buddy only under NEXT_BUDDY, and the
-one dequeue_task_fair() may still nominate would only count as cache hot
-(CACHE_HOT_BUDDY, not modelled).  HRTICK (off in the kernel) is an option
-and, as 6.6's hrtick_start_fair(), times what is left of se->slice since the
-pick, not the distance to the deadline.  reweight_entity() is 6.6's:
-vruntime stays, the relative deadline (queued) or vlag (not queued) is
-rescaled; 6.7's reweight_eevdf() is not modelled.  Group entities always use
-the base slice (6.6; no min_slice propagation).  Not modelled, beyond what
-cfs.py lists: DELAY_DEQUEUE (6.12), sched_yield, idle-policy entities, and
-the kernel's fixed-point __calc_delta (exact integer division, as in cfs.py).
+* the base slice is 0.7 ms x the tunable_scaling factor (2ae891b82695,
+  6.15; 0.75 ms before): this host reports se.slice 1.4 ms;
+* slice protection (RUN_TO_PARITY): the vruntime up to which curr may not
+  be preempted, vprot, is set at the pick to its deadline or, if shorter,
+  the shortest slice queued (cfs_rq_min_slice), and without RUN_TO_PARITY
+  to the normalized base slice (9de74a9850b9, 3a0baa8e6c57, 6.17); once
+  curr is past it, every update_curr() with others queued reschedules
+  (74eec63661d4), so at each tick the pick runs again.  6.6 protected curr
+  until update_deadline() gave it a new slice, and no further check;
+* PREEMPT_SHORT (85e511df3cec, 6.12, in its 6.17 form 052c3d87c82e): a wakee
+  with a shorter slice than curr is judged without curr's protection and,
+  winning, cancels it; losing, it shrinks it to the shortest slice queued;
+* DELAY_DEQUEUE with DELAY_ZERO (152e11f6df29 and the 6.12 series): an
+  entity going to sleep while not eligible stays queued (sched_delayed),
+  with its load, weight in V, nr_running and h_nr_running, until the pick
+  would run it (it is dequeued then, its positive lag cut to zero, and the
+  pick starts over) or it is woken (ttwu_runnable(): requeued where it is,
+  ENQUEUE_DELAYED, placed again at zero lag only if its lag turned
+  positive).  A group entity whose last task left is delayed the same way.
+  A throttle never delays (DEQUEUE_SPECIAL), an exit ends the delay
+  (task_dead_fair()), and the machine ends it for a sleeping task whose
+  class or affinity changes (the kernel's DEQUEUE_DELAYED in
+  __sched_setscheduler() and the affinity change).  Its PELT: the load
+  stays (the kernel's load_avg counts se->on_rq); 6.13's separate runnable
+  count (h_nr_runnable) is not modelled, nor is load balancing of delayed
+  tasks (the balancer never moves them: they are not on its list);
+* PLACE_REL_DEADLINE (6.12): a task dequeued without sleeping (migration,
+  class change) keeps its deadline relative to its vruntime;
+* reweight_entity() keeps a queued entity's lag and relative deadline and
+  places it again (6d71a9c61604, 6.14; reverted in 7.0).  Since vprot shares
+  se->vlag (a union until 80390ead2080 in 7.0), reweighting curr ends its
+  slice protection, as it does in 6.18;
+* group entities take the min_slice of the cfs_rq they own (aef6987d8954,
+  6.12).  The kernel rewrites it on every enqueue and dequeue below; here it
+  is read at the group entity's next placement or deadline.
+
+Not modelled: NEXT_BUDDY (off), sched_yield, idle-policy entities and
+SCHED_BATCH, 6.13's h_nr_runnable, 6.18's task-based throttling (the
+throttle still takes the group entity off, as before 6.18), 6.19's wake-up
+preemption rework, proxy execution, and the kernel's fixed-point
+__calc_delta (exact integer division, as in cfs.py).  HRTICK (off in the
+kernel) is an option and times what is left of se->slice since the pick.
+No buddy is ever set (NEXT_BUDDY off, LAST_BUDDY and the skip buddy gone
+since 5e963f2bd465).  Stable 6.18.y releases may carry later fixes (the
+vlag/vprot separation, the reweight revert); this host's 6.18.44 was not
+checked for them.
 
 Two places where the machine's calls differ from the kernel's: the machine
 brings accounting up to date at instants the kernel would not (a burst that
 runs on, interval sampling), so its update_curr(rq) charges time without the
-deadline check, which the next kernel-side update_curr() makes; and
-__schedule() clears TIF_NEED_RESCHED after the pick, so a slice that ends
-during pick_next_task/put_prev_task (update_curr on the way) does not leave
-a stale reschedule behind.
+deadline and protection checks, which the next kernel-side update_curr()
+makes; and __schedule() clears TIF_NEED_RESCHED after the pick, so a slice
+that ends during pick_next_task/put_prev_task (update_curr on the way) does
+not leave a stale reschedule behind.
 
 The timeline is a list sorted by (vruntime, sequence): vruntime, not
 deadline, as in 6.6's rbtree.  An entity's key never changes while queued
@@ -55,9 +85,11 @@ rbtree augmented with min_deadline.  Ties on deadline go to a queued
 entity, the smaller vruntime first: curr keeps the CPU only with a strictly
 earlier deadline, as pick_eevdf() decides since its tree is sorted by
 deadline ("if (!best || (curr && entity_before(curr, best)))", 6.12+;
-6.6 kept curr on a tie).  The difference is visible: two equal hogs on one
-CPU switch at every tick on this project's 6.18 host, and did at every
-other tick in the 6.6 model (calibration/fits/this-vm.md, density).
+6.6 kept curr on a tie, which ``kernel: "6.6"`` does not restore).  Two
+equal hogs on one CPU switch at every tick on this project's 6.18 host
+(calibration/fits/this-vm.md, density); the wake-up probe
+calibration/bench/slice_preempt.py is what tests/test_eevdf_618.py holds
+the protection and PREEMPT_SHORT to.
 """
 from __future__ import annotations
 
@@ -67,7 +99,8 @@ from typing import Optional
 
 from policies.kernel.cfs import CFS, GRANULARITY_RANGE_NS, FairConfig, scaled
 from sim.sched_class import tunable
-from sim.sched_flags import DEQUEUE_SLEEP, ENQUEUE_INITIAL, ENQUEUE_MIGRATED
+from sim.sched_flags import (DEQUEUE_DELAYED, DEQUEUE_SLEEP, DEQUEUE_SPECIAL, ENQUEUE_DELAYED,
+                             ENQUEUE_INITIAL, ENQUEUE_MIGRATED)
 
 # normalized_sysctl_sched_base_slice: 0.75 ms in 6.6 .. 6.14, 0.7 ms since
 # 2ae891b82695 "sched: Reduce the default slice to avoid tasks getting an
@@ -106,6 +139,12 @@ class EevdfConfig(FairConfig):
     # PREEMPT_SHORT (6.12): a wakee with a shorter slice than curr ignores
     # curr's slice protection
     preempt_short: bool = tunable(True)
+    # DELAY_DEQUEUE (6.12): a sleeper that is not eligible stays queued
+    # (sched_delayed) until it is picked or woken
+    delay_dequeue: bool = tunable(True)
+    # DELAY_ZERO: a delayed entity leaves, or is woken, with a lag of at
+    # most zero
+    delay_zero: bool = tunable(True)
 
 
 def div_s64(a: int, b: int) -> int:
@@ -135,6 +174,9 @@ class EEVDF(CFS):
     def __init__(self, cfg, machine):
         super().__init__(cfg, machine)
         self.tick_nsec = machine.tick_ns
+        # delayed entities per CPU: while there are none, the pick needs no
+        # pass to finish their dequeues
+        self.nr_delayed = [0] * len(machine.rqs)
         for rq in machine.rqs:
             rq.cfs.timeline = Timeline()
 
@@ -153,6 +195,8 @@ class EEVDF(CFS):
         self.place_rel_deadline = bool(cfg.place_rel_deadline)
         self.run_to_parity = bool(cfg.run_to_parity)
         self.preempt_short = bool(cfg.preempt_short)
+        self.delay_dequeue = bool(cfg.delay_dequeue)
+        self.delay_zero = bool(cfg.delay_zero)
         # some task asked for its own slice: until one does, every entity's
         # slice is the base slice and so is every cfs_rq's min_slice
         self.custom_slices = False
@@ -500,7 +544,19 @@ class EEVDF(CFS):
         se.on_rq = True
 
     def dequeue_entity(self, cfs_rq, se, flags):
+        """False if DELAY_DEQUEUE keeps ``se`` queued: a sleep
+        (DEQUEUE_SLEEP, not DEQUEUE_SPECIAL) of an entity that is not
+        eligible, 152e11f6df29 "sched/fair: Implement delayed dequeue"
+        (6.12).  It keeps its place, load and weight in V until the pick
+        or a wake-up ends the delay; DEQUEUE_DELAYED ends it here, with a
+        positive lag cut to zero (DELAY_ZERO)."""
         self._update_curr(cfs_rq)
+        if not (flags & DEQUEUE_DELAYED) and self.delay_dequeue and flags & DEQUEUE_SLEEP \
+                and not (flags & DEQUEUE_SPECIAL) and not self.entity_eligible(cfs_rq, se):
+            self.update_load_avg(cfs_rq, se)
+            se.sched_delayed = True
+            self.nr_delayed[cfs_rq.cpu] += 1
+            return False
         self.update_load_avg(cfs_rq, se)
         self.update_entity_lag(cfs_rq, se)
         if self.place_rel_deadline and not (flags & DEQUEUE_SLEEP):
@@ -512,7 +568,35 @@ class EEVDF(CFS):
         cfs_rq.load_weight -= se.weight
         cfs_rq.nr_running -= 1
         self.update_cfs_group(se)
+        if flags & DEQUEUE_DELAYED:
+            self.clear_delayed(se)
+            if self.delay_zero and se.vlag > 0:
+                se.vlag = 0
         self.update_min_vruntime(cfs_rq)
+        return True
+
+    def clear_delayed(self, se):
+        se.sched_delayed = False
+        self.nr_delayed[se.cfs_rq.cpu] -= 1
+
+    def requeue_delayed_entity(self, se):
+        """A delayed entity is woken (a task) or gets a task again (a
+        group): the delay ends where it is queued; with DELAY_ZERO one
+        whose lag turned positive meanwhile is placed again at zero lag."""
+        cfs_rq = se.cfs_rq
+        if self.delay_zero:
+            self.update_entity_lag(cfs_rq, se)
+            if se.vlag > 0:
+                cfs_rq.nr_running -= 1
+                if se is not cfs_rq.curr:
+                    self._dequeue_timeline(cfs_rq, se)
+                se.vlag = 0
+                self.place_entity(cfs_rq, se, False)
+                if se is not cfs_rq.curr:
+                    self._enqueue_timeline(cfs_rq, se)
+                cfs_rq.nr_running += 1
+        self.update_load_avg(cfs_rq, se)
+        self.clear_delayed(se)
 
     def set_next_entity(self, cfs_rq, se):
         CFS.set_next_entity(self, cfs_rq, se)
@@ -521,6 +605,47 @@ class EEVDF(CFS):
 
     # ------------------------------------------------------------------
     # task-level interface
+    def enqueue_task(self, rq, p, flags):
+        """enqueue_task_fair(): a woken delayed task is requeued where it
+        is (ttwu_runnable(), ENQUEUE_DELAYED) and counts nowhere anew, as
+        it never stopped counting; an ancestor left delayed is requeued
+        before the walk stops at it."""
+        se = p.se
+        if flags & ENQUEUE_DELAYED:
+            self.requeue_delayed_entity(se)
+            return
+        se = se.parent
+        while se is not None and not se.on_rq:
+            se = se.parent
+        if se is not None and se.sched_delayed:
+            self.requeue_delayed_entity(se)
+        CFS.enqueue_task(self, rq, p, flags)
+
+    def task_dead(self, p):
+        """task_dead_fair(): a task that exits while delayed leaves now."""
+        if p.se.sched_delayed:
+            self.dequeue_entities(self.machine.rqs[p.cpu], p.se, DEQUEUE_SLEEP | DEQUEUE_DELAYED)
+        CFS.task_dead(self, p)
+
+    def pick_delayed(self, rq):
+        """pick_task_fair()'s retries: an entity the pick would run that is
+        delayed is dequeued (DEQUEUE_DELAYED) and the pick starts over, until
+        it would run a task that is not.  Done before CFS's walk, which
+        then finds no delayed entity on its way."""
+        cfs_rq = rq.cfs
+        while cfs_rq.nr_running:
+            curr = cfs_rq.curr
+            if curr is not None and curr.on_rq:
+                self._update_curr(cfs_rq)
+            se = self.pick_eevdf(cfs_rq)
+            if se.sched_delayed:
+                self.dequeue_entities(rq, se, DEQUEUE_SLEEP | DEQUEUE_DELAYED)
+                cfs_rq = rq.cfs
+            elif se.my_q is None:
+                return
+            else:
+                cfs_rq = se.my_q
+
     def migrate_task_rq(self, p, new_cpu):
         """migrate_task_rq_fair(): only the load moves; the lag the task
         left with places it on the new CPU (no vruntime renormalisation)."""
@@ -540,6 +665,8 @@ class EEVDF(CFS):
         # that ends while picking (update_curr on the way down) is already
         # accounted for by the pick itself
         resched = rq.need_resched
+        if self.nr_delayed[rq.cpu]:
+            self.pick_delayed(rq)
         p = CFS.pick_next_task(self, rq, prev)
         rq.need_resched = resched
         return p
