@@ -23,6 +23,18 @@ from simcfg import DEFAULT_COSTS, IDEAL, make_cfg, periodic, run_for
 EEVDF_CFG = {"name": "eevdf"}
 
 
+def build_with(policy_cls, cfg):
+    """build(cfg) with ``policy_cls`` as its fair class (a subclass that
+    watches the policy's calls: the compiled EEVDF has no instance dict)."""
+    import backends.simhost
+    load_policy = backends.simhost.load_policy
+    backends.simhost.load_policy = lambda name: policy_cls
+    try:
+        return build(cfg)
+    finally:
+        backends.simhost.load_policy = load_policy
+
+
 def every(engine, period_ns, fn):
     """Call ``fn()`` every ``period_ns`` of simulated time."""
     def tick():
@@ -370,12 +382,13 @@ def test_pick_eevdf_is_the_earliest_eligible_deadline(spec, v0, with_curr, curr_
 
 
 hosts = st.fixed_dictionaries({"cores": st.integers(1, 4), "threads_per_core": st.integers(1, 2)})
-groups = st.lists(st.fixed_dictionaries({
+GROUP_FIELDS = {
     "threads": st.integers(1, 5),
     "nice": st.integers(-5, 10),
     "cgroup_weight": st.sampled_from([10, 100, 500]),
     "sleep_ms": st.sampled_from([0.0, 0.7, 3.0, 20.0]),
-}), min_size=1, max_size=3)
+}
+groups = st.lists(st.fixed_dictionaries(GROUP_FIELDS), min_size=1, max_size=3)
 scenarios = st.builds(
     lambda h, gs, run_ms, costs, hz, seed, sched: make_cfg(
         periodic(run_ms=run_ms, sleep_ms=1.0, groups=[{"name": f"g{i}", **g}
@@ -440,13 +453,7 @@ def test_avg_vruntime_and_lag_placement_invariants(cfg, period_ns):
                 # the kernel does: its lag is not kept exactly)
                 assert abs(self.avg_vruntime(cfs_rq) - se.vruntime - vlag) <= 2
 
-    import backends.simhost
-    load_policy = backends.simhost.load_policy
-    backends.simhost.load_policy = lambda name: Watched
-    try:
-        engine, m, _, wl = build(cfg)
-    finally:
-        backends.simhost.load_policy = load_policy
+    engine, m, _, wl = build_with(Watched, cfg)
     assert type(m.policy) is Watched
     wl.start()
     every(engine, period_ns, lambda: check_eevdf_state(m, wl.threads))

@@ -17,6 +17,8 @@ from sim.costmodel import CostModel
 from sim.engine import Engine, s_to_ns
 from sim.machine import Machine
 from sim.topology import Topology
+from simcfg import make_cfg, periodic
+from test_eevdf import GROUP_FIELDS, build_with, hosts
 
 DATA = Path(__file__).resolve().parents[1] / "calibration" / "data" / "this-vm"
 # the host's base slice: /proc/PID/sched reads se.slice 1400000 on this
@@ -230,19 +232,16 @@ def test_protected_slice_is_bounded_by_the_shortest_queued_slice(slices, run_ms,
 
 
 # --- DELAY_DEQUEUE ------------------------------------------------------------
-delay_hosts = st.fixed_dictionaries({"cores": st.integers(1, 2), "threads_per_core": st.integers(1, 2)})
+# test_eevdf's random cgroups, with their own burst lengths and some cpu.max
 delay_groups = st.lists(st.fixed_dictionaries({
-    "threads": st.integers(1, 4),
-    "nice": st.integers(-5, 10),
-    "cgroup_weight": st.sampled_from([10, 100, 500]),
-    "sleep_ms": st.sampled_from([0.0, 0.3, 1.0, 5.0]),
+    **GROUP_FIELDS,
     "run_ms": st.sampled_from([0.2, 1.0, 4.0]),
     "quota_us": st.sampled_from([None, None, 20_000]),
 }), min_size=1, max_size=3)
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(delay_hosts, delay_groups, st.booleans(), st.integers(0, 2**16))
+@given(hosts, delay_groups, st.booleans(), st.integers(0, 2**16))
 def test_delayed_entities_are_never_run_and_leave_only_when_eligible(host, gs, nested, seed):
     """DELAY_DEQUEUE on random hosts and sleepy cgroups (nested or not,
     some with cpu.max): an entity set_next_entity() runs is never delayed;
@@ -250,9 +249,6 @@ def test_delayed_entities_are_never_run_and_leave_only_when_eligible(host, gs, n
     asleep (no CPU runs it) and a delayed group owns an empty cfs_rq; the
     per-CPU count of delayed entities is right at every sampled instant;
     and a run with DELAY_DEQUEUE off never delays anything."""
-    from scenarios.simulate import build
-
-    from simcfg import make_cfg, periodic
     seen = {"delayed": 0, "picked_delayed": 0}
 
     class Watched(EEVDF):
@@ -273,13 +269,7 @@ def test_delayed_entities_are_never_run_and_leave_only_when_eligible(host, gs, n
     cfg = make_cfg(periodic(run_ms=1.0, groups=groups), cores=host["cores"],
                    threads_per_core=host["threads_per_core"], duration_s=0.4, warmup_s=0.0,
                    seed=seed, scheduler={"name": "eevdf"})
-    import backends.simhost
-    load_policy = backends.simhost.load_policy
-    backends.simhost.load_policy = lambda name: Watched
-    try:
-        engine, m, _, wl = build(cfg)
-    finally:
-        backends.simhost.load_policy = load_policy
+    engine, m, _, wl = build_with(Watched, cfg)
 
     def check():
         counts = [0] * len(m.rqs)

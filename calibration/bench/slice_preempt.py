@@ -27,7 +27,8 @@ import time
 import pyarrow as pa
 
 from calibration.bench import common
-from calibration.bench.common import NativeProc, Progress
+from calibration.bench.common import Progress
+from calibration.bench.wakeup import sleeper_lateness
 
 NAME = "slice_preempt"
 ROOT = "slice"
@@ -60,23 +61,10 @@ def measure(cg, cpu: int, hogs: int, slice_ns: int, repeat: int, count: int) -> 
     cg.create(group)
     budget_s = (SKIP + count) * PERIOD_NS / 1e9 * 3 + 30
     with common.hogs(cg, [group] * hogs, cpu, max_seconds=budget_s + 10):
-        p = NativeProc("wakeup", ["--cpu", cpu, "--period-ns", PERIOD_NS, "--count", count,
-                                  "--skip", SKIP], max_seconds=budget_s)
-        try:
-            cg.attach(group, p.pids[0])
-            set_slice(p.pids[0], slice_ns)
-            p.go()
-            lines = p.output(timeout_s=budget_s)
-        finally:
-            p.kill()
-    rows = []
-    for line in lines:
-        parts = line.split()
-        if len(parts) != 2 or parts[0] != "L":
-            raise RuntimeError(f"wakeup: unexpected line {line!r}")
-        rows.append({"hogs": hogs, "slice_ns": slice_ns, "repeat": repeat,
-                     "lateness_ns": int(parts[1])})
-    return rows
+        lateness = sleeper_lateness(cg, group, cpu, PERIOD_NS, count, SKIP, budget_s,
+                                    before_go=lambda pid: set_slice(pid, slice_ns))
+    return [{"hogs": hogs, "slice_ns": slice_ns, "repeat": repeat, "lateness_ns": late}
+            for late in lateness]
 
 
 def run(out_dir, quick: bool = False, progress: Progress = None) -> pa.Table:
