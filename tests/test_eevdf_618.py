@@ -247,9 +247,7 @@ def test_delayed_entities_are_never_run_and_leave_only_when_eligible(host, gs, n
     some with cpu.max): an entity set_next_entity() runs is never delayed;
     the pick ends a delay only for an eligible entity; a delayed task is
     asleep (no CPU runs it) and a delayed group owns an empty cfs_rq; the
-    per-CPU count of delayed entities is right at every sampled instant;
-    and a run with DELAY_DEQUEUE off never delays anything."""
-    seen = {"delayed": 0, "picked_delayed": 0}
+    per-CPU count of delayed entities is right at every sampled instant."""
 
     class Watched(EEVDF):
         def set_next_entity(self, cfs_rq, se):
@@ -260,7 +258,6 @@ def test_delayed_entities_are_never_run_and_leave_only_when_eligible(host, gs, n
             se = super().pick_eevdf(cfs_rq)
             if se is not None and se.sched_delayed:
                 assert self.entity_eligible(cfs_rq, se)
-                seen["picked_delayed"] += 1
             return se
 
     groups = [{"name": (f"outer/g{i}" if nested else f"g{i}"), **{k: v for k, v in g.items()
@@ -284,7 +281,6 @@ def test_delayed_entities_are_never_run_and_leave_only_when_eligible(host, gs, n
                     assert se.on_rq and se.my_q.nr_running == 0
                     counts[se.cfs_rq.cpu] += 1
         assert counts == m.policy.nr_delayed
-        seen["delayed"] += sum(counts)
 
     wl.start()
     t = 0
@@ -292,8 +288,6 @@ def test_delayed_entities_are_never_run_and_leave_only_when_eligible(host, gs, n
         t += 130_000
         engine.run(t)
         check()
-    if seen["delayed"]:
-        assert seen["picked_delayed"] or any(m.policy.nr_delayed)
 
 
 def test_delay_dequeue_keeps_an_ineligible_sleeper_queued_until_its_lag_is_repaid():

@@ -91,6 +91,7 @@ cdef class EEVDF(CFS):
     cpdef task_dead(self, Task p)
     @cython.locals(cfs_rq=CfsRq, curr=SchedEntity, se=SchedEntity)
     cpdef pick_delayed(self, Rq rq)
+    cpdef _pick_next_task_simple(self, Rq rq)
     cpdef set_next_entity(self, CfsRq cfs_rq, SchedEntity se)
     cpdef migrate_task_rq(self, Task p, long new_cpu)
     cpdef switched_from_fair(self, Task p)

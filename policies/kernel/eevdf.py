@@ -646,6 +646,16 @@ class EEVDF(CFS):
             else:
                 cfs_rq = se.my_q
 
+    def _pick_next_task_simple(self, rq):
+        """Also after a throttle in the pick's walk: the pick starts over
+        from the root, and may find a delayed entity there; None if only
+        delayed ones were left."""
+        if self.nr_delayed[rq.cpu]:
+            self.pick_delayed(rq)
+            if not rq.cfs.nr_running:
+                return None
+        return CFS._pick_next_task_simple(self, rq)
+
     def migrate_task_rq(self, p, new_cpu):
         """migrate_task_rq_fair(): only the load moves; the lag the task
         left with places it on the new CPU (no vruntime renormalisation)."""
