@@ -617,6 +617,15 @@ class CFS(KernelScheduler):
                         return None
                     return self._pick_next_task_simple(rq)
             se = self.pick_next_entity(cfs_rq, curr)
+            if se.sched_delayed:
+                # EEVDF's DELAY_DEQUEUE: a delayed entity the pick would run
+                # leaves instead, and the pick starts over (pick_task_fair())
+                self.dequeue_entities(rq, se, DEQUEUE_SLEEP | DEQUEUE_DELAYED)
+                cfs_rq = rq.cfs
+                if not cfs_rq.nr_running:
+                    self.put_prev_task(rq, prev)
+                    return None
+                continue
             cfs_rq = se.my_q
         p = se.task
         if p is not prev:

@@ -628,10 +628,11 @@ class EEVDF(CFS):
         CFS.task_dead(self, p)
 
     def pick_delayed(self, rq):
-        """pick_task_fair()'s retries: an entity the pick would run that is
-        delayed is dequeued (DEQUEUE_DELAYED) and the pick starts over, until
-        it would run a task that is not.  Done before CFS's walk, which
-        then finds no delayed entity on its way."""
+        """pick_task_fair()'s retries for a pick that sets each level's
+        entity as it descends (nothing ran, _pick_next_task_simple): an
+        entity the pick would run that is delayed is dequeued
+        (DEQUEUE_DELAYED) and the pick starts over, until it would run a
+        task that is not.  (CFS.pick_next_task() retries in its own walk.)"""
         cfs_rq = rq.cfs
         while cfs_rq.nr_running:
             curr = cfs_rq.curr
@@ -675,8 +676,6 @@ class EEVDF(CFS):
         # that ends while picking (update_curr on the way down) is already
         # accounted for by the pick itself
         resched = rq.need_resched
-        if self.nr_delayed[rq.cpu]:
-            self.pick_delayed(rq)
         p = CFS.pick_next_task(self, rq, prev)
         rq.need_resched = resched
         return p
