@@ -283,8 +283,8 @@ FORMATTERS = {"text": format_text, "markdown": format_markdown, "csv": format_cs
 BACKGROUND = ("background activity the host always has (per-CPU kernel threads waking: rcu, "
               "kworkers; ~40 switch-outs/s per busy CPU measured here with one hog per CPU)")
 LOADGEN = "the load generator sharing the CPUs (SCHED_FIFO, preempts a worker per dispatch)"
-EEVDF_NEW = ("EEVDF as in 6.12-6.18 (RUN_TO_PARITY with slice protection, PREEMPT_SHORT, "
-             "DELAY_DEQUEUE of sleepers with negative lag; the simulator follows 6.6)")
+EEVDF_NEW = ("EEVDF's DELAY_DEQUEUE (6.12: a sleeper with negative lag stays queued until "
+             "eligible), which the simulator's 6.18 fair class does not model")
 TIMER = ("timer slack (50 us for SCHED_OTHER) and idle-exit latency on timer-driven "
          "wake-ups")
 CACHE = "switch cost under cache pressure (many working sets sharing the LLC)"

@@ -52,7 +52,7 @@ Where the simulator differs from the kernel:
 """
 from __future__ import annotations
 
-from sim.sched_flags import DEQUEUE_SLEEP, ENQUEUE_WAKEUP
+from sim.sched_flags import DEQUEUE_DELAYED, DEQUEUE_SLEEP, DEQUEUE_SPECIAL, ENQUEUE_WAKEUP
 
 # RUNTIME_INF: quota of an unlimited group (cpu.max "max", cfs_quota_us -1)
 RUNTIME_INF = -1
@@ -445,7 +445,10 @@ class CfsBandwidthControl:
             if not se.on_rq:          # an ancestor is throttled already
                 reached_root = False
                 break
-            policy.dequeue_entity(qcfs_rq, se, DEQUEUE_SLEEP)
+            # DEQUEUE_SPECIAL: a throttle is no sleep EEVDF may delay (and
+            # ends a delay already begun), as throttle_cfs_rq() does
+            policy.dequeue_entity(qcfs_rq, se, DEQUEUE_SLEEP | DEQUEUE_SPECIAL |
+                                  (DEQUEUE_DELAYED if se.sched_delayed else 0))
             if qcfs_rq.runtime_enabled and not qcfs_rq.nr_running:
                 self.return_cfs_rq_runtime(qcfs_rq)
             qcfs_rq.h_nr_running -= task_delta
@@ -500,6 +503,8 @@ class CfsBandwidthControl:
                     self.check_enqueue_throttle(qcfs_rq)
                 if qcfs_rq.throttled:
                     return
+        if se is not None and se.sched_delayed:
+            policy.requeue_delayed_entity(se)     # EEVDF: the group has tasks again
         while se is not None:
             qcfs_rq = se.cfs_rq
             policy.update_load_avg(qcfs_rq, se)

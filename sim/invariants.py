@@ -14,19 +14,34 @@ def check_rq_invariants(machine, tasks=()) -> None:
     """Every runnable task is on exactly one run queue, the counters agree
     with the queues, and the running task belongs to its CPU.  Fair tasks
     under a throttled group (CFS bandwidth) are queued but not runnable:
-    they are not in nr_running and never run."""
+    they are not in nr_running and never run.  Tasks EEVDF keeps queued
+    while asleep (DELAY_DEQUEUE, ``se.sched_delayed``) count in nr_running
+    and h_nr_running as the kernel counts them, but are on no task list
+    and never run."""
     seen: dict[int, int] = {}
+    delayed_on = [[] for _ in machine.rqs]
+    for tg in machine.groups.values():
+        for p in tg.tasks:
+            if p.se.sched_delayed:
+                if not p.sleeping or not p.se.on_rq or p in machine.rqs[p.cpu].cfs_tasks \
+                        or machine.rqs[p.cpu].curr is p:
+                    raise InvariantError(f"delayed task {p.name} has inconsistent state")
+                if not throttled(p):
+                    delayed_on[p.cpu].append(p)
     for rq, rt_rq in zip(machine.rqs, machine.rt.rt_rqs):
         rt_tasks = [p for q in rt_rq.queue.values() for p in q]
         queued = list(rq.cfs_tasks) + rt_tasks
         fair = [p for p in rq.cfs_tasks if not throttled(p)]
-        if rq.nr_running != len(fair) + len(rt_tasks) or rt_rq.rt_nr_running != len(rt_tasks):
+        delayed = len(delayed_on[rq.cpu])
+        if rq.nr_running != len(fair) + delayed + len(rt_tasks) \
+                or rt_rq.rt_nr_running != len(rt_tasks):
             raise InvariantError(f"cpu{rq.cpu}: nr_running {rq.nr_running} "
                                  f"(rt {rt_rq.rt_nr_running}) but {len(fair)} runnable "
                                  f"fair and {len(rt_tasks)} RT tasks queued")
-        if rq.cfs.h_nr_running != len(fair):
+        if rq.cfs.h_nr_running != len(fair) + delayed:
             raise InvariantError(f"cpu{rq.cpu}: h_nr_running {rq.cfs.h_nr_running} "
-                                 f"!= {len(fair)} runnable fair tasks queued")
+                                 f"!= {len(fair)} runnable and {delayed} delayed fair tasks "
+                                 f"queued")
         if rq.curr is not None and rq.curr.prio >= MAX_RT_PRIO and throttled(rq.curr):
             raise InvariantError(f"cpu{rq.cpu} runs {rq.curr.name} of a throttled group")
         for p in queued:

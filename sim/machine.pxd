@@ -8,8 +8,8 @@ from sim.engine cimport Calendar
 from sim.costmodel cimport CostModel
 
 # constants the hot paths use, as C integers rather than module globals
-cdef long MAX_RT_PRIO, CPU_IDLE, CPU_NEWLY_IDLE, CPU_NOT_IDLE, DEQUEUE_SLEEP
-cdef long ENQUEUE_INITIAL, ENQUEUE_MIGRATED, ENQUEUE_WAKEUP, WF_FORK, WF_TTWU
+cdef long MAX_RT_PRIO, CPU_IDLE, CPU_NEWLY_IDLE, CPU_NOT_IDLE, DEQUEUE_SLEEP, DEQUEUE_DELAYED
+cdef long ENQUEUE_DELAYED, ENQUEUE_INITIAL, ENQUEUE_MIGRATED, ENQUEUE_WAKEUP, WF_FORK, WF_TTWU
 
 @cython.locals(levels=cython.long)
 cpdef long levels_walked(SchedEntity pse, SchedEntity se)
@@ -54,6 +54,7 @@ cdef class Machine:
     cpdef bint idle_core(self, long cpu)
     cpdef wake_up_new_task(self, Task p, long hint_cpu)
     cpdef wake_up(self, Task p)
+    cpdef _finish_delayed(self, Task p)
     cpdef _set_task_cpu(self, Task p, long cpu)
     @cython.locals(was_idle=bint, curr=Task)
     cpdef _enqueue(self, Rq rq, Task p, long flags)

@@ -21,8 +21,9 @@ from sim.memory.progress import MemorySystem
 from sim.rq import CfsRq, Rq, SchedEntity, TaskGroup
 from sim.rt import MAX_RT_PRIO, RtClass, rt_prio
 from sim.sched_class import RT_POLICIES, SCHED_POLICIES, SCHED_RR, TASK_POLICIES
-from sim.sched_flags import (CPU_IDLE, CPU_NEWLY_IDLE, CPU_NOT_IDLE, DEQUEUE_SLEEP,
-                             ENQUEUE_INITIAL, ENQUEUE_MIGRATED, ENQUEUE_WAKEUP, WF_FORK, WF_TTWU)
+from sim.sched_flags import (CPU_IDLE, CPU_NEWLY_IDLE, CPU_NOT_IDLE, DEQUEUE_DELAYED,
+                             DEQUEUE_SLEEP, ENQUEUE_DELAYED, ENQUEUE_INITIAL, ENQUEUE_MIGRATED,
+                             ENQUEUE_WAKEUP, WF_FORK, WF_TTWU)
 from sim.task import BURST_BLOCK, BURST_EXIT, Task
 from sim.topology import Topology
 
@@ -224,6 +225,7 @@ class Machine:
         is_rt = prio < MAX_RT_PRIO
         fair = self.policy
         if p.sleeping:
+            self._finish_delayed(p)
             # (a task not yet forked has no cfs_rq: its first enqueue attaches it)
             if was_rt != is_rt and p.se.cfs_rq is not None:
                 if was_rt:
@@ -278,7 +280,10 @@ class Machine:
         once (move_queued_task); a running one is pushed off its CPU, as
         migration_cpu_stop does, and queued where its class would wake it."""
         p.cpus_allowed = cpus
-        if p.sleeping or p.dead or cpus is None or p.cpu in cpus:
+        if p.dead or cpus is None or p.cpu in cpus:
+            return
+        if p.sleeping:
+            self._finish_delayed(p)       # woken where it is, it would stay outside
             return
         self._affine_move(p, cpus)
 
@@ -308,6 +313,13 @@ class Machine:
             self._enqueue(dst, p, ENQUEUE_MIGRATED)
         if dst.need_resched:
             self.schedule(dst)
+
+    def _finish_delayed(self, p: Task) -> None:
+        """A sleeping task EEVDF still holds queued (DELAY_DEQUEUE) leaves
+        its queue for good, as __sched_setscheduler() and the affinity
+        change do with DEQUEUE_DELAYED."""
+        if p.se.sched_delayed:
+            self.policy.dequeue_task(self.rqs[p.cpu], p, DEQUEUE_SLEEP | DEQUEUE_DELAYED)
 
     @staticmethod
     def _set_prio(p: Task, policy: str, prio: int) -> None:
@@ -357,6 +369,13 @@ class Machine:
     def wake_up(self, p: Task) -> None:
         """try_to_wake_up()"""
         if not p.sleeping or p.dead:
+            return
+        if p.se.sched_delayed:
+            # ttwu_runnable(): still queued (EEVDF's DELAY_DEQUEUE), so
+            # woken where it is, no CPU selection
+            if self.tracer is not None:
+                self.tracer.sched_wakeup(self.engine._now, p.cpu, p, False)
+            self._activate(self.rqs[p.cpu], p, ENQUEUE_WAKEUP | ENQUEUE_DELAYED)
             return
         cpu = self._select_task_rq(p, p.cpu, WF_TTWU)
         flags = ENQUEUE_WAKEUP

@@ -37,6 +37,8 @@ cdef class SchedEntity:
     cdef public long long vlag
     cdef public long long deadline
     cdef public long long slice
+    cdef public bint rel_deadline
+    cdef public bint sched_delayed
     @cython.locals(delta=cython.longlong, y=cython.double)
     cpdef update_avg(self, long long now)
     cpdef double load_avg(self, long long now)

@@ -98,7 +98,7 @@ class SchedEntity:
     __slots__ = ("weight", "vruntime", "exec_start", "sum_exec_runtime",
                  "prev_sum_exec_runtime", "on_rq", "parent", "cfs_rq", "my_q",
                  "depth", "task", "runnable_avg", "avg_last_update", "rb_seq",
-                 "vlag", "deadline", "slice")
+                 "vlag", "deadline", "slice", "rel_deadline", "sched_delayed")
 
     def __init__(self, weight: int, parent: SchedEntity | None, cfs_rq: CfsRq,
                  my_q: CfsRq | None = None, task=None):
@@ -119,6 +119,11 @@ class SchedEntity:
         self.vlag = 0
         self.deadline = 0
         self.slice = 0
+        # EEVDF's PLACE_REL_DEADLINE: deadline holds deadline - vruntime
+        self.rel_deadline = False
+        # EEVDF's DELAY_DEQUEUE: asleep (or, for a group, empty) but left
+        # queued until it is picked or woken
+        self.sched_delayed = False
 
     def update_avg(self, now: int) -> None:
         now = self.cfs_rq.cfs_rq_clock_pelt(now)

@@ -11,7 +11,11 @@ sim/bandwidth.py, so they cannot live in sim/sched_class.py."""
 ENQUEUE_WAKEUP = 0x01
 ENQUEUE_INITIAL = 0x80        # a new task (fork)
 ENQUEUE_MIGRATED = 0x40
+# a DELAY_DEQUEUE'd task (EEVDF, 6.12) woken where it still is queued
+ENQUEUE_DELAYED = 0x200
 DEQUEUE_SLEEP = 0x01
+DEQUEUE_SPECIAL = 0x10        # a sleep that must not be delayed
+DEQUEUE_DELAYED = 0x200       # finish a delayed dequeue
 
 # wake flags
 WF_FORK = 0x02

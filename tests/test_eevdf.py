@@ -23,6 +23,18 @@ from simcfg import DEFAULT_COSTS, IDEAL, make_cfg, periodic, run_for
 EEVDF_CFG = {"name": "eevdf"}
 
 
+def build_with(policy_cls, cfg):
+    """build(cfg) with ``policy_cls`` as its fair class (a subclass that
+    watches the policy's calls: the compiled EEVDF has no instance dict)."""
+    import backends.simhost
+    load_policy = backends.simhost.load_policy
+    backends.simhost.load_policy = lambda name: policy_cls
+    try:
+        return build(cfg)
+    finally:
+        backends.simhost.load_policy = load_policy
+
+
 def every(engine, period_ns, fn):
     """Call ``fn()`` every ``period_ns`` of simulated time."""
     def tick():
@@ -33,8 +45,9 @@ def every(engine, period_ns, fn):
 
 def queued_entities(machine, tasks):
     """Every sched_entity on a run queue, found without the policy's
-    bookkeeping: tasks that are runnable, and group entities marked on_rq."""
-    ses = [t.se for t in tasks if not t.sleeping and not t.dead]
+    bookkeeping: tasks that are runnable or asleep but delayed
+    (DELAY_DEQUEUE), and group entities marked on_rq."""
+    ses = [t.se for t in tasks if (not t.sleeping or t.se.sched_delayed) and not t.dead]
     for tg in machine.groups.values():
         if tg.parent is not None:
             ses.extend(se for se in tg.se if se.on_rq)
@@ -80,12 +93,15 @@ def check_eevdf_state(machine, tasks):
 
 
 # --- tunables -------------------------------------------------------------
-def test_base_slice_scales_with_cpus_like_min_granularity():
-    _, m, _, _ = build(make_cfg(periodic(threads=1), host="e5-2430l", scheduler=EEVDF_CFG))
-    assert m.policy.sysctl_sched_base_slice == 3_000_000       # 0.75 ms x (1 + ilog2(8))
+@pytest.mark.parametrize("kernel,base", [("6.18", 700_000), ("6.6", 750_000)])
+def test_base_slice_scales_with_cpus_like_min_granularity(kernel, base):
+    """0.75 ms (6.6 .. 6.14) or 0.7 ms (6.15 on) x (1 + ilog2(min(ncpus, 8)))."""
+    sched = {"name": "eevdf", "kernel": kernel}
+    _, m, _, _ = build(make_cfg(periodic(threads=1), host="e5-2430l", scheduler=sched))
+    assert m.policy.sysctl_sched_base_slice == 4 * base        # 8 CPUs: 1 + ilog2(8)
     assert m.policy.migration_cost == 500_000
-    _, m, _, _ = build(make_cfg(periodic(threads=1), scheduler=EEVDF_CFG))
-    assert m.policy.sysctl_sched_base_slice == 750_000         # one CPU: factor 1
+    _, m, _, _ = build(make_cfg(periodic(threads=1), scheduler=sched))
+    assert m.policy.sysctl_sched_base_slice == base            # one CPU: factor 1
     sched = {"name": "eevdf", "base_slice_ns": 2_000_000, "tunable_scaling": "none"}
     _, m, _, _ = build(make_cfg(periodic(threads=1), host="e5-2430l", scheduler=sched))
     assert m.policy.sysctl_sched_base_slice == 2_000_000
@@ -186,12 +202,15 @@ class _Sporadic:
         return sleep
 
 
-def _sporadic_among_hogs(custom_slice, hogs=8, run_ns=500_000, seconds=10.0):
+def _sporadic_among_hogs(custom_slice, hogs=8, run_ns=500_000, seconds=10.0,
+                         delay_dequeue=False):
     """One sporadic task and ``hogs`` CPU hogs, all nice 0 in one cgroup on
     one core, base slice 3 ms (the default on hosts with 8 or more CPUs)."""
     engine = Engine(1)
-    m = Machine(engine, Topology(1, 1), EEVDF, EevdfConfig(name="eevdf", base_slice_ns=3_000_000),
-                CostModel())
+    # (without DELAY_DEQUEUE, which forgives the negative lag a sleeper
+    # leaves with: tests/test_eevdf_618.py)
+    cfg = EevdfConfig(name="eevdf", base_slice_ns=3_000_000, delay_dequeue=delay_dequeue)
+    m = Machine(engine, Topology(1, 1), EEVDF, cfg, CostModel())
     tg = m.create_group("g")
     owner = _Sporadic(engine, run_ns, 10_000_000)
     short = m.new_task("short", tg, 0, run_ns, 0, owner)
@@ -274,17 +293,20 @@ def test_switch_rate_at_hz(n, base_slice_ns):
 
 
 @pytest.mark.parametrize("n", [2, 8, 32])
-def test_switch_rate_with_hrtick(n):
-    """With HRTICK the slice timer ends every run after exactly s = 0.75 ms
-    of it, and the task picked next is never curr (it is s ahead of V once
-    its request is used up, unless all tie): 1/s switches per second."""
-    sched = {"name": "eevdf", "hrtick": True}
+@pytest.mark.parametrize("kernel,s", [("6.18", 0.0007), ("6.6", 0.00075)])
+def test_switch_rate_with_hrtick(n, kernel, s):
+    """With HRTICK the slice timer ends every run after exactly s (0.75 ms
+    in 6.6, 0.7 ms in 6.18) of it, and the task picked next is never curr
+    (it is s ahead of V once its request is used up, unless all tie): 1/s
+    switches per second."""
+    sched = {"name": "eevdf", "hrtick": True, "kernel": kernel}
     m, _, _ = run_for(make_cfg(periodic(threads=n, run_ms=1e6), scheduler=sched), 10.0)
-    assert m.rqs[0].nr_switches / 10.0 == pytest.approx(1 / 0.00075, rel=0.01)
+    assert m.rqs[0].nr_switches / 10.0 == pytest.approx(1 / s, rel=0.01)
 
 
 # --- 5. the options in the config tree ---------------------------------------
-@pytest.mark.parametrize("option,base_slice", [("eevdf", 1_500_000), ("eevdf_tuned", 100_000_000)])
+@pytest.mark.parametrize("option,base_slice", [("eevdf", 1_400_000), ("eevdf66", 1_500_000),
+                                               ("eevdf_tuned", 100_000_000)])
 def test_options_compose_and_run(option, base_slice):
     from omegaconf import OmegaConf
 
@@ -306,18 +328,20 @@ def test_options_compose_and_run(option, base_slice):
 @given(st.lists(st.tuples(st.integers(-10**7, 10**7), st.integers(1, 3 * 10**6),
                           st.sampled_from([15, 335, 1024, 3121, 88761, 2, 513])),
                 min_size=1, max_size=12),
-       st.integers(-10**7, 10**7), st.booleans(), st.booleans(), st.booleans(), st.booleans())
+       st.integers(-10**7, 10**7), st.booleans(), st.booleans(), st.booleans(), st.booleans(),
+       st.sampled_from(["6.6", "6.18"]))
 def test_pick_eevdf_is_the_earliest_eligible_deadline(spec, v0, with_curr, curr_on_rq,
-                                                      run_to_parity, unused_request):
+                                                      run_to_parity, unused_request, kernel):
     """pick_eevdf() on hand-built run queues against a brute force over
     exact fractions: the eligible (v_i <= V) entity with the earliest
     deadline, a queued entity winning a tie with curr (curr only with a
     strictly earlier deadline, as pick_eevdf() since the tree is sorted by
-    deadline), RUN_TO_PARITY keeping an eligible curr that still has the
-    deadline it was picked with."""
+    deadline), slice protection keeping an eligible curr: in 6.6 under
+    RUN_TO_PARITY while it has the deadline it was picked with, in 6.18
+    while its vruntime is short of vprot (RUN_TO_PARITY only sets vprot)."""
     engine = Engine(0)
-    m = Machine(engine, Topology(1, 1), EEVDF, EevdfConfig(name="eevdf", run_to_parity=run_to_parity),
-                CostModel())
+    m = Machine(engine, Topology(1, 1), EEVDF,
+                EevdfConfig(name="eevdf", run_to_parity=run_to_parity, kernel=kernel), CostModel())
     policy = m.policy
     cfs_rq = CfsRq(Rq(0), TaskGroup("/", None, 1024, 1, None))
     cfs_rq.timeline = Timeline()
@@ -330,9 +354,12 @@ def test_pick_eevdf_is_the_earliest_eligible_deadline(spec, v0, with_curr, curr_
     curr = ses[0] if with_curr else None
     if curr is not None:
         curr.on_rq = curr_on_rq
-        # set_next_entity() stashed the deadline in vlag; update_deadline()
-        # has not moved it yet
-        curr.vlag = curr.deadline if unused_request else curr.deadline - 1
+        # set_next_entity() stashed the deadline (6.6) or vprot (6.18) in
+        # vlag; update_deadline() has not moved it yet, or curr ran past it
+        if kernel == "6.6":
+            curr.vlag = curr.deadline if unused_request else curr.deadline - 1
+        else:
+            curr.vlag = curr.vruntime + (1 if unused_request else 0)
         cfs_rq.curr = curr
     for se in ses:
         if se is not curr:
@@ -341,8 +368,8 @@ def test_pick_eevdf_is_the_earliest_eligible_deadline(spec, v0, with_curr, curr_
     V = Fraction(sum(se.vruntime * se.weight for se in queued),
                  sum(se.weight for se in queued)) if queued else None
     eligible = [se for se in queued if se.vruntime <= V]
-    if curr is not None and curr.on_rq and curr in eligible and run_to_parity \
-            and unused_request:
+    if curr is not None and curr.on_rq and curr in eligible and unused_request \
+            and (run_to_parity or kernel == "6.18"):
         expected = curr
     elif not eligible:
         expected = None
@@ -355,12 +382,13 @@ def test_pick_eevdf_is_the_earliest_eligible_deadline(spec, v0, with_curr, curr_
 
 
 hosts = st.fixed_dictionaries({"cores": st.integers(1, 4), "threads_per_core": st.integers(1, 2)})
-groups = st.lists(st.fixed_dictionaries({
+GROUP_FIELDS = {
     "threads": st.integers(1, 5),
     "nice": st.integers(-5, 10),
     "cgroup_weight": st.sampled_from([10, 100, 500]),
     "sleep_ms": st.sampled_from([0.0, 0.7, 3.0, 20.0]),
-}), min_size=1, max_size=3)
+}
+groups = st.lists(st.fixed_dictionaries(GROUP_FIELDS), min_size=1, max_size=3)
 scenarios = st.builds(
     lambda h, gs, run_ms, costs, hz, seed, sched: make_cfg(
         periodic(run_ms=run_ms, sleep_ms=1.0, groups=[{"name": f"g{i}", **g}
@@ -370,7 +398,9 @@ scenarios = st.builds(
     hosts, groups, st.sampled_from([0.3, 2.0, 7.0]), st.sampled_from([IDEAL, DEFAULT_COSTS]),
     st.sampled_from([250, 1000]), st.integers(0, 2**16),
     st.sampled_from([{"name": "eevdf"}, {"name": "eevdf", "hrtick": True},
-                     {"name": "eevdf", "run_to_parity": False, "base_slice_ns": 3_000_000}]))
+                     {"name": "eevdf", "run_to_parity": False, "base_slice_ns": 3_000_000},
+                     {"name": "eevdf", "kernel": "6.6", "preempt_short": False,
+                      "place_rel_deadline": False}]))
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -381,7 +411,9 @@ def test_avg_vruntime_and_lag_placement_invariants(cfg, period_ns):
     recomputation (check_eevdf_state); every placement leaves the entity
     with the lag it was dequeued with (V' - v_i = vlag, within the rounding
     of the kernel's integer divisions) and a request of one slice, half of
-    it for a new task (PLACE_DEADLINE_INITIAL)."""
+    it for a new task (PLACE_DEADLINE_INITIAL), or the relative deadline it
+    kept (PLACE_REL_DEADLINE: migrations; 6.18's reweight_entity(), which
+    places a queued entity again with its lag)."""
     placed = {}
     forks = []
 
@@ -390,25 +422,38 @@ def test_avg_vruntime_and_lag_placement_invariants(cfg, period_ns):
         def place_entity(self, cfs_rq, se, initial):
             # initial: flags & ENQUEUE_INITIAL, as enqueue_entity() passes it
             placed[id(se)] = se.vlag if self.place_lag and cfs_rq.nr_running else 0
+            rel = se.deadline if se.rel_deadline else None
             super().place_entity(cfs_rq, se, initial)
             vslice = self.calc_delta_fair(self.sysctl_sched_base_slice, se)
             if initial:
                 forks.append(se)
                 vslice //= 2
-            assert se.deadline - se.vruntime == vslice
+            assert se.deadline - se.vruntime == (vslice if rel is None else rel)
 
         def enqueue_entity(self, cfs_rq, se, flags):
             super().enqueue_entity(cfs_rq, se, flags)
             lag = self.avg_vruntime(cfs_rq) - se.vruntime
             assert abs(lag - placed.pop(id(se))) <= 2
 
-    import backends.simhost
-    load_policy = backends.simhost.load_policy
-    backends.simhost.load_policy = lambda name: Watched
-    try:
-        engine, m, _, wl = build(cfg)
-    finally:
-        backends.simhost.load_policy = load_policy
+        def requeue_delayed_entity(self, se):
+            # DELAY_ZERO: placed again (at zero lag) if its lag turned positive
+            cfs_rq = se.cfs_rq
+            super().requeue_delayed_entity(se)
+            vlag = placed.pop(id(se), None)
+            if vlag is not None and cfs_rq.curr is not se:
+                assert vlag == 0
+                assert abs(self.avg_vruntime(cfs_rq) - se.vruntime) <= 2
+
+        def reweight_entity(self, cfs_rq, se, weight):
+            queued = se.on_rq and cfs_rq.curr is not se
+            super().reweight_entity(cfs_rq, se, weight)
+            vlag = placed.pop(id(se), None)
+            if queued and vlag is not None:
+                # (curr is placed against a V that counts curr itself, as
+                # the kernel does: its lag is not kept exactly)
+                assert abs(self.avg_vruntime(cfs_rq) - se.vruntime - vlag) <= 2
+
+    engine, m, _, wl = build_with(Watched, cfg)
     assert type(m.policy) is Watched
     wl.start()
     every(engine, period_ns, lambda: check_eevdf_state(m, wl.threads))

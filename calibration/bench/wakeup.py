@@ -60,23 +60,34 @@ def measure(cg, cpu: int, busy: int, weight: str, count: int, period_ns: int,
             cg.set_shares(p, MIN_SHARES)
     budget_s = SKIP * period_ns / 1e9 * 10 + duration_s + 30
     with common.hogs(cg, paths, cpu, max_seconds=budget_s + 10):
-        p = NativeProc("wakeup", ["--cpu", cpu, "--period-ns", period_ns, "--count", count,
-                                  "--skip", SKIP, "--duration-ns", int(duration_s * 1e9)],
-                       max_seconds=budget_s)
-        try:
-            cg.attach(sleeper, p.pids[0])
-            p.go()
-            lines = p.output(timeout_s=budget_s)
-        finally:
-            p.kill()
-    rows = []
+        lateness = sleeper_lateness(cg, sleeper, cpu, period_ns, count, SKIP, budget_s,
+                                    ["--duration-ns", int(duration_s * 1e9)])
+    return [{"busy_cgroups": busy, "hog_weight": weight, "period_ns": period_ns,
+             "lateness_ns": late} for late in lateness]
+
+
+def sleeper_lateness(cg, cgroup: str, cpu: int, period_ns: int, count: int, skip: int,
+                     budget_s: float, extra_args=(), before_go=None) -> list[int]:
+    """Run native/wakeup.c in ``cgroup`` on ``cpu`` (``before_go(pid)``
+    once it is attached, before it starts) and return its lateness, ns,
+    one per wake-up after the first ``skip``."""
+    p = NativeProc("wakeup", ["--cpu", cpu, "--period-ns", period_ns, "--count", count,
+                              "--skip", skip, *extra_args], max_seconds=budget_s)
+    try:
+        cg.attach(cgroup, p.pids[0])
+        if before_go is not None:
+            before_go(p.pids[0])
+        p.go()
+        lines = p.output(timeout_s=budget_s)
+    finally:
+        p.kill()
+    lateness = []
     for line in lines:
         parts = line.split()
         if len(parts) != 2 or parts[0] != "L":
             raise RuntimeError(f"wakeup: unexpected line {line!r}")
-        rows.append({"busy_cgroups": busy, "hog_weight": weight, "period_ns": period_ns,
-                     "lateness_ns": int(parts[1])})
-    return rows
+        lateness.append(int(parts[1]))
+    return lateness
 
 
 def run(out_dir, quick: bool = False, progress: Progress = None, *,

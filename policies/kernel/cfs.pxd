@@ -11,7 +11,8 @@ from sim.machine cimport Machine
 # constants the hot paths use, as C integers rather than module globals
 cdef long long NICE_0_LOAD, MIN_SHARES, BUSY_FACTOR, IMBALANCE_PCT, SCHED_NR_MIGRATE
 cdef long long LOAD_AVG_PERIOD_NS, MAX_LOAD_BALANCE_INTERVAL_MS_PER_CPU
-cdef long CPU_IDLE, CPU_NEWLY_IDLE, CPU_NOT_IDLE, DEQUEUE_SLEEP, ENQUEUE_INITIAL
+cdef long CPU_IDLE, CPU_NEWLY_IDLE, CPU_NOT_IDLE, DEQUEUE_SLEEP, DEQUEUE_DELAYED
+cdef long DEQUEUE_SPECIAL, ENQUEUE_INITIAL
 cdef long ENQUEUE_MIGRATED, ENQUEUE_WAKEUP, WF_FORK
 
 cdef class RbNode(Node):
@@ -72,7 +73,7 @@ cdef class CFS(KernelScheduler):
     cpdef place_entity(self, CfsRq cfs_rq, SchedEntity se, bint initial)
     @cython.locals(renorm=bint, curr=bint)
     cpdef enqueue_entity(self, CfsRq cfs_rq, SchedEntity se, long flags)
-    cpdef dequeue_entity(self, CfsRq cfs_rq, SchedEntity se, long flags)
+    cpdef bint dequeue_entity(self, CfsRq cfs_rq, SchedEntity se, long flags)
     cpdef set_next_entity(self, CfsRq cfs_rq, SchedEntity se)
     cpdef put_prev_entity(self, CfsRq cfs_rq, SchedEntity prev)
     @cython.locals(s=SchedEntity)
@@ -102,8 +103,9 @@ cdef class CFS(KernelScheduler):
     cpdef task_fork_fair(self, CfsRq cfs_rq, SchedEntity se)
     @cython.locals(se=SchedEntity, cfs_rq=CfsRq, initial=cython.long)
     cpdef enqueue_task(self, Rq rq, Task p, long flags)
-    @cython.locals(se=SchedEntity, cfs_rq=CfsRq)
     cpdef dequeue_task(self, Rq rq, Task p, long flags)
+    @cython.locals(cfs_rq=CfsRq, h_nr=cython.long, task_se=SchedEntity)
+    cpdef dequeue_entities(self, Rq rq, SchedEntity se, long flags)
     @cython.locals(se=SchedEntity, cfs_rq=CfsRq)
     cpdef _pick_next_task_simple(self, Rq rq)
     @cython.locals(se=SchedEntity)

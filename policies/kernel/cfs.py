@@ -27,8 +27,9 @@ from typing import Optional
 
 from sim.bandwidth import CfsBandwidthControl
 from sim.sched_class import KernelScheduler, SchedConfig, tunable
-from sim.sched_flags import (CPU_IDLE, CPU_NEWLY_IDLE, CPU_NOT_IDLE, DEQUEUE_SLEEP,
-                             ENQUEUE_INITIAL, ENQUEUE_MIGRATED, ENQUEUE_WAKEUP, WF_FORK)
+from sim.sched_flags import (CPU_IDLE, CPU_NEWLY_IDLE, CPU_NOT_IDLE, DEQUEUE_DELAYED,
+                             DEQUEUE_SLEEP, DEQUEUE_SPECIAL, ENQUEUE_INITIAL, ENQUEUE_MIGRATED,
+                             ENQUEUE_WAKEUP, WF_FORK)
 from sim.heap import Node, heap_pop, heap_push
 from sim.rq import MIN_SHARES, NICE_0_LOAD
 
@@ -337,6 +338,7 @@ class CFS(KernelScheduler):
             se.vruntime -= cfs_rq.min_vruntime
         self.update_cfs_group(se)
         self.update_min_vruntime(cfs_rq)
+        return True
 
     def set_next_entity(self, cfs_rq, se):
         if se.on_rq:
@@ -532,31 +534,45 @@ class CFS(KernelScheduler):
         rq.nr_running += 1
 
     def dequeue_task(self, rq, p, flags):
-        se = p.se
+        """False if the task stays queued (EEVDF's DELAY_DEQUEUE)."""
+        return self.dequeue_entities(rq, p.se, flags)
+
+    def dequeue_entities(self, rq, se, flags):
+        """dequeue_entities(): take ``se`` (a task, or an EEVDF group
+        entity left delayed) off its cfs_rq and the ancestors it empties.
+        An entity dequeue_entity() keeps queued (DELAY_DEQUEUE) stops the
+        walk: a task's then changes nothing else (False); a group's keeps
+        its place while the levels above lose the task."""
+        h_nr = 1 if se.task is not None else se.my_q.h_nr_running
+        task_se = se if se.task is not None else None
         while se is not None:
             cfs_rq = se.cfs_rq
-            self.dequeue_entity(cfs_rq, se, flags)
-            cfs_rq.h_nr_running -= 1
+            if not self.dequeue_entity(cfs_rq, se, flags):
+                if se is task_se:
+                    return False
+                break
+            cfs_rq.h_nr_running -= h_nr
             se = se.parent
             if cfs_rq.runtime_enabled:
                 if not cfs_rq.nr_running:
                     self.bandwidth.return_cfs_rq_runtime(cfs_rq)
                 if cfs_rq.throttled:
-                    return
+                    return True
             if cfs_rq.load_weight:
                 # don't dequeue the parent while it has other entities
                 break
             self.blocked_cfs_rqs[cfs_rq.cpu][cfs_rq] = None
-            flags |= DEQUEUE_SLEEP
+            flags = (flags | DEQUEUE_SLEEP) & ~(DEQUEUE_DELAYED | DEQUEUE_SPECIAL)
         while se is not None:
             cfs_rq = se.cfs_rq
             self.update_load_avg(cfs_rq, se)
             self.update_cfs_group(se)
-            cfs_rq.h_nr_running -= 1
+            cfs_rq.h_nr_running -= h_nr
             if cfs_rq.throttled:
-                return
+                return True
             se = se.parent
-        rq.nr_running -= 1
+        rq.nr_running -= h_nr
+        return True
 
     def _pick_next_task_simple(self, rq):
         """pick_next_task_fair()'s ``simple`` path: nothing is running on
@@ -601,6 +617,15 @@ class CFS(KernelScheduler):
                         return None
                     return self._pick_next_task_simple(rq)
             se = self.pick_next_entity(cfs_rq, curr)
+            if se.sched_delayed:
+                # EEVDF's DELAY_DEQUEUE: a delayed entity the pick would run
+                # leaves instead, and the pick starts over (pick_task_fair())
+                self.dequeue_entities(rq, se, DEQUEUE_SLEEP | DEQUEUE_DELAYED)
+                cfs_rq = rq.cfs
+                if not cfs_rq.nr_running:
+                    self.put_prev_task(rq, prev)
+                    return None
+                continue
             cfs_rq = se.my_q
         p = se.task
         if p is not prev:

@@ -6,7 +6,9 @@ from sim.rq cimport SchedEntity, CfsRq, Rq
 from sim.task cimport Task
 
 # constants the hot paths use, as C integers rather than module globals
-cdef long ENQUEUE_INITIAL, ENQUEUE_MIGRATED
+cdef long DEQUEUE_SLEEP, DEQUEUE_DELAYED, DEQUEUE_SPECIAL, ENQUEUE_DELAYED, ENQUEUE_INITIAL
+cdef long ENQUEUE_MIGRATED
+cdef long long NO_SLICE
 
 @cython.locals(q=cython.longlong)
 cpdef long long div_s64(long long a, long long b)
@@ -17,9 +19,17 @@ cdef class Timeline(list):
 
 cdef class EEVDF(CFS):
     cdef public long long sysctl_sched_base_slice
+    cdef public long long normalized_base_slice
+    cdef public bint kernel_618
     cdef public bint place_lag
     cdef public bint place_deadline_initial
+    cdef public bint place_rel_deadline
     cdef public bint run_to_parity
+    cdef public bint preempt_short
+    cdef public bint custom_slices
+    cdef public bint delay_dequeue
+    cdef public bint delay_zero
+    cdef public list nr_delayed
     cdef public long long tick_nsec
 
     cpdef init_task_group(self, tg)
@@ -43,26 +53,45 @@ cdef class EEVDF(CFS):
     cpdef _enqueue_timeline(self, CfsRq cfs_rq, SchedEntity se)
     @cython.locals(tl=Timeline, i=Py_ssize_t)
     cpdef _dequeue_timeline(self, CfsRq cfs_rq, SchedEntity se)
+    cpdef pick_eevdf(self, CfsRq cfs_rq)
     @cython.locals(tl=Timeline, v0=cython.longlong, avg=cython.longlong, load=cython.longlong,
                    curr=SchedEntity, best=SchedEntity, v=cython.longlong, se=SchedEntity)
-    cpdef pick_eevdf(self, CfsRq cfs_rq)
+    cpdef _pick_eevdf(self, CfsRq cfs_rq, bint protect)
     cpdef pick_next_entity(self, CfsRq cfs_rq, SchedEntity curr)
-    @cython.locals(task=Task, low=cython.longlong, high=cython.longlong)
+    @cython.locals(task=Task, low=cython.longlong, high=cython.longlong, slice_=cython.longlong)
     cpdef long long slice_of(self, SchedEntity se)
-    cpdef update_deadline(self, CfsRq cfs_rq, SchedEntity se)
-    @cython.locals(curr=SchedEntity)
+    @cython.locals(curr=SchedEntity, tl=Timeline, min_slice=cython.longlong, se=SchedEntity)
+    cpdef long long cfs_rq_min_slice(self, CfsRq cfs_rq)
+    cpdef bint update_deadline(self, CfsRq cfs_rq, SchedEntity se)
+    @cython.locals(curr=SchedEntity, resched=bint)
     cpdef _update_curr(self, CfsRq cfs_rq)
+    @cython.locals(slice_=cython.longlong, vprot=cython.longlong)
+    cpdef set_protect_slice(self, CfsRq cfs_rq, SchedEntity se)
+    cpdef update_protect_slice(self, CfsRq cfs_rq, SchedEntity se)
+    cpdef bint protect_slice(self, SchedEntity se)
+    cpdef cancel_protect_slice(self, SchedEntity se)
     @cython.locals(curr=Task, se=SchedEntity)
     cpdef update_curr(self, Rq rq)
     @cython.locals(old_weight=cython.longlong, deadline=cython.longlong)
     cpdef reweight_entity(self, CfsRq cfs_rq, SchedEntity se, long long weight)
+    @cython.locals(curr=bint, on_rq=bint, old_weight=cython.longlong)
+    cpdef reweight_entity_lag(self, CfsRq cfs_rq, SchedEntity se, long long weight)
     @cython.locals(vruntime=cython.longlong, lag=cython.longlong, vslice=cython.longlong,
                    curr=SchedEntity, load=cython.longlong)
     cpdef place_entity(self, CfsRq cfs_rq, SchedEntity se, bint initial)
     cpdef task_fork_fair(self, CfsRq cfs_rq, SchedEntity se)
     @cython.locals(curr=bint)
     cpdef enqueue_entity(self, CfsRq cfs_rq, SchedEntity se, long flags)
-    cpdef dequeue_entity(self, CfsRq cfs_rq, SchedEntity se, long flags)
+    cpdef bint dequeue_entity(self, CfsRq cfs_rq, SchedEntity se, long flags)
+    cpdef clear_delayed(self, SchedEntity se)
+    @cython.locals(cfs_rq=CfsRq)
+    cpdef requeue_delayed_entity(self, SchedEntity se)
+    @cython.locals(se=SchedEntity)
+    cpdef enqueue_task(self, Rq rq, Task p, long flags)
+    cpdef task_dead(self, Task p)
+    @cython.locals(cfs_rq=CfsRq, curr=SchedEntity, se=SchedEntity)
+    cpdef pick_delayed(self, Rq rq)
+    cpdef _pick_next_task_simple(self, Rq rq)
     cpdef set_next_entity(self, CfsRq cfs_rq, SchedEntity se)
     cpdef migrate_task_rq(self, Task p, long new_cpu)
     cpdef switched_from_fair(self, Task p)
@@ -74,5 +103,5 @@ cdef class EEVDF(CFS):
     cpdef entity_tick(self, CfsRq cfs_rq, SchedEntity curr)
     @cython.locals(curr=Task, se=SchedEntity)
     cpdef hrtick_delay(self, Rq rq)
-    @cython.locals(curr=Task, se=SchedEntity, pse=SchedEntity, cfs_rq=CfsRq)
+    @cython.locals(curr=Task, se=SchedEntity, pse=SchedEntity, cfs_rq=CfsRq, preempt_short=bint)
     cpdef check_preempt_wakeup(self, Rq rq, Task p)
