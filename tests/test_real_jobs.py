@@ -15,6 +15,7 @@ import pytest
 from backends.host import NO_ADMISSION, PendingJob
 from backends.real import detect
 from backends.real import jobs as J
+from backends.real.loadgen import WORKLOAD_TIMER_SLACK_NS, set_timer_slack, timer_slack
 from backends.real.perf import PerfUnavailable
 from sim.memory.progress import MemoryProfile
 from tests.test_rdt_sidecar import emu_bins, emulated, logging_sidecars  # noqa: F401
@@ -380,3 +381,22 @@ def test_dynamic_priority_runs_on_real_jobs_against_emulated_rdt_and_perf(
     assert assigned and all(tids for _, tids in assigned)
     assert assigned[-1][0] == next(iter(final))      # the job's threads are in its class
     assert ops[-1] == "cleanup" and calls[-1][2]["root_restored"] is True
+
+
+def test_a_workload_started_after_the_load_generator_keeps_the_default_timer_slack():
+    """The load generator lowers its thread's timer slack to 1 ns; a child
+    inherits its parent's current slack as its default, so without care an
+    rt-app or a job started after that would wake ~50 us earlier than it
+    does anywhere else (found by the timer wake-up benchmark)."""
+    before = timer_slack()
+    assert before == WORKLOAD_TIMER_SLACK_NS
+    set_timer_slack(1)
+    proc = None
+    try:
+        proc = J.spawn_in_cgroup(["sleep", "30"], [], os.sched_getaffinity(0))
+        slack = int(Path(f"/proc/{proc.pid}/timerslack_ns").read_text())
+    finally:
+        set_timer_slack(before)
+        if proc is not None:
+            J.stop_session(proc)
+    assert slack == WORKLOAD_TIMER_SLACK_NS and slack > 1

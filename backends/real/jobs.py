@@ -54,6 +54,7 @@ from backends.real.config import STALL_EVENT, RealBackend
 from backends.real.detect import perf_accepts
 from backends.real.functions import FunctionsRunner
 from backends.real.ipce import add_interval, summary
+from backends.real.loadgen import WORKLOAD_TIMER_SLACK_NS, set_timer_slack
 from backends.real.memworker import MemWorkerError, build_memworker, run_memworker
 from backends.real.perf import PerfUnavailable, die_with_parent, parse_perf_csv, perf_binary
 from backends.real.runner import RealRunError, Setup, apply_cgroup
@@ -153,6 +154,9 @@ def spawn_in_cgroup(cmd: list[str], procs_files: list[str], cpus, pass_fds=(),
         # the load generator may run SCHED_FIFO: the workload is a normal task
         # (and an RT task could not join a cgroup without RT runtime)
         os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        # the load generator's 1 ns timer slack is not the workload's
+        if WORKLOAD_TIMER_SLACK_NS is not None:
+            set_timer_slack(WORKLOAD_TIMER_SLACK_NS)
         # into the cgroup before exec, so no work happens outside it
         pid = str(os.getpid())
         for f in procs_files:

@@ -39,6 +39,7 @@ from sim.engine import RngStream
 from sim.workloads.common import ServiceTime
 
 PR_SET_TIMERSLACK = 29
+PR_GET_TIMERSLACK = 30
 
 
 class Worker(Protocol):
@@ -62,6 +63,22 @@ class RequestWorker(Worker, Protocol):
 
     def send(self, line: bytes) -> None:
         """Hand over one protocol line (``R <id> <demand_ns> <threads>``)."""
+
+
+def timer_slack() -> int | None:
+    """prctl(PR_GET_TIMERSLACK): this thread's timer slack (ns)."""
+    try:
+        ns = ctypes.CDLL(None, use_errno=True).prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        return None
+    return ns if ns >= 0 else None
+
+
+# The slack the workload's tasks keep (the kernel's 50 us unless colosim was
+# started with another): this process's before the load generator lowers its
+# own.  A child inherits its parent's current slack as its default, so a
+# workload started after that must be given this back (spawn_in_cgroup).
+WORKLOAD_TIMER_SLACK_NS = timer_slack()
 
 
 def set_timer_slack(ns: int = 1) -> bool:
