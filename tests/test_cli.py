@@ -194,7 +194,7 @@ def test_run_help_lists_groups_options_keys_and_examples(flag, capsys):
     assert re.search(r"workload\s+azure2019, azure2021, clients, ebizzy, memlookup, noisy_jobs, "
                      r"periodic, poisson\*, random, "
                      r"resctl, resctl_mix, resctl_parallel, rtapp, webserver, worker_pool", out)
-    assert re.search(r"scheduler\s+cfs\*, cfs_tuned, eevdf, eevdf_tuned, lags, rr", out)
+    assert re.search(r"scheduler\s+cfs\*, cfs_tuned, eevdf, eevdf66, eevdf_tuned, lags, rr", out)
     assert re.search(r"calibration\s+default\*, e5-2430l, ideal", out)
     assert re.search(r"controller\s+catcloud, dynamic_priority, lags_static, least_loaded, "
                      r"none\*, static, vpa", out)
