@@ -309,8 +309,10 @@ def _cleanup(args: argparse.Namespace) -> int:
             if f.live:      # another run, maybe another user's: never touched
                 print(f"kept {f.tree}: its run is live (pid {f.owner['pid']}, run "
                       f"{f.owner['given']!r}); stop that run and it removes its cgroups")
+        name = None if args.run is None else (
+            args.run if args.run.startswith(cgroupfs.PREFIX) else cgroupfs.PREFIX + args.run)
         if not found:
-            print(f"no {'cgroups of run ' + repr(args.run) if args.run else 'colosim-* cgroups'}")
+            print(f"no {name or cgroupfs.PREFIX + '*'} cgroups")
         elif args.dry_run:
             for f in gone:
                 for t in f.dirs:
@@ -333,9 +335,11 @@ def _cleanup(args: argparse.Namespace) -> int:
     if args.run is None and not any(f.live for f in found):
         return _cleanup_resctrl(cgroupfs.PREFIX, args.dry_run)
     # a run's resctrl groups are named after its cgroup tree: only the gone
-    # runs' (a live run's are its own)
-    for f in gone:
-        if (rc := _cleanup_resctrl(f"{f.tree}-", args.dry_run)) != 0:
+    # runs' (a live run's are its own); a run whose cgroups are gone already
+    # may still have some
+    trees = [f.tree for f in gone] or ([] if found or name is None else [name])
+    for tree in trees:
+        if (rc := _cleanup_resctrl(f"{tree}-", args.dry_run)) != 0:
             return rc
     return 0
 

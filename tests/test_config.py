@@ -23,7 +23,7 @@ def test_groups_and_options_match_the_documented_names():
                        "page_size",
                        "shared_partitions"],
         "host": ["e5-2430l", "epyc-7453", "generic", "silver-4314-2s", "this-vm"],
-        "scheduler": ["cfs", "cfs_tuned", "eevdf", "eevdf_tuned", "lags", "rr"],
+        "scheduler": ["cfs", "cfs_tuned", "eevdf", "eevdf66", "eevdf_tuned", "lags", "rr"],
         "workload": ["azure2019", "azure2021", "clients", "ebizzy", "memlookup", "noisy_jobs",
                      "periodic", "poisson", "random", "resctl", "resctl_mix", "resctl_parallel", "rtapp",
                      "webserver", "worker_pool"],
@@ -204,7 +204,7 @@ def test_type_errors_name_the_key(override, expected):
 
 def test_unknown_option_lists_the_valid_ones():
     assert _error(["scheduler=foo"]) == (
-        "scheduler=foo is not a known option; choose from: cfs, cfs_tuned, eevdf, eevdf_tuned, lags, rr")
+        "scheduler=foo is not a known option; choose from: cfs, cfs_tuned, eevdf, eevdf66, eevdf_tuned, lags, rr")
     assert "choose from: e5-2430l, epyc-7453, generic, silver-4314-2s, this-vm" in _error(
         ["host=nope"]
     )
