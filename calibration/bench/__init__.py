@@ -15,7 +15,7 @@ import importlib
 
 from calibration.bench.common import check_host
 
-NAMES = ("ctx_switch", "density", "wakeup", "throttle", "dispatch")
+NAMES = ("ctx_switch", "density", "wakeup", "throttle", "dispatch", "loadgen", "kthreads")
 
 
 def __getattr__(name: str):

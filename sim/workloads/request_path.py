@@ -475,14 +475,23 @@ class WorkerPath:
         self.dispatcher: dict = {}    # function cgroup -> its dispatcher thread
         self.job: dict = {}           # dispatcher -> request it is dispatching
         self.pipe: dict = {}          # function cgroup -> requests waiting to be read
+        # the real backend's load generator (sim/loadgen.py), where modelled:
+        # it sends each request to the worker's pipe
+        self.loadgen = None
 
     def add_function(self, tg) -> None:
         """The dispatcher starts with the first request (its thread exists
         from the start on a real host, blocked on the pipe: the same)."""
         self.pipe[tg] = deque()
 
+    def workers(self) -> int:
+        """The worker processes: one per function cgroup."""
+        return len(self.pipe)
+
     def start(self, req, tg, hint: int) -> int:
         m = self.machine
+        if self.loadgen is not None:
+            self.loadgen.dispatch(hint)
         d = self.dispatcher.get(tg)
         if d is None:
             d = m.new_task(f"{req.function}/dispatcher", tg, self.wl.nice, self._cost(req), 0, self)

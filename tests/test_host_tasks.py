@@ -1,0 +1,115 @@
+"""What else runs on the host: the load generator (sim/loadgen.py) and the
+per-CPU kernel threads (sim/kthreads.py) as tasks of the simulated host."""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from calibration.bench.common import read_bench
+from calibration.bench.kthreads import interruptions, kthread_params
+from calibration.bench.loadgen import loadgen_costs
+from scenarios.simulate import simulate
+from sim.engine import Engine
+from sim.kthreads import RUN_QUANTILES, KernelThreads
+from sim.loadgen import NAME as LOADGEN
+from tests.simcfg import DEFAULT_COSTS, make_cfg, periodic, poisson
+
+DATA = Path(__file__).resolve().parent.parent / "calibration" / "data" / "this-vm"
+RUN_US = [2, 4, 6, 10, 20, 60, 300, 2000]
+HOST_TASKS = {"loadgen_dispatch_us": 150.0, "loadgen_worker_us": 2.0,
+              "kthread_rate_per_s": 200.0, "kthread_run_us": RUN_US}
+
+
+def worker_cfg(calibration: dict, **kw) -> dict:
+    return make_cfg(poisson(functions=6, rate_rps=30.0, request_path="worker"), cores=2,
+                    duration_s=2.0, warmup_s=0.2, scheduler={"name": "eevdf"},
+                    calibration=calibration, **kw)
+
+
+def _rows(r) -> dict:
+    s = r.summary.to_pylist()[0]
+    for measured in ("wall_time_s", "sim_s_per_wall_s", "run_id"):
+        s.pop(measured)
+    # as text, where NaN equals NaN
+    return {"summary": repr(s), "requests": repr(r.requests.to_pylist()),
+            "intervals": repr(r.intervals.to_pylist())}
+
+
+def test_switched_off_or_unmeasured_is_the_old_run():
+    """A profile without the measurements, and one with them switched off,
+    run exactly as before the mechanisms existed."""
+    plain = _rows(simulate(worker_cfg(DEFAULT_COSTS)))
+    off = _rows(simulate(worker_cfg({**DEFAULT_COSTS, **HOST_TASKS,
+                                     "loadgen": False, "kthreads": False})))
+    assert off == plain
+    on = _rows(simulate(worker_cfg({**DEFAULT_COSTS, **HOST_TASKS})))
+    assert on["summary"] != plain["summary"]
+
+
+def test_the_loadgen_is_only_on_the_worker_path():
+    direct = make_cfg(poisson(functions=6, rate_rps=30.0), cores=2, duration_s=2.0,
+                      warmup_s=0.2, calibration=DEFAULT_COSTS)
+    with_lg = copy.deepcopy(direct)
+    with_lg["calibration"] = {**DEFAULT_COSTS, "loadgen_dispatch_us": 150.0}
+    assert _rows(simulate(with_lg)) == _rows(simulate(direct))
+
+
+def test_the_schedule_trace_shows_them():
+    cfg = worker_cfg({**DEFAULT_COSTS, **HOST_TASKS})
+    cfg["trace"] = {"name": "sched"}
+    r = simulate(cfg)
+    sched = r.extra["sched"].to_pandas()
+    sw = sched[sched.event == "sched_switch"]
+    lg = sw[sw.next_comm == LOADGEN]
+    assert len(lg) > 0 and set(lg.next_cgroup) == {"/"}
+    # SCHED_FIFO: it preempts the workload task running where it wakes
+    assert ((lg.prev_state == "R") & (lg.prev_cgroup.str.startswith("/faas.slice"))).any()
+    for cpu in (0, 1):
+        k = sw[sw.next_comm == f"kthread/{cpu}"]
+        assert len(k) > 0 and set(k.cpu) == {cpu}
+
+
+def test_host_switch_outs_are_not_the_workloads():
+    """perf stat -G counts the workload's cgroups only: two hogs, one per CPU,
+    are switched out once per kernel-thread run, and the kernel threads' own
+    switch-outs are not counted."""
+    hogs = periodic(groups=[{"name": f"hog{c}", "threads": 1, "run_ms": 100_000.0,
+                             "sleep_ms": 0.0, "cpuset": str(c)} for c in (0, 1)])
+    cfg = make_cfg(hogs, cores=2, duration_s=5.0, warmup_s=0.0, scheduler={"name": "eevdf"},
+                   calibration={**DEFAULT_COSTS, "kthread_rate_per_s": 50.0,
+                                "kthread_run_us": RUN_US})
+    cfg["trace"] = {"name": "sched"}
+    r = simulate(cfg)
+    sw = r.extra["sched"].to_pandas()
+    sw = sw[sw.event == "sched_switch"]
+    out_of_hogs = sw[sw.prev_comm.str.startswith("hog", na=False)]
+    kth = sw[sw.next_comm.str.startswith("kthread/", na=False)]
+    s = r.summary.to_pylist()[0]
+    assert s["switch_out_rate_per_s"] * 5.0 == pytest.approx(len(out_of_hogs), abs=1)
+    assert len(out_of_hogs) == len(kth)
+    # the Poisson rate, per CPU, within 4 sigma of its count
+    assert abs(len(kth) - 2 * 50.0 * 5.0) < 4 * np.sqrt(2 * 50.0 * 5.0)
+
+
+def test_run_times_follow_the_quantiles():
+    class _M:          # the two attributes the draw needs
+        rqs = []
+        engine = Engine(0)
+    k = KernelThreads(_M(), 0.0, RUN_US)
+    us = np.array([k.draw_run_ns(u) for u in np.linspace(0, 1, 100_001)]) / 1000
+    assert np.quantile(us, RUN_QUANTILES) == pytest.approx(RUN_US, rel=0.01, abs=0.01)
+    with pytest.raises(ValueError, match="kthread_run_us"):
+        KernelThreads(_M(), 1.0, [3, 2, 1])
+
+
+def test_interruptions_attribute_the_first_intruder():
+    switches = [(0, 1.0, 10, "R", "kworker/0:1", 5, 120),
+                (0, 1.00001, 5, "S", "bash", 7, 120),
+                (0, 1.00003, 7, "S", "hog", 10, 120),
+                (1, 1.0, 11, "R", "rcu_preempt", 6, 120)]     # never back: not counted
+    assert interruptions(switches, {0: 10, 1: 11}) == [
+        {"cpu": 0, "t_s": 0.0, "duration_ns": 30_000, "run_ns": 10_000,
+         "comm": "kworker/0:1", "pid": 5, "prio": 120, "n_tasks": 2, "preempted": True}]
