@@ -113,3 +113,38 @@ def test_interruptions_attribute_the_first_intruder():
     assert interruptions(switches, {0: 10, 1: 11}) == [
         {"cpu": 0, "t_s": 0.0, "duration_ns": 30_000, "run_ns": 10_000,
          "comm": "kworker/0:1", "pid": 5, "prio": 120, "n_tasks": 2, "preempted": True}]
+
+
+def test_kthreads_match_the_measurement():
+    """One hog per CPU for 30 s, as calibration/bench/kthreads.py measured
+    this VM: the kernel threads modelled from its fit switch each hog out,
+    and take its CPU, as often and as much as the host did, within the
+    spread of its (repetition, CPU) cells."""
+    table, _, meta = read_bench(DATA / "kthreads.parquet")
+    params = kthread_params(table, meta)
+    windows = meta["params"]["window_s"]
+    kth = table.filter(table.column("kthread")).to_pylist()
+    cells = {(rep, cpu): [0, 0] for rep in range(len(windows)) for cpu in meta["params"]["cpus"]}
+    for r in kth:
+        cells[r["rep"], r["cpu"]][0] += 1
+        cells[r["rep"], r["cpu"]][1] += r["run_ns"]
+    rates = [n / windows[rep] for (rep, _), (n, _) in cells.items()]
+    shares = [ns / 1e9 / windows[rep] for (rep, _), (_, ns) in cells.items()]
+    seconds = 30.0
+    hogs = periodic(groups=[{"name": f"hog{c}", "threads": 1, "run_ms": 100_000.0,
+                             "sleep_ms": 0.0, "cpuset": str(c)} for c in (0, 1)])
+    cfg = make_cfg(hogs, cores=2, duration_s=seconds, warmup_s=0.0, scheduler={"name": "eevdf"},
+                   calibration={**DEFAULT_COSTS, **{k: v for k, v in params.items()
+                                                    if k != "uncertainty"}})
+    cfg["trace"] = {"name": "sched"}
+    sw = simulate(cfg).extra["sched"].to_pandas()
+    sw = sw[sw.event == "sched_switch"].sort_values("time_ns")
+    for cpu in (0, 1):
+        on = sw[sw.cpu == cpu]
+        hog_out = on[on.prev_comm == f"hog{cpu}/0"]
+        assert min(rates) <= len(hog_out) / seconds <= max(rates)
+        # the kernel thread's runs: from its switch-in to the next switch on the CPU
+        t = on.time_ns.to_numpy()
+        ins = np.flatnonzero(on.next_comm.to_numpy() == f"kthread/{cpu}")
+        ran = (t[ins[ins + 1 < len(t)] + 1] - t[ins[ins + 1 < len(t)]]).sum()
+        assert min(shares) <= ran / 1e9 / seconds <= max(shares)
