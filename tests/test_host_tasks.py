@@ -11,10 +11,12 @@ import pytest
 from calibration.bench.common import read_bench
 from calibration.bench.kthreads import interruptions, kthread_params
 from calibration.bench.loadgen import loadgen_costs
-from scenarios.simulate import simulate
+from scenarios.simulate import build, simulate
 from sim.engine import Engine
 from sim.kthreads import RUN_QUANTILES, KernelThreads
 from sim.loadgen import NAME as LOADGEN
+from sim.rt import rt_prio
+from sim.sched_class import SCHED_FIFO
 from tests.simcfg import DEFAULT_COSTS, make_cfg, periodic, poisson
 
 DATA = Path(__file__).resolve().parent.parent / "calibration" / "data" / "this-vm"
@@ -23,10 +25,10 @@ HOST_TASKS = {"loadgen_dispatch_us": 150.0, "loadgen_worker_us": 2.0,
               "kthread_rate_per_s": 200.0, "kthread_run_us": RUN_US}
 
 
-def worker_cfg(calibration: dict, **kw) -> dict:
+def worker_cfg(calibration: dict, scheduler: dict | None = None) -> dict:
     return make_cfg(poisson(functions=6, rate_rps=30.0, request_path="worker"), cores=2,
-                    duration_s=2.0, warmup_s=0.2, scheduler={"name": "eevdf"},
-                    calibration=calibration, **kw)
+                    duration_s=2.0, warmup_s=0.2, scheduler=scheduler or {"name": "eevdf"},
+                    calibration=calibration)
 
 
 def _rows(r) -> dict:
@@ -148,3 +150,15 @@ def test_kthreads_match_the_measurement():
         ins = np.flatnonzero(on.next_comm.to_numpy() == f"kthread/{cpu}")
         ran = (t[ins[ins + 1 < len(t)] + 1] - t[ins[ins + 1 < len(t)]]).sum()
         assert min(shares) <= ran / 1e9 / seconds <= max(shares)
+
+
+def test_the_loadgen_ranks_above_rr_workers():
+    """backend.loadgen_rt_priority is raised above SCHED_RR workers (or they
+    would starve the dispatcher): the simulated one too."""
+    cal = {**DEFAULT_COSTS, "loadgen_dispatch_us": 150.0}
+    _, _, _, fair = build(worker_cfg(cal))
+    _, _, _, rr = build(worker_cfg(cal, scheduler={"name": "rr", "policy": "cfs",
+                                                   "task_policy": "rr", "rt_priority": 50}))
+    assert fair.path.loadgen.task.prio == rt_prio(1)
+    assert rr.path.loadgen.task.prio == rt_prio(51)
+    assert fair.path.loadgen.task.sched_policy == SCHED_FIFO
