@@ -163,6 +163,7 @@ def calibrate(out: str, work_dir: Path | None = None, from_bench: Path | None = 
             table_, _, meta_ = read_table(bench_dir, bench_name)
             keys = costs(table_, meta_)
             fit_block["uncertainty"].update(keys.pop("uncertainty"))
+            fit_block[bench_name] = keys.pop("measured")
             profile.update(keys, fit=fit_block)
     profile["fit"]["command"] = command
     if simulated is not None:

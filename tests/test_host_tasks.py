@@ -162,3 +162,50 @@ def test_the_loadgen_ranks_above_rr_workers():
     assert fair.path.loadgen.task.prio == rt_prio(1)
     assert rr.path.loadgen.task.prio == rt_prio(51)
     assert fair.path.loadgen.task.sched_policy == SCHED_FIFO
+
+
+def _loadgen_cpu(sched, t0_ns: int, t1_ns: int) -> tuple[float, int]:
+    """The load generator's CPU (ns) and switch-ins in [t0, t1) of a
+    schedule trace: from each switch-in to the next switch on its CPU."""
+    sw = sched[sched.event == "sched_switch"].sort_values(["cpu", "time_ns"])
+    ran, ins = 0, 0
+    for _, on in sw.groupby("cpu"):
+        t = on.time_ns.to_numpy()
+        idx = np.flatnonzero((on.next_comm.to_numpy() == LOADGEN) & (t >= t0_ns) & (t < t1_ns))
+        idx = idx[idx + 1 < len(t)]
+        ran += int((t[idx + 1] - t[idx]).sum())
+        ins += len(idx)
+    return ran, ins
+
+
+def test_loadgen_matches_the_measurement():
+    """The real backend's load generator, as calibration/bench/loadgen.py
+    measured it on this VM, and the simulated one on the same scenarios
+    with the profile keys fitted from it: its CPU per second (plus the
+    fitted rate-independent term, its timers, which the simulator does not
+    model) within the measured spread of each point's repetitions, widened
+    by the fit's residual scatter."""
+    table, _, meta = read_bench(DATA / "loadgen.parquet")
+    fit = loadgen_costs(table)
+    sig = fit["measured"]
+    rows = [r for r in table.to_pylist() if not r["host_disturbed"]]
+    params = meta["params"]
+    points: dict = {}
+    for r in rows:
+        points.setdefault((r["functions"], r["rate_rps"]), []).append(
+            r["gen_cpu_ns"] / r["span_s"] / 1e9)
+    resid = sig["residual_us_per_s"] / 1e6
+    for (functions, rate), measured in sorted(points.items()):
+        cfg = make_cfg(poisson(functions=functions, rate_rps=rate / functions,
+                               mean_service_s=params["demand_s"], request_path="worker"),
+                       cores=2, duration_s=params["duration_s"] + params["warmup_s"],
+                       warmup_s=params["warmup_s"], scheduler={"name": "eevdf"},
+                       calibration={**DEFAULT_COSTS, "loadgen_dispatch_us": fit["loadgen_dispatch_us"],
+                                    "loadgen_worker_us": fit["loadgen_worker_us"]})
+        cfg["trace"] = {"name": "sched"}
+        sched = simulate(cfg).extra["sched"].to_pandas()
+        t0 = int(params["warmup_s"] * 1e9)
+        t1 = int((params["duration_s"] + params["warmup_s"]) * 1e9)
+        ran, ins = _loadgen_cpu(sched, t0, t1)
+        sim = ran / (t1 - t0) + (sig["timers_us_per_s"] + sig["timers_us_per_s_per_worker"] * functions) / 1e6
+        assert min(measured) - 2 * resid <= sim <= max(measured) + 2 * resid, (functions, rate)

@@ -171,9 +171,9 @@ def kthread_params(table: pa.Table, meta: dict) -> dict:
     second per CPU over the repetitions and CPUs), ``kthread_run_us`` (the
     first intruder's run at sim.kthreads.RUN_QUANTILES, all of them
     pooled), ``kthread_nice`` (the most common nice among them; RT ones, if
-    any, counted at nice 0), and their spread (``uncertainty``, for the fit block: the
-    per-(repetition, CPU) rates' standard deviation and range, the
-    per-repetition median run's)."""
+    any, counted at nice 0), the rate's 1-sigma (``uncertainty``: over the
+    (repetition, CPU) cells) and, in ``measured``, the cells' range, the
+    spread of the per-repetition median run and the counts."""
     params = meta["params"]
     windows = params["window_s"]
     rows = [r for r in table.to_pylist() if r["kthread"]]
@@ -189,12 +189,12 @@ def kthread_params(table: pa.Table, meta: dict) -> dict:
             "kthread_run_us": [round(float(q), 2) for q in np.quantile(run_us, RUN_QUANTILES)],
             "kthread_nice": int(max(set(nices), key=nices.count)),
             "uncertainty": {"kthread_rate_per_s": float(f"{rates.std(ddof=1):.3g}")
-                              if len(rates) > 1 else float("inf"),
-                              "kthread_rate_range": [round(float(rates.min()), 2),
-                                                     round(float(rates.max()), 2)],
-                              "kthread_run_us_median": float(f"{np.std(medians, ddof=1):.3g}")
-                              if len(medians) > 1 else float("inf"),
-                              "interruptions": len(rows)}}
+                            if len(rates) > 1 else float("inf")},
+            "measured": {"rate_range_per_s": [round(float(rates.min()), 2),
+                                              round(float(rates.max()), 2)],
+                         "run_us_median_sigma": float(f"{np.std(medians, ddof=1):.3g}")
+                         if len(medians) > 1 else float("inf"),
+                         "interruptions": len(rows), "all_interruptions": table.num_rows}}
 
 
 def main(argv=None) -> int:

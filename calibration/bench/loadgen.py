@@ -106,8 +106,8 @@ def loadgen_costs(table: pa.Table) -> dict:
     second on dispatches per second and dispatches x workers per second,
     with a rate-independent term (its timers: interval sampling, progress)
     per run and per worker; undisturbed runs only.  Also the 1-sigma of
-    both (``uncertainty``, for the fit block) with the rate-independent term
-and its switch-ins per dispatch."""
+    both (``uncertainty``) and, in ``measured``, the rate-independent term,
+the residual scatter, its switch-ins per dispatch and the runs used."""
     rows = [r for r in table.to_pylist() if not r["host_disturbed"] and r["span_s"] > 0]
     d = np.array([r["dispatches"] / r["span_s"] for r in rows])
     w = np.array([float(r["functions"]) for r in rows])
@@ -123,11 +123,12 @@ and its switch-ins per dispatch."""
     return {"loadgen_dispatch_us": round(float(coef[0]), 2),
             "loadgen_worker_us": round(float(coef[1]), 4),
             "uncertainty": {"loadgen_dispatch_us": float(f"{sigma[0]:.3g}"),
-                              "loadgen_worker_us": float(f"{sigma[1]:.3g}"),
-                              "timers_us_per_s": round(float(coef[2]), 1),
-                              "timers_us_per_s_per_worker": round(float(coef[3]), 3),
-                              "switch_ins_per_dispatch": round(float(per_dispatch_sw), 3),
-                              "runs": len(rows)}}
+                            "loadgen_worker_us": float(f"{sigma[1]:.3g}")},
+            "measured": {"timers_us_per_s": round(float(coef[2]), 1),
+                         "timers_us_per_s_per_worker": round(float(coef[3]), 3),
+                         "residual_us_per_s": round(float(np.sqrt(resid @ resid / dof)), 1),
+                         "switch_ins_per_dispatch": round(float(per_dispatch_sw), 3),
+                         "runs": len(rows), "runs_disturbed": table.num_rows - len(rows)}}
 
 
 def main(argv=None) -> int:
