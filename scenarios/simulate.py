@@ -225,7 +225,9 @@ def _summary(cfg, machine, recorder, requests, c: HostCounters, window_s, wall_s
         **run_identity(cfg, "sim"),
         **request_columns(requests, window_s, float(cfg.get("slo_s", 1.0)),
                           recorder.arrived - requests.num_rows),
-        "cpu_util": (c.busy_ns + c.overhead_ns) / capacity_ns,
+        # the workload's CPU, as the real run's cgroups account it: not the
+        # host's own tasks (sim/loadgen.py, sim/kthreads.py)
+        "cpu_util": (c.busy_ns + c.overhead_ns - c.host_busy_ns) / capacity_ns,
         "sched_overhead_frac": c.overhead_ns / capacity_ns,
         "ctx_switches": c.switches,
         "ctx_switch_rate_per_s": c.switches / window_s,

@@ -58,6 +58,7 @@ class KernelThreads:
         self.tasks = []
         self.rngs = []
         self.queued_ns = []
+        self.given_ns = []            # CPU handed to each so far (ran_ns)
         self.forked = []
         for cpu in range(len(machine.rqs)):
             t = machine.new_task(f"kthread/{cpu}", machine.root_tg, nice, 1, 0, self)
@@ -66,6 +67,7 @@ class KernelThreads:
             self.tasks.append(t)
             self.rngs.append(self.engine.rng(f"host/kthreads/{cpu}"))
             self.queued_ns.append(0)
+            self.given_ns.append(0)
             self.forked.append(False)
         if self.mean_gap_ns:
             for cpu, rng in enumerate(self.rngs):
@@ -88,19 +90,27 @@ class KernelThreads:
         m = self.machine
         if not self.forked[cpu]:
             self.forked[cpu] = True
-            t.remaining = run
+            self._run(cpu, run)
             m.wake_up_new_task(t, cpu)
         elif t.sleeping:
-            t.remaining = run
+            self._run(cpu, run)
             m.wake_up(t)
         else:
             self.queued_ns[cpu] += run
         self.engine.call_later(int(rng.exponential(self.mean_gap_ns)), self._wake, cpu)
 
+    def _run(self, cpu: int, ns: int) -> None:
+        self.tasks[cpu].remaining = ns
+        self.given_ns[cpu] += ns
+
+    def ran_ns(self, task) -> int:
+        """``task``'s CPU time so far (as of the machine's last sync)."""
+        return self.given_ns[task.cpu] - task.remaining
+
     def burst_done(self, task) -> int:
         cpu = task.cpu
         if self.queued_ns[cpu]:
-            task.remaining = self.queued_ns[cpu]
+            self._run(cpu, self.queued_ns[cpu])
             self.queued_ns[cpu] = 0
             return 0
         return BURST_BLOCK

@@ -65,6 +65,7 @@ class LoadGenerator:
         machine.sched_setscheduler(self.task, SCHED_FIFO, prio)
         self.forked = False
         self.queued_ns = 0            # cost of dispatches that came while it ran
+        self.given_ns = 0             # CPU handed to it so far (ran_ns)
         self.dispatches = 0
 
     def cost_ns(self) -> int:
@@ -77,17 +78,25 @@ class LoadGenerator:
         m = self.machine
         if not self.forked:
             self.forked = True
-            t.remaining = self.cost_ns()
+            self._run(self.cost_ns())
             m.wake_up_new_task(t, hint_cpu)
         elif t.sleeping:
-            t.remaining = self.cost_ns()
+            self._run(self.cost_ns())
             m.wake_up(t)
         else:
             self.queued_ns += self.cost_ns()
 
+    def _run(self, ns: int) -> None:
+        self.task.remaining = ns
+        self.given_ns += ns
+
+    def ran_ns(self, task) -> int:
+        """Its CPU time so far (as of the machine's last sync)."""
+        return self.given_ns - task.remaining
+
     def burst_done(self, task) -> int:
         if self.queued_ns:
-            task.remaining = self.queued_ns
+            self._run(self.queued_ns)
             self.queued_ns = 0
             return 0
         return BURST_BLOCK

@@ -92,6 +92,9 @@ def test_host_switch_outs_are_not_the_workloads():
     s = r.summary.to_pylist()[0]
     assert s["switch_out_rate_per_s"] * 5.0 == pytest.approx(len(out_of_hogs), abs=1)
     assert len(out_of_hogs) == len(kth)
+    # the CPU utilisation is the workload's (the real run cgroups'): the
+    # kernel threads' share of the two busy CPUs is not in it
+    assert 0.98 < s["cpu_util"] < 1.0
     # the Poisson rate, per CPU, within 4 sigma of its count
     assert abs(len(kth) - 2 * 50.0 * 5.0) < 4 * np.sqrt(2 * 50.0 * 5.0)
 
