@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from calibration import bench
-from calibration.bench import common, ctx_switch, density, throttle, wakeup
+from calibration.bench import common, ctx_switch, density, kthreads, loadgen, throttle, wakeup
 from calibration.bench.common import BenchUnavailable
 from tests.hardware import cgroups_unavailable, default_sigint
 
@@ -108,7 +108,7 @@ def test_parquet_metadata_round_trip(tmp_path):
         common.read_bench(plain)
 
 
-@pytest.mark.parametrize("mod", [ctx_switch, density, wakeup, throttle])
+@pytest.mark.parametrize("mod", [ctx_switch, density, wakeup, throttle, loadgen, kthreads])
 def test_help_and_arguments(mod, capsys):
     with pytest.raises(SystemExit) as e:
         mod.main(["--help"])
@@ -123,7 +123,8 @@ def test_help_and_arguments(mod, capsys):
 
 
 def test_every_bench_is_listed():
-    assert set(bench.BENCHES) == {"ctx_switch", "density", "wakeup", "throttle", "dispatch"}
+    assert set(bench.BENCHES) == {"ctx_switch", "density", "wakeup", "throttle", "dispatch",
+                                  "loadgen", "kthreads"}
     assert all(m.NAME == n for n, m in bench.BENCHES.items())
     r = subprocess.run([sys.executable, "-m", "calibration.bench.wakeup", "--help"], cwd=REPO,
                        capture_output=True, text=True, timeout=60)
