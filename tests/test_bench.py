@@ -254,6 +254,33 @@ def test_dispatch_measures_the_workers_main_thread(tmp_path):
 
 
 @hardware
+@pytest.mark.usefixtures("no_leftovers")
+def test_kthreads_finds_the_hogs_interruptions(tmp_path):
+    t = kthreads.run(tmp_path, quick=True)
+    assert t.schema == kthreads.SCHEMA
+    df = t.to_pandas()
+    # some kernel thread preempts a busy CPU within 5 s on any Linux host
+    # (rcu_preempt, kworkers), and a run is never longer than its interruption
+    assert df.kthread.any() and df.preempted.all()
+    assert (df.run_ns <= df.duration_ns).all() and (df.n_tasks >= 1).all()
+    keys = kthreads.kthread_params(t, common.read_bench(tmp_path / "kthreads.parquet")[2])
+    assert keys["kthread_rate_per_s"] > 0 and keys["kthread_run_us"] == sorted(keys["kthread_run_us"])
+
+
+@hardware
+@pytest.mark.usefixtures("no_leftovers")
+def test_loadgen_costs_more_at_a_higher_rate(tmp_path):
+    t = loadgen.run(tmp_path, quick=True)
+    df = t.to_pandas()
+    assert (df.dispatches > 0).all() and (df.gen_switch_ins > 0).all()
+    # 300 dispatches/s cost the generator more CPU than 50/s (about 2x here,
+    # far beyond the runs' spread) at each density
+    for _, d in df.groupby("functions"):
+        cpu = d.set_index("rate_rps").gen_cpu_ns / d.set_index("rate_rps").span_s
+        assert cpu[300.0] > cpu[50.0]
+
+
+@hardware
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_removes_cgroups_and_processes(tmp_path, sig):
     before = set(glob.glob(LEFTOVERS))
