@@ -6,9 +6,9 @@ when interrupts pile up, compaction.  Each one that wakes on a busy CPU
 switches the workload's task out and takes its CPU for a while.
 calibration/bench/kthreads.py measures them on a host as the workload sees
 them (one CPU hog per CPU, the whole host's sched_switch recorded): on this
-project's VM all are SCHED_OTHER at nice 0, about 35 interruptions per
-second per busy CPU, most a few microseconds long with a tail of
-hundreds (docs/microbenchmarks.md, "kthreads").
+project's VM nearly all are SCHED_OTHER at nice 0, about 15
+interruptions per second per busy CPU, most of 5-50 us with a tail of
+milliseconds (DAMON's kdamond; docs/microbenchmarks.md, "kthreads").
 
 ``KernelThreads`` models them as one task per CPU, bound to it as the
 per-CPU kthreads are (``cpus_allowed``), in the root cgroup at the

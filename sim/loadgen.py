@@ -66,14 +66,12 @@ class LoadGenerator:
         self.forked = False
         self.queued_ns = 0            # cost of dispatches that came while it ran
         self.given_ns = 0             # CPU handed to it so far (ran_ns)
-        self.dispatches = 0
 
     def cost_ns(self) -> int:
         return max(1, int(self.dispatch_ns + self.worker_ns * self.workers()))
 
     def dispatch(self, hint_cpu: int) -> None:
         """A request goes out now: the thread runs its cost."""
-        self.dispatches += 1
         t = self.task
         m = self.machine
         if not self.forked:

@@ -74,7 +74,10 @@ cgroup as in ``direct``.  This is the path to compare a simulation with a
 ``backend=real`` run: each request costs one more wake-up and switch than
 ``direct``.  Null keys take the calibration profile's
 ``worker_dispatch_us`` and ``worker_thread_us`` (measured by ``colosim
-calibrate``'s dispatch benchmark).
+calibrate``'s dispatch benchmark).  Where the profile also measured the
+real backend's load generator, the SCHED_FIFO thread that writes each
+request to the worker's pipe runs as a task of the host too
+(sim/loadgen.py; ``WorkerPath.loadgen``).
 
 ``rdhashd``: resctl-demo's rd-hashd, the program the LAGS benchmark ran per
 function: a dispatch thread and a pool of reused workers, each request
