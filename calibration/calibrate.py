@@ -25,6 +25,8 @@ from calibration import fit as F
 from calibration import simbench
 from calibration.bench.common import read_bench
 from calibration.bench.dispatch import dispatch_costs
+from calibration.bench.kthreads import kthread_params
+from calibration.bench.loadgen import loadgen_costs
 from calibration.profile import PROFILE_DIR, build_profile, profile_path, write_profile
 
 FITS_DIR = Path(__file__).resolve().parent / "fits"
@@ -172,6 +174,16 @@ def calibrate(out: str, work_dir: Path | None = None, from_bench: Path | None = 
     if (Path(bench_dir) / "dispatch.parquet").exists():
         fit_block = profile.pop("fit")          # the fit block stays last
         profile.update(dispatch_costs(read_table(bench_dir, "dispatch")[0]), fit=fit_block)
+    for bench_name, costs in (("loadgen", lambda t, _meta: loadgen_costs(t)),
+                              ("kthreads", kthread_params)):
+        # what else runs on the host (sim/loadgen.py, sim/kthreads.py), where measured
+        if (Path(bench_dir) / f"{bench_name}.parquet").exists():
+            fit_block = profile.pop("fit")
+            table_, _, meta_ = read_table(bench_dir, bench_name)
+            keys = costs(table_, meta_)
+            fit_block["uncertainty"].update(keys.pop("uncertainty"))
+            fit_block[bench_name] = keys.pop("measured")
+            profile.update(keys, fit=fit_block)
     profile["fit"]["command"] = command
     if simulated is not None:
         for row in profile["fit"]["residuals"]:

@@ -76,6 +76,21 @@ CalibrationConfig = make_dataclass("CalibrationConfig", [
     # sim/workloads/request_path.py's defaults)
     ("worker_dispatch_us", Optional[float], field(default=None)),
     ("worker_thread_us", Optional[float], field(default=None)),
+    # what else runs on the host, measured by `colosim calibrate` (null: not
+    # measured, not modelled).  The real backend's load generator, a
+    # SCHED_FIFO task of the host on the worker path (sim/loadgen.py): CPU
+    # per dispatch and per worker it drains
+    ("loadgen_dispatch_us", Optional[float], field(default=None)),
+    ("loadgen_worker_us", Optional[float], field(default=None)),
+    # per-CPU kernel threads (sim/kthreads.py): wake-ups per second per CPU,
+    # run-time quantiles (us) at sim.kthreads.RUN_QUANTILES, their nice
+    ("kthread_rate_per_s", Optional[float], field(default=None)),
+    ("kthread_run_us", Optional[List[float]], field(default=None)),
+    ("kthread_nice", int, field(default=0)),
+    # switches: model them where the profile measured them (false: leave
+    # them out, to show their effect)
+    ("loadgen", bool, field(default=True)),
+    ("kthreads", bool, field(default=True)),
 ])
 CalibrationConfig.__module__ = __name__   # importable by name: pickled configs refer to it
 

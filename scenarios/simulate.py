@@ -16,9 +16,12 @@ from results.schema import request_columns, run_identity
 from scenarios.validate import validate_mapping
 from sim import workloads
 from sim.engine import NSEC_PER_SEC, s_to_ns
+from sim.kthreads import KernelThreads
+from sim.loadgen import LoadGenerator
 from sim.memory.progress import empty_summary
 from sim.metrics import HostCounters, IntervalSampler
 from sim.tracing import SchedTracer, enabled as tracing, trace_config
+from sim.workloads.request_path import WorkerPath
 
 
 @dataclass
@@ -44,7 +47,24 @@ def build(cfg: dict, trace=None):
                   "dispatch_us": _first(wl_cfg.get("dispatch_us"), cal.get("worker_dispatch_us")),
                   "thread_us": _first(wl_cfg.get("thread_us"), cal.get("worker_thread_us"))}
     workload = workloads.build(wl_cfg, machine, recorder, trace)
+    attach_host_tasks(cfg["calibration"], machine, workload)
     return engine, machine, recorder, workload
+
+
+def attach_host_tasks(cal: dict, machine, workload) -> None:
+    """What else runs on the host, where the calibration profile measured it
+    and its switch is on: the real backend's load generator on the worker
+    path (sim/loadgen.py) and the per-CPU kernel threads (sim/kthreads.py).
+    Created after the workload, so its tasks keep their pids."""
+    path = getattr(workload, "path", None)
+    if cal.get("loadgen", True) and cal.get("loadgen_dispatch_us") is not None \
+            and isinstance(path, WorkerPath):
+        path.loadgen = LoadGenerator(machine, float(cal["loadgen_dispatch_us"]),
+                                     float(cal.get("loadgen_worker_us") or 0.0),
+                                     path.workers)
+    if cal.get("kthreads", True) and cal.get("kthread_rate_per_s") is not None:
+        KernelThreads(machine, float(cal["kthread_rate_per_s"]), cal["kthread_run_us"],
+                      int(cal.get("kthread_nice", 0)))
 
 
 def _first(*values):
@@ -200,7 +220,9 @@ def _summary(cfg, machine, recorder, requests, c: HostCounters, window_s, wall_s
         **run_identity(cfg, "sim"),
         **request_columns(requests, window_s, float(cfg.get("slo_s", 1.0)),
                           recorder.arrived - requests.num_rows),
-        "cpu_util": (c.busy_ns + c.overhead_ns) / capacity_ns,
+        # the workload's CPU, as the real run's cgroups account it: not the
+        # host's own tasks (sim/loadgen.py, sim/kthreads.py)
+        "cpu_util": (c.busy_ns + c.overhead_ns - c.host_busy_ns) / capacity_ns,
         "sched_overhead_frac": c.overhead_ns / capacity_ns,
         "ctx_switches": c.switches,
         "ctx_switch_rate_per_s": c.switches / window_s,

@@ -483,7 +483,8 @@ class Machine:
         rq.nr_switches += 1
         rq.gen += 1
         if prev is not None:
-            self.nr_switch_outs += 1
+            if not prev.host:
+                self.nr_switch_outs += 1
             prev.on_cpu = False
             prev.last_ran = now
             prev.last_cpu = rq.cpu
@@ -529,8 +530,9 @@ class Machine:
             self.tracer.sched_switch(now, rq.cpu, prev, nxt, c)
         rq.curr = nxt
         nxt.on_cpu = True
-        self.run_delay_ns += now - nxt.wait_start
-        self.pcount += 1
+        if not nxt.host:
+            self.run_delay_ns += now - nxt.wait_start
+            self.pcount += 1
         if nxt.prio >= MAX_RT_PRIO:
             cfs_tasks = rq.cfs_tasks
             del cfs_tasks[nxt]

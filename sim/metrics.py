@@ -69,6 +69,9 @@ class HostCounters:
     throttled_time_ns: int = 0
     nr_bursts: int = 0
     burst_time_ns: int = 0
+    # run time of the host's own tasks (Task.host: the load generator, kernel
+    # threads), which the real backend's run cgroups do not hold
+    host_busy_ns: int = 0
 
     @classmethod
     def read(cls, machine) -> HostCounters:
@@ -84,7 +87,8 @@ class HostCounters:
                    nr_throttled=sum(b.nr_throttled for b in bws),
                    throttled_time_ns=sum(b.throttled_time for b in bws),
                    nr_bursts=sum(b.nr_burst for b in bws),
-                   burst_time_ns=sum(b.burst_time for b in bws))
+                   burst_time_ns=sum(b.burst_time for b in bws),
+                   host_busy_ns=sum(t.owner.ran_ns(t) for t in machine.root_tg.tasks if t.host))
 
     def __add__(self, other: HostCounters) -> HostCounters:
         return HostCounters(*(getattr(self, f) + getattr(other, f)

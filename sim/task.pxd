@@ -34,3 +34,4 @@ cdef class Task:
     cdef public long rt_time_slice
     cdef public long long touch_mark
     cdef public long long touch_mark_shared
+    cdef public bint host

@@ -36,7 +36,7 @@ class Task:
     __slots__ = ("pid", "name", "tg", "se", "nice", "remaining", "cpu", "cpus_allowed",
                  "last_ran", "last_cpu", "ws_bytes", "owner", "request", "sleeping",
                  "on_cpu", "wait_start", "dead", "custom_slice", "sched_policy", "prio",
-                 "rt_time_slice", "touch_mark", "touch_mark_shared")
+                 "rt_time_slice", "touch_mark", "touch_mark_shared", "host")
 
     def __init__(self, pid: int, name: str, tg, nice: int, burst_ns: int, ws_bytes: int,
                  owner, request: Request | None = None):
@@ -70,3 +70,8 @@ class Task:
         self.sched_policy = "normal"
         self.prio = 120 + nice
         self.rt_time_slice = 0        # RR quantum left, in ticks
+        # a task of the host itself, outside the workload (the load generator,
+        # kernel threads: sim/loadgen.py, sim/kthreads.py): perf stat -G, which
+        # the real backend counts switches with, does not see it, so its
+        # switch-outs and waits stay out of the workload's counters
+        self.host = False

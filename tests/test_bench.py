@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from calibration import bench
-from calibration.bench import common, ctx_switch, density, throttle, wakeup
+from calibration.bench import common, ctx_switch, density, kthreads, loadgen, throttle, wakeup
 from calibration.bench.common import BenchUnavailable
 from tests.hardware import cgroups_unavailable, default_sigint
 
@@ -108,7 +108,7 @@ def test_parquet_metadata_round_trip(tmp_path):
         common.read_bench(plain)
 
 
-@pytest.mark.parametrize("mod", [ctx_switch, density, wakeup, throttle])
+@pytest.mark.parametrize("mod", [ctx_switch, density, wakeup, throttle, loadgen, kthreads])
 def test_help_and_arguments(mod, capsys):
     with pytest.raises(SystemExit) as e:
         mod.main(["--help"])
@@ -124,7 +124,7 @@ def test_help_and_arguments(mod, capsys):
 
 def test_every_bench_is_listed():
     assert set(bench.BENCHES) == {"ctx_switch", "density", "wakeup", "throttle", "dispatch",
-                                  "timerwake"}
+                                  "timerwake", "loadgen", "kthreads"}
     assert all(m.NAME == n for n, m in bench.BENCHES.items())
     r = subprocess.run([sys.executable, "-m", "calibration.bench.wakeup", "--help"], cwd=REPO,
                        capture_output=True, text=True, timeout=60)
@@ -251,6 +251,33 @@ def test_dispatch_measures_the_workers_main_thread(tmp_path):
     costs = dispatch.dispatch_costs(t)
     # reading a line and pthread_create: microseconds, not nothing, not milliseconds
     assert 0.5 < costs["worker_dispatch_us"] + costs["worker_thread_us"] < 500, costs
+
+
+@hardware
+@pytest.mark.usefixtures("no_leftovers")
+def test_kthreads_finds_the_hogs_interruptions(tmp_path):
+    t = kthreads.run(tmp_path, quick=True)
+    assert t.schema == kthreads.SCHEMA
+    df = t.to_pandas()
+    # some kernel thread preempts a busy CPU within 5 s on any Linux host
+    # (rcu_preempt, kworkers), and a run is never longer than its interruption
+    assert df.kthread.any() and df.preempted.all()
+    assert (df.run_ns <= df.duration_ns).all() and (df.n_tasks >= 1).all()
+    keys = kthreads.kthread_params(t, common.read_bench(tmp_path / "kthreads.parquet")[2])
+    assert keys["kthread_rate_per_s"] > 0 and keys["kthread_run_us"] == sorted(keys["kthread_run_us"])
+
+
+@hardware
+@pytest.mark.usefixtures("no_leftovers")
+def test_loadgen_costs_more_at_a_higher_rate(tmp_path):
+    t = loadgen.run(tmp_path, quick=True)
+    df = t.to_pandas()
+    assert (df.dispatches > 0).all() and (df.gen_switch_ins > 0).all()
+    # 300 dispatches/s cost the generator more CPU than 50/s (about 2x here,
+    # far beyond the runs' spread) at each density
+    for _, d in df.groupby("functions"):
+        cpu = d.set_index("rate_rps").gen_cpu_ns / d.set_index("rate_rps").span_s
+        assert cpu[300.0] > cpu[50.0]
 
 
 @hardware

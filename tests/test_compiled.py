@@ -65,9 +65,18 @@ SCENARIOS = {
         cores=2, duration_s=1.0, warmup_s=0.1,
         calibration={**DEFAULT_COSTS, "idle_exit_ns": 30_000, "timer_slack_ns": 50_000,
                      "timer_irq_ns": 13_000}),
+    # what else runs on the host: the load generator (SCHED_FIFO, unpinned)
+    # on the worker path and per-CPU kernel threads (sim/loadgen.py, kthreads.py)
+    "host-tasks": make_cfg(poisson(functions=6, rate_rps=30.0, request_path="worker"),
+                           cores=2, duration_s=1.0, warmup_s=0.1, scheduler={"name": "eevdf"},
+                           calibration={**DEFAULT_COSTS, "loadgen_dispatch_us": 150.0,
+                                        "loadgen_worker_us": 2.0, "kthread_rate_per_s": 200.0,
+                                        "kthread_run_us": [2, 4, 6, 10, 20, 60, 300, 2000]}),
 }
-# the schedule trace (sim/tracing.py) of a run with throttling and of one with SMT
+# the schedule trace (sim/tracing.py) of a run with throttling, one with SMT
+# and one with host tasks
 SCENARIOS["quota"]["trace"] = SCENARIOS["cfs-smt"]["trace"] = {"name": "sched"}
+SCENARIOS["host-tasks"]["trace"] = {"name": "sched"}
 _DUMP = """
 import json, sys
 from scenarios.simulate import simulate

@@ -15,7 +15,8 @@ import importlib
 
 from calibration.bench.common import check_host
 
-NAMES = ("ctx_switch", "density", "wakeup", "throttle", "dispatch", "timerwake")
+NAMES = ("ctx_switch", "density", "wakeup", "throttle", "dispatch", "timerwake", "loadgen",
+         "kthreads")
 
 
 def __getattr__(name: str):

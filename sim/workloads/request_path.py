@@ -74,7 +74,10 @@ cgroup as in ``direct``.  This is the path to compare a simulation with a
 ``backend=real`` run: each request costs one more wake-up and switch than
 ``direct``.  Null keys take the calibration profile's
 ``worker_dispatch_us`` and ``worker_thread_us`` (measured by ``colosim
-calibrate``'s dispatch benchmark).
+calibrate``'s dispatch benchmark).  Where the profile also measured the
+real backend's load generator, the SCHED_FIFO thread that writes each
+request to the worker's pipe runs as a task of the host too
+(sim/loadgen.py; ``WorkerPath.loadgen``).
 
 ``rdhashd``: resctl-demo's rd-hashd, the program the LAGS benchmark ran per
 function: a dispatch thread and a pool of reused workers, each request
@@ -475,14 +478,23 @@ class WorkerPath:
         self.dispatcher: dict = {}    # function cgroup -> its dispatcher thread
         self.job: dict = {}           # dispatcher -> request it is dispatching
         self.pipe: dict = {}          # function cgroup -> requests waiting to be read
+        # the real backend's load generator (sim/loadgen.py), where modelled:
+        # it sends each request to the worker's pipe
+        self.loadgen = None
 
     def add_function(self, tg) -> None:
         """The dispatcher starts with the first request (its thread exists
         from the start on a real host, blocked on the pipe: the same)."""
         self.pipe[tg] = deque()
 
+    def workers(self) -> int:
+        """The worker processes: one per function cgroup."""
+        return len(self.pipe)
+
     def start(self, req, tg, hint: int) -> int:
         m = self.machine
+        if self.loadgen is not None:
+            self.loadgen.dispatch(hint)
         d = self.dispatcher.get(tg)
         if d is None:
             d = m.new_task(f"{req.function}/dispatcher", tg, self.wl.nice, self._cost(req), 0, self)

@@ -1,0 +1,139 @@
+"""The real backend's load generator on the host's CPUs -> loadgen.parquet.
+
+backend=real replays a function workload's trace from one thread
+(backends/real/loadgen.py ``replay``), SCHED_FIFO (``backend.
+loadgen_rt_priority``) and unpinned when the workers need every CPU: per
+dispatch it wakes ``spin_us`` early, drains every worker's completion pipe
+(one non-blocking read per worker), busy-waits to the arrival and writes
+the request line.  The simulator models it as a task of the host
+(sim/loadgen.py) that runs ``loadgen_dispatch_us + loadgen_worker_us x
+workers`` per dispatch; this benchmark measures both.
+
+It runs the real backend itself (``run_real``) on trivial requests
+(``workload=poisson workload.request_path=worker``, 200 us exponential
+demand, so the workers hardly load the CPUs) at ``FUNCTIONS`` densities x
+``RATES`` total dispatch rates, ``REPEATS`` times, and reads the generator
+thread's CPU time and switch-ins (``/proc/thread-self/schedstat``: run ns
+and pcount) from its progress callback, which runs on that thread: at the
+first call after warm-up and at the last one.  The dispatches between the
+two are the trace's arrivals in that span.
+
+Columns (one row per run): rep, functions, rate_rps (all functions
+together), span_s, dispatches, gen_cpu_ns, gen_switch_ins, lateness_p99_s,
+host_disturbed.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from backends.real.run import run_real
+from calibration.bench import common
+from calibration.bench.common import Progress
+from scenarios.config import compose
+
+NAME = "loadgen"
+FUNCTIONS, FUNCTIONS_QUICK = (8, 64, 256), (8, 64)
+RATES, RATES_QUICK = (50.0, 150.0, 300.0), (50.0, 300.0)
+REPEATS, REPEATS_QUICK = 3, 1
+DURATION_S, DURATION_S_QUICK = 4.0, 2.0
+WARMUP_S = 1.0
+DEMAND_S = 0.0002
+SCHEMA = pa.schema([("rep", pa.int64()), ("functions", pa.int64()), ("rate_rps", pa.float64()),
+                    ("span_s", pa.float64()), ("dispatches", pa.int64()),
+                    ("gen_cpu_ns", pa.int64()), ("gen_switch_ins", pa.int64()),
+                    ("lateness_p99_s", pa.float64()), ("host_disturbed", pa.bool_())])
+
+
+def _schedstat() -> tuple[int, int]:
+    """This thread's (run ns, times switched in)."""
+    f = Path("/proc/thread-self/schedstat").read_text().split()
+    return int(f[0]), int(f[2])
+
+
+def one_run(functions: int, rate_rps: float, duration_s: float, seed: int) -> dict:
+    cfg = compose(["host=this-vm", "scheduler=eevdf", "backend=real", "workload=poisson",
+                   "workload.request_path=worker", f"workload.functions={functions}",
+                   f"workload.rate_rps={rate_rps / functions}",
+                   f"workload.mean_service_s={DEMAND_S}", f"duration_s={duration_s}",
+                   f"warmup_s={WARMUP_S}", f"seed={seed}", "backend.lateness_action=flag"])
+    marks: list[tuple[float, int, int]] = []
+
+    def progress(now_s, _duration_s):
+        if now_s >= WARMUP_S:
+            marks.append((now_s, *_schedstat()))
+    res = run_real(cfg, progress=progress, run_name=f"bench-loadgen-{functions}")
+    (t0, cpu0, n0), (t1, cpu1, n1) = marks[0], marks[-1]
+    arr = np.asarray(res.trace.column("arrival_s").to_numpy(zero_copy_only=False))
+    s = res.summary.to_pylist()[0]
+    return {"functions": functions, "rate_rps": rate_rps, "span_s": t1 - t0,
+            "dispatches": int(((arr >= t0) & (arr < t1)).sum()),
+            "gen_cpu_ns": cpu1 - cpu0, "gen_switch_ins": n1 - n0,
+            "lateness_p99_s": float(s["loadgen_lateness_p99_s"]),
+            "host_disturbed": bool(s.get("host_disturbed", False))}
+
+
+def run(out_dir, quick: bool = False, progress: Progress = None) -> pa.Table:
+    started = common.utc_now()
+    common.check_host()
+    functions = FUNCTIONS_QUICK if quick else FUNCTIONS
+    rates = RATES_QUICK if quick else RATES
+    repeats = REPEATS_QUICK if quick else REPEATS
+    duration = DURATION_S_QUICK if quick else DURATION_S
+    rows = []
+    t0 = time.monotonic()
+    for rep in range(repeats):
+        for n in functions:
+            for rate in rates:
+                common.say(progress, f"{NAME} rep {rep + 1}/{repeats} functions={n} "
+                                     f"rate={rate:g}/s ({time.monotonic() - t0:.0f} s)")
+                rows.append({"rep": rep, **one_run(n, rate, duration, seed=rep)})
+    table = pa.Table.from_pylist(rows, schema=SCHEMA)
+    params = {"functions": list(functions), "rates_rps": list(rates), "repeats": repeats,
+              "duration_s": duration, "warmup_s": WARMUP_S, "demand_s": DEMAND_S}
+    meta = common.bench_meta(NAME, params, quick, started,
+                             duration_s=round(time.monotonic() - t0, 1))
+    common.write_bench(table, out_dir, meta)
+    return table
+
+
+def loadgen_costs(table: pa.Table) -> dict:
+    """The generator's CPU per dispatch, ``loadgen_dispatch_us +
+    loadgen_worker_us x workers`` (us), by least squares of its CPU per
+    second on dispatches per second and dispatches x workers per second,
+    with a rate-independent term (its timers: interval sampling, progress)
+    per run and per worker; undisturbed runs only.  Also the 1-sigma of
+    both (``uncertainty``) and, in ``measured``, the rate-independent term,
+the residual scatter, its switch-ins per dispatch and the runs used."""
+    rows = [r for r in table.to_pylist() if not r["host_disturbed"] and r["span_s"] > 0]
+    d = np.array([r["dispatches"] / r["span_s"] for r in rows])
+    w = np.array([float(r["functions"]) for r in rows])
+    y = np.array([r["gen_cpu_ns"] / r["span_s"] / 1000 for r in rows])      # us per s
+    x = np.column_stack([d, d * w, np.ones_like(d), w])
+    coef, _, rank, _ = np.linalg.lstsq(x, y, rcond=None)
+    dof = max(1, len(y) - x.shape[1])
+    resid = y - x @ coef
+    cov = np.linalg.pinv(x.T @ x) * float(resid @ resid) / dof
+    sigma = np.sqrt(np.diag(cov))
+    sw = np.array([r["gen_switch_ins"] / r["span_s"] for r in rows])
+    per_dispatch_sw, _ = np.polyfit(d, sw, 1)
+    return {"loadgen_dispatch_us": round(float(coef[0]), 2),
+            "loadgen_worker_us": round(float(coef[1]), 4),
+            "uncertainty": {"loadgen_dispatch_us": float(f"{sigma[0]:.3g}"),
+                            "loadgen_worker_us": float(f"{sigma[1]:.3g}")},
+            "measured": {"timers_us_per_s": round(float(coef[2]), 1),
+                         "timers_us_per_s_per_worker": round(float(coef[3]), 3),
+                         "residual_us_per_s": round(float(np.sqrt(resid @ resid / dof)), 1),
+                         "switch_ins_per_dispatch": round(float(per_dispatch_sw), 3),
+                         "runs": len(rows), "runs_disturbed": table.num_rows - len(rows)}}
+
+
+def main(argv=None) -> int:
+    return common.cli(__doc__, run, argv, prog=f"python -m calibration.bench.{NAME}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,116 @@
+"""Per-CPU kernel threads: what a real host runs besides the workload.
+
+Every CPU of a Linux host runs kernel threads that wake on their own:
+rcu_preempt's grace periods, kworkers' deferred work, ksoftirqd's softirqs
+when interrupts pile up, compaction.  Each one that wakes on a busy CPU
+switches the workload's task out and takes its CPU for a while.
+calibration/bench/kthreads.py measures them on a host as the workload sees
+them (one CPU hog per CPU, the whole host's sched_switch recorded): on this
+project's VM nearly all are SCHED_OTHER at nice 0, about 15
+interruptions per second per busy CPU, most of 5-50 us with a tail of
+milliseconds (DAMON's kdamond; docs/microbenchmarks.md, "kthreads").
+
+``KernelThreads`` models them as one task per CPU, bound to it as the
+per-CPU kthreads are (``cpus_allowed``), in the root cgroup at the
+measured nice, woken as a Poisson process at the measured rate of
+interruptions per CPU; each wake-up runs a time drawn from the measured
+run-time distribution (its quantiles ``kthread_run_us`` at
+``RUN_QUANTILES``, interpolated linearly: an inverse-CDF draw).  They are
+fair tasks, so the fair policy decides when a woken one preempts (EEVDF's
+wake-up preemption, or the tick) and, being outside the workload
+(``Task.host``), their own switch-outs are not counted as the workload's.
+A wake-up while the thread still runs adds its work to the run (a kworker
+finds more work queued).  Each CPU draws from its own stream
+(``host/kthreads/<cpu>``), so the rest of the run's randomness is
+unchanged.
+
+Not modelled: their wake-ups on idle CPUs differ from busy ones (NOHZ
+defers timers; the benchmark measures busy CPUs, and the same rate is used
+whether the CPU is busy or idle), unbound kthreads moving between CPUs,
+and several kthreads chaining in one interruption (the first one's run is
+measured; those after it are counted in the benchmark's ``n_tasks``).
+"""
+from __future__ import annotations
+
+from sim.engine import NSEC_PER_SEC, NSEC_PER_USEC
+from sim.task import BURST_BLOCK
+
+# the probabilities at which the profile gives the run-time quantiles
+RUN_QUANTILES = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0)
+
+
+class KernelThreads:
+    """The per-CPU kernel threads of the simulated host (module docstring)."""
+
+    def __init__(self, machine, rate_per_s: float, run_us, nice: int = 0):
+        run_us = [float(x) for x in run_us]
+        if rate_per_s < 0:
+            raise ValueError(f"calibration.kthread_rate_per_s = {rate_per_s}: must be >= 0")
+        if len(run_us) != len(RUN_QUANTILES) or run_us[0] < 0 or \
+                any(b < a for a, b in zip(run_us, run_us[1:])):
+            raise ValueError(f"calibration.kthread_run_us = {run_us}: must be "
+                             f"{len(RUN_QUANTILES)} non-decreasing run times >= 0 (us) at "
+                             f"the quantiles {list(RUN_QUANTILES)}")
+        self.machine = machine
+        self.engine = machine.engine
+        self.mean_gap_ns = NSEC_PER_SEC / rate_per_s if rate_per_s > 0 else 0.0
+        self.run_ns = [x * NSEC_PER_USEC for x in run_us]
+        self.tasks = []
+        self.rngs = []
+        self.queued_ns = []
+        self.given_ns = []            # CPU handed to each so far (ran_ns)
+        self.forked = []
+        for cpu in range(len(machine.rqs)):
+            t = machine.new_task(f"kthread/{cpu}", machine.root_tg, nice, 1, 0, self)
+            t.host = True
+            t.cpus_allowed = frozenset((cpu,))
+            self.tasks.append(t)
+            self.rngs.append(self.engine.rng(f"host/kthreads/{cpu}"))
+            self.queued_ns.append(0)
+            self.given_ns.append(0)
+            self.forked.append(False)
+        if self.mean_gap_ns:
+            for cpu, rng in enumerate(self.rngs):
+                self.engine.call_later(int(rng.exponential(self.mean_gap_ns)), self._wake, cpu)
+
+    def draw_run_ns(self, u: float) -> int:
+        """The run time at cumulative probability ``u`` (inverse CDF)."""
+        q = RUN_QUANTILES
+        i = 1
+        while i < len(q) - 1 and u > q[i]:
+            i += 1
+        lo, hi = self.run_ns[i - 1], self.run_ns[i]
+        frac = (u - q[i - 1]) / (q[i] - q[i - 1])
+        return max(1, int(lo + (hi - lo) * frac))
+
+    def _wake(self, cpu: int) -> None:
+        rng = self.rngs[cpu]
+        run = self.draw_run_ns(rng.uniform())
+        t = self.tasks[cpu]
+        m = self.machine
+        if not self.forked[cpu]:
+            self.forked[cpu] = True
+            self._run(cpu, run)
+            m.wake_up_new_task(t, cpu)
+        elif t.sleeping:
+            self._run(cpu, run)
+            m.wake_up(t)
+        else:
+            self.queued_ns[cpu] += run
+        self.engine.call_later(int(rng.exponential(self.mean_gap_ns)), self._wake, cpu)
+
+    def _run(self, cpu: int, ns: int) -> None:
+        self.tasks[cpu].remaining = ns
+        self.given_ns[cpu] += ns
+
+    def ran_ns(self, task) -> int:
+        """``task``'s CPU time so far (as of the machine's last sync)."""
+        return self.given_ns[task.cpu] - task.remaining
+
+    def burst_done(self, task) -> int:
+        cpu = task.cpu
+        if self.queued_ns[cpu]:
+            self._run(cpu, self.queued_ns[cpu])
+            self.queued_ns[cpu] = 0
+            return 0
+        return BURST_BLOCK

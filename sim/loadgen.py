@@ -1,0 +1,100 @@
+"""The load generator as a task of the simulated host.
+
+On ``backend=real`` one thread replays a function workload's trace
+(backends/real/loadgen.py ``replay``): SCHED_FIFO at
+``backend.loadgen_rt_priority`` (1, raised above SCHED_RR workers) and
+unpinned when the workers need every CPU, as on this project's 2-CPU VM.
+Per dispatch it wakes ``spin_us`` before the arrival, drains every
+worker's completion pipe (one non-blocking read each, so completions cost
+it nothing apart: they are read in the same drain), busy-waits to the
+arrival and writes the request to the function's worker.  Being an RT
+task it preempts whatever fair task runs on its CPU, and the worker it
+wakes is placed knowing that CPU is busy.  The simulator otherwise assumes
+arrivals cost no CPU.
+
+``LoadGenerator`` is that thread: one SCHED_FIFO task of the root cgroup
+(its CPU shows in the host's usage, as the colosim process's does in the
+real root cgroup's), not pinned, woken at each dispatch of the worker path
+(sim/workloads/request_path.py ``WorkerPath.start``, which calls
+:meth:`dispatch` before waking the function's dispatcher) for
+``loadgen_dispatch_us + loadgen_worker_us x workers`` of CPU, the
+calibration profile's values measured by calibration/bench/loadgen.py.  A
+dispatch while it still runs adds its cost to the run (the real loop sends
+every row that is due before it sleeps).  Its placement and preemption are
+the RT class's (sim/rt.py: ``select_task_rq_rt`` keeps it on its CPU
+unless that runs an RT task it cannot preempt).  Like any task outside the
+workload (``Task.host``) its own switch-outs are not counted as the
+workload's, as ``perf stat -G`` on the workload's cgroups does not count
+them; the workload tasks it preempts are.
+
+Not modelled: the busy-wait's placement before the arrival (the task runs
+its whole cost from the dispatch on; the worker is woken at the arrival
+either way), the loop's timers (interval sampling, progress: the
+benchmark's rate-independent term, reported in the profile's fit block),
+and its wake-ups every ``max_sleep`` (20 ms) when no arrival is due.
+"""
+from __future__ import annotations
+
+from sim.engine import NSEC_PER_USEC
+from sim.sched_class import SCHED_FIFO, SCHED_RR
+from sim.task import BURST_BLOCK
+
+# backend.loadgen_rt_priority's default (backends/real/config.py)
+LOADGEN_RT_PRIORITY = 1
+NAME = "colosim-loadgen"
+
+
+class LoadGenerator:
+    """The replay thread (module docstring); ``workers``: a callable giving
+    the number of worker processes it drains per dispatch."""
+
+    def __init__(self, machine, dispatch_us: float, worker_us: float, workers):
+        for key, value in (("loadgen_dispatch_us", dispatch_us),
+                           ("loadgen_worker_us", worker_us)):
+            if value < 0:
+                raise ValueError(f"calibration.{key} = {value}: must be >= 0")
+        self.machine = machine
+        self.dispatch_ns = dispatch_us * NSEC_PER_USEC
+        self.worker_ns = worker_us * NSEC_PER_USEC
+        self.workers = workers
+        self.task = machine.new_task(NAME, machine.root_tg, 0, 1, 0, self)
+        self.task.host = True
+        rr = [pr for policy, pr in (machine.default_task_policy,
+                                    *machine.group_task_policy.values()) if policy == SCHED_RR]
+        prio = max(LOADGEN_RT_PRIORITY, min(99, max(rr) + 1)) if rr else LOADGEN_RT_PRIORITY
+        machine.sched_setscheduler(self.task, SCHED_FIFO, prio)
+        self.forked = False
+        self.queued_ns = 0            # cost of dispatches that came while it ran
+        self.given_ns = 0             # CPU handed to it so far (ran_ns)
+
+    def cost_ns(self) -> int:
+        return max(1, int(self.dispatch_ns + self.worker_ns * self.workers()))
+
+    def dispatch(self, hint_cpu: int) -> None:
+        """A request goes out now: the thread runs its cost."""
+        t = self.task
+        m = self.machine
+        if not self.forked:
+            self.forked = True
+            self._run(self.cost_ns())
+            m.wake_up_new_task(t, hint_cpu)
+        elif t.sleeping:
+            self._run(self.cost_ns())
+            m.wake_up(t)
+        else:
+            self.queued_ns += self.cost_ns()
+
+    def _run(self, ns: int) -> None:
+        self.task.remaining = ns
+        self.given_ns += ns
+
+    def ran_ns(self, task) -> int:
+        """Its CPU time so far (as of the machine's last sync)."""
+        return self.given_ns - task.remaining
+
+    def burst_done(self, task) -> int:
+        if self.queued_ns:
+            self._run(self.queued_ns)
+            self.queued_ns = 0
+            return 0
+        return BURST_BLOCK

@@ -1,0 +1,214 @@
+"""What else runs on the host: the load generator (sim/loadgen.py) and the
+per-CPU kernel threads (sim/kthreads.py) as tasks of the simulated host."""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from calibration.bench.common import read_bench
+from calibration.bench.kthreads import interruptions, kthread_params
+from calibration.bench.loadgen import loadgen_costs
+from scenarios.simulate import build, simulate
+from sim.engine import Engine
+from sim.kthreads import RUN_QUANTILES, KernelThreads
+from sim.loadgen import NAME as LOADGEN
+from sim.rt import rt_prio
+from sim.sched_class import SCHED_FIFO
+from tests.simcfg import DEFAULT_COSTS, make_cfg, periodic, poisson
+
+DATA = Path(__file__).resolve().parent.parent / "calibration" / "data" / "this-vm"
+RUN_US = [2, 4, 6, 10, 20, 60, 300, 2000]
+HOST_TASKS = {"loadgen_dispatch_us": 150.0, "loadgen_worker_us": 2.0,
+              "kthread_rate_per_s": 200.0, "kthread_run_us": RUN_US}
+
+
+def worker_cfg(calibration: dict, scheduler: dict | None = None) -> dict:
+    return make_cfg(poisson(functions=6, rate_rps=30.0, request_path="worker"), cores=2,
+                    duration_s=2.0, warmup_s=0.2, scheduler=scheduler or {"name": "eevdf"},
+                    calibration=calibration)
+
+
+def _rows(r) -> dict:
+    s = r.summary.to_pylist()[0]
+    for measured in ("wall_time_s", "sim_s_per_wall_s", "run_id"):
+        s.pop(measured)
+    # as text, where NaN equals NaN
+    return {"summary": repr(s), "requests": repr(r.requests.to_pylist()),
+            "intervals": repr(r.intervals.to_pylist())}
+
+
+def test_switched_off_or_unmeasured_is_the_old_run():
+    """A profile without the measurements, and one with them switched off,
+    run exactly as before the mechanisms existed."""
+    plain = _rows(simulate(worker_cfg(DEFAULT_COSTS)))
+    off = _rows(simulate(worker_cfg({**DEFAULT_COSTS, **HOST_TASKS,
+                                     "loadgen": False, "kthreads": False})))
+    assert off == plain
+    on = _rows(simulate(worker_cfg({**DEFAULT_COSTS, **HOST_TASKS})))
+    assert on["summary"] != plain["summary"]
+
+
+def test_the_loadgen_is_only_on_the_worker_path():
+    direct = make_cfg(poisson(functions=6, rate_rps=30.0), cores=2, duration_s=2.0,
+                      warmup_s=0.2, calibration=DEFAULT_COSTS)
+    with_lg = copy.deepcopy(direct)
+    with_lg["calibration"] = {**DEFAULT_COSTS, "loadgen_dispatch_us": 150.0}
+    assert _rows(simulate(with_lg)) == _rows(simulate(direct))
+
+
+def test_the_schedule_trace_shows_them():
+    cfg = worker_cfg({**DEFAULT_COSTS, **HOST_TASKS})
+    cfg["trace"] = {"name": "sched"}
+    r = simulate(cfg)
+    sched = r.extra["sched"].to_pandas()
+    sw = sched[sched.event == "sched_switch"]
+    lg = sw[sw.next_comm == LOADGEN]
+    assert len(lg) > 0 and set(lg.next_cgroup) == {"/"}
+    # SCHED_FIFO: it preempts the workload task running where it wakes
+    assert ((lg.prev_state == "R") & (lg.prev_cgroup.str.startswith("/faas.slice"))).any()
+    for cpu in (0, 1):
+        k = sw[sw.next_comm == f"kthread/{cpu}"]
+        assert len(k) > 0 and set(k.cpu) == {cpu}
+
+
+def test_host_switch_outs_are_not_the_workloads():
+    """perf stat -G counts the workload's cgroups only: two hogs, one per CPU,
+    are switched out once per kernel-thread run, and the kernel threads' own
+    switch-outs are not counted."""
+    hogs = periodic(groups=[{"name": f"hog{c}", "threads": 1, "run_ms": 100_000.0,
+                             "sleep_ms": 0.0, "cpuset": str(c)} for c in (0, 1)])
+    cfg = make_cfg(hogs, cores=2, duration_s=5.0, warmup_s=0.0, scheduler={"name": "eevdf"},
+                   calibration={**DEFAULT_COSTS, "kthread_rate_per_s": 50.0,
+                                "kthread_run_us": RUN_US})
+    cfg["trace"] = {"name": "sched"}
+    r = simulate(cfg)
+    sw = r.extra["sched"].to_pandas()
+    sw = sw[sw.event == "sched_switch"]
+    out_of_hogs = sw[sw.prev_comm.str.startswith("hog", na=False)]
+    kth = sw[sw.next_comm.str.startswith("kthread/", na=False)]
+    s = r.summary.to_pylist()[0]
+    assert s["switch_out_rate_per_s"] * 5.0 == pytest.approx(len(out_of_hogs), abs=1)
+    assert len(out_of_hogs) == len(kth)
+    # the CPU utilisation is the workload's (the real run cgroups'): the
+    # kernel threads' share of the two busy CPUs is not in it
+    assert 0.98 < s["cpu_util"] < 1.0
+    # the Poisson rate, per CPU, within 4 sigma of its count
+    assert abs(len(kth) - 2 * 50.0 * 5.0) < 4 * np.sqrt(2 * 50.0 * 5.0)
+
+
+def test_run_times_follow_the_quantiles():
+    class _M:          # the two attributes the draw needs
+        rqs = []
+        engine = Engine(0)
+    k = KernelThreads(_M(), 0.0, RUN_US)
+    us = np.array([k.draw_run_ns(u) for u in np.linspace(0, 1, 100_001)]) / 1000
+    assert np.quantile(us, RUN_QUANTILES) == pytest.approx(RUN_US, rel=0.01, abs=0.01)
+    with pytest.raises(ValueError, match="kthread_run_us"):
+        KernelThreads(_M(), 1.0, [3, 2, 1])
+
+
+def test_interruptions_attribute_the_first_intruder():
+    switches = [(0, 1.0, 10, "R", "kworker/0:1", 5, 120),
+                (0, 1.00001, 5, "S", "bash", 7, 120),
+                (0, 1.00003, 7, "S", "hog", 10, 120),
+                (1, 1.0, 11, "R", "rcu_preempt", 6, 120)]     # never back: not counted
+    assert interruptions(switches, {0: 10, 1: 11}) == [
+        {"cpu": 0, "t_s": 0.0, "duration_ns": 30_000, "run_ns": 10_000,
+         "comm": "kworker/0:1", "pid": 5, "prio": 120, "n_tasks": 2, "preempted": True}]
+
+
+def test_kthreads_match_the_measurement():
+    """One hog per CPU for 30 s, as calibration/bench/kthreads.py measured
+    this VM: the kernel threads modelled from its fit switch each hog out,
+    and take its CPU, as often and as much as the host did, within the
+    spread of its (repetition, CPU) cells."""
+    table, _, meta = read_bench(DATA / "kthreads.parquet")
+    params = kthread_params(table, meta)
+    windows = meta["params"]["window_s"]
+    kth = table.filter(table.column("kthread")).to_pylist()
+    cells = {(rep, cpu): [0, 0] for rep in range(len(windows)) for cpu in meta["params"]["cpus"]}
+    for r in kth:
+        cells[r["rep"], r["cpu"]][0] += 1
+        cells[r["rep"], r["cpu"]][1] += r["run_ns"]
+    rates = [n / windows[rep] for (rep, _), (n, _) in cells.items()]
+    shares = [ns / 1e9 / windows[rep] for (rep, _), (_, ns) in cells.items()]
+    seconds = 30.0
+    hogs = periodic(groups=[{"name": f"hog{c}", "threads": 1, "run_ms": 100_000.0,
+                             "sleep_ms": 0.0, "cpuset": str(c)} for c in (0, 1)])
+    cfg = make_cfg(hogs, cores=2, duration_s=seconds, warmup_s=0.0, scheduler={"name": "eevdf"},
+                   calibration={**DEFAULT_COSTS, **{k: v for k, v in params.items()
+                                                    if k != "uncertainty"}})
+    cfg["trace"] = {"name": "sched"}
+    sw = simulate(cfg).extra["sched"].to_pandas()
+    sw = sw[sw.event == "sched_switch"].sort_values("time_ns")
+    for cpu in (0, 1):
+        on = sw[sw.cpu == cpu]
+        hog_out = on[on.prev_comm == f"hog{cpu}/0"]
+        assert min(rates) <= len(hog_out) / seconds <= max(rates)
+        # the kernel thread's runs: from its switch-in to the next switch on the CPU
+        t = on.time_ns.to_numpy()
+        ins = np.flatnonzero(on.next_comm.to_numpy() == f"kthread/{cpu}")
+        ran = (t[ins[ins + 1 < len(t)] + 1] - t[ins[ins + 1 < len(t)]]).sum()
+        assert min(shares) <= ran / 1e9 / seconds <= max(shares)
+
+
+def test_the_loadgen_ranks_above_rr_workers():
+    """backend.loadgen_rt_priority is raised above SCHED_RR workers (or they
+    would starve the dispatcher): the simulated one too."""
+    cal = {**DEFAULT_COSTS, "loadgen_dispatch_us": 150.0}
+    _, _, _, fair = build(worker_cfg(cal))
+    _, _, _, rr = build(worker_cfg(cal, scheduler={"name": "rr", "policy": "cfs",
+                                                   "task_policy": "rr", "rt_priority": 50}))
+    assert fair.path.loadgen.task.prio == rt_prio(1)
+    assert rr.path.loadgen.task.prio == rt_prio(51)
+    assert fair.path.loadgen.task.sched_policy == SCHED_FIFO
+
+
+def _loadgen_cpu(sched, t0_ns: int, t1_ns: int) -> tuple[float, int]:
+    """The load generator's CPU (ns) and switch-ins in [t0, t1) of a
+    schedule trace: from each switch-in to the next switch on its CPU."""
+    sw = sched[sched.event == "sched_switch"].sort_values(["cpu", "time_ns"])
+    ran, ins = 0, 0
+    for _, on in sw.groupby("cpu"):
+        t = on.time_ns.to_numpy()
+        idx = np.flatnonzero((on.next_comm.to_numpy() == LOADGEN) & (t >= t0_ns) & (t < t1_ns))
+        idx = idx[idx + 1 < len(t)]
+        ran += int((t[idx + 1] - t[idx]).sum())
+        ins += len(idx)
+    return ran, ins
+
+
+def test_loadgen_matches_the_measurement():
+    """The real backend's load generator, as calibration/bench/loadgen.py
+    measured it on this VM, and the simulated one on the same scenarios
+    with the profile keys fitted from it: its CPU per second (plus the
+    fitted rate-independent term, its timers, which the simulator does not
+    model) within the measured spread of each point's repetitions, widened
+    by the fit's residual scatter."""
+    table, _, meta = read_bench(DATA / "loadgen.parquet")
+    fit = loadgen_costs(table)
+    sig = fit["measured"]
+    rows = [r for r in table.to_pylist() if not r["host_disturbed"]]
+    params = meta["params"]
+    points: dict = {}
+    for r in rows:
+        points.setdefault((r["functions"], r["rate_rps"]), []).append(
+            r["gen_cpu_ns"] / r["span_s"] / 1e9)
+    resid = sig["residual_us_per_s"] / 1e6
+    for (functions, rate), measured in sorted(points.items()):
+        cfg = make_cfg(poisson(functions=functions, rate_rps=rate / functions,
+                               mean_service_s=params["demand_s"], request_path="worker"),
+                       cores=2, duration_s=params["duration_s"] + params["warmup_s"],
+                       warmup_s=params["warmup_s"], scheduler={"name": "eevdf"},
+                       calibration={**DEFAULT_COSTS, "loadgen_dispatch_us": fit["loadgen_dispatch_us"],
+                                    "loadgen_worker_us": fit["loadgen_worker_us"]})
+        cfg["trace"] = {"name": "sched"}
+        sched = simulate(cfg).extra["sched"].to_pandas()
+        t0 = int(params["warmup_s"] * 1e9)
+        t1 = int((params["duration_s"] + params["warmup_s"]) * 1e9)
+        ran, ins = _loadgen_cpu(sched, t0, t1)
+        sim = ran / (t1 - t0) + (sig["timers_us_per_s"] + sig["timers_us_per_s_per_worker"] * functions) / 1e6
+        assert min(measured) - 2 * resid <= sim <= max(measured) + 2 * resid, (functions, rate)
