@@ -166,7 +166,7 @@ def test_rtapp_rows_judge_the_wakeup_distribution_per_task():
     frame = v.to_frame(list(miss.values()))
     assert vt.row_result(m).startswith("MISS (KS")
     assert "r [rr-0] rtapp_wakeup_latency_p50_s KS" in vt.verdict(frame)
-    assert "timer slack" in vt.miss_lines(frame)[0]
+    assert "idle-exit latency" in vt.miss_lines(frame)[0]
 
 
 # --- the dense suite -------------------------------------------------------------
