@@ -4,6 +4,7 @@ marked hardware, the binding's counts against perf stat's on the same run."""
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -282,3 +283,30 @@ def _perf_stat_missing():
     except PerfUnavailable as e:
         return str(e)
     return None
+
+
+@pytest.mark.hardware
+def test_opening_a_counter_does_not_read_every_open_fd(monkeypatch):
+    """A dense run opens a thousand counters while its processes hold a
+    thousand fds: reading every fd's link at each open made 256 workers'
+    start take ~10 s, past their own --max-seconds alarm.  An open reads
+    a bounded number of links, however many fds are open, and still finds
+    the new counter."""
+    if os.geteuid() != 0 or taskcount.binding is None:
+        pytest.skip("needs root and the binding" if taskcount.binding is not None
+                    else taskcount.BINDING_MISSING)
+    extra = [os.open("/dev/null", os.O_RDONLY) for _ in range(500)]
+    counters = TaskCounters(["/a"], ["task-clock"], 100)
+    try:
+        counters._probe()
+        reads = []
+        real = os.readlink
+        monkeypatch.setattr(os, "readlink", lambda p: reads.append(p) or real(p))
+        opened = [counters._open("task-clock", threading.get_native_id()) for _ in range(20)]
+        assert len(reads) <= 20 and len(set(opened)) == 20
+        assert all(real(f"/proc/self/fd/{fd}") == "anon_inode:[perf_event]" for fd in opened)
+        for fd in opened:
+            counters._close(fd)
+    finally:
+        for fd in extra:
+            os.close(fd)

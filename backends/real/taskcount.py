@@ -147,15 +147,22 @@ def _paranoid() -> str:
         return f"unknown ({e.strerror})"
 
 
+def _is_perf(fd: int) -> bool:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}") == _PERF_FD
+    except OSError:
+        return False
+
+
 def _perf_fds() -> set[int]:
-    out = set()
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            if os.readlink(f"/proc/self/fd/{name}") == _PERF_FD:
-                out.add(int(name))
-        except OSError:
-            pass     # closed meanwhile (listdir's own fd among them)
-    return out
+    return {int(n) for n in os.listdir("/proc/self/fd") if _is_perf(int(n))}
+
+
+def _lowest_free_fd() -> int:
+    """The fd the next open(2) gets: POSIX gives the lowest free number."""
+    fd = os.open("/dev/null", os.O_RDONLY)
+    os.close(fd)
+    return fd
 
 
 class TaskCounters:
@@ -179,6 +186,8 @@ class TaskCounters:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._zero: int | None = None
+        self._owned: set[int] = set()       # the perf fds this object opened
+        self._foreign = _perf_fds()         # those others had before (a trace capture's)
 
     def _evsel(self, event: str):
         p = binding
@@ -194,15 +203,29 @@ class TaskCounters:
 
     def _open(self, event: str, tid: int) -> int:
         """The fd of ``event`` counting ``tid`` and what it will make."""
-        before = _perf_fds()
+        # The binding returns no fd: find it.  It is the lowest free number
+        # (checked once, not by reading every fd's link: at a dense run's
+        # thousand opens that made the start quadratic, ~10 s for 256
+        # workers); if another thread took that number meanwhile, the perf
+        # fds that are neither ours nor there before counting began.
+        low = _lowest_free_fd()
         self._evsel(event).open(threads=binding.thread_map(tid=tid), inherit=1)
-        new = _perf_fds() - before
+        if _is_perf(low) and low not in self._owned:
+            self._owned.add(low)
+            return low
+        new = _perf_fds() - self._owned - self._foreign
         if len(new) != 1:
             for fd in new:
                 os.close(fd)
             raise PerfUnavailable(f"python-perf: opening {event} for task {tid} added "
                                   f"{len(new)} perf fds, not 1")
-        return new.pop()
+        fd = new.pop()
+        self._owned.add(fd)
+        return fd
+
+    def _close(self, fd: int) -> None:
+        self._owned.discard(fd)
+        os.close(fd)
 
     def _probe(self) -> None:
         """Which events the kernel opens (for this process; the rest are not
@@ -218,13 +241,13 @@ class TaskCounters:
                 raise PerfUnavailable(f"python-perf may not count ({os.strerror(e.errno)}: uid "
                                       f"{os.geteuid()}, kernel.perf_event_paranoid = "
                                       f"{_paranoid()}; root may)") from None
-            os.close(fd)
+            self._close(fd)
             counted.append(event)
         if not counted:
             raise PerfUnavailable(f"python-perf opens none of {', '.join(self.events)}")
         if "context-switches" in counted:
             try:
-                os.close(self._open(EXIT, threading.get_native_id()))
+                self._close(self._open(EXIT, threading.get_native_id()))
             except (OSError, PerfUnavailable) as e:
                 raise PerfUnavailable(f"python-perf cannot count task exits ({EXIT}: {e}), so "
                                       f"its context switches would miss each exiting task's "
@@ -245,7 +268,7 @@ class TaskCounters:
                         fds.append(self._open(event, tid))
                 except OSError as e:
                     for fd in fds:
-                        os.close(fd)
+                        self._close(fd)
                     if e.errno == errno.ESRCH:
                         continue
                     raise
@@ -317,5 +340,5 @@ class TaskCounters:
         with self._lock:
             for fds in self._fds.values():
                 for fd in fds:
-                    os.close(fd)
+                    self._close(fd)
             self._fds = {}
