@@ -32,7 +32,7 @@ class RealBackend:
     max_lateness_p99_s: Optional[float] = 0.002  # load-generator lateness bound (p99); null: none
     # when the bound is exceeded: reject (no run directory) | flag (loadgen_ok = false)
     lateness_action: str = "reject"
-    grace_s: float = 5.0  # workers are killed duration_s + grace_s after they start
+    grace_s: float = 5.0  # workers are killed duration_s + grace_s (+ a start margin) after they start
     # workload=noisy_jobs (backends/real/jobs.py): the PMU event of memory stall cycles
     # perf_counts reads, and how long each job class runs alone first to measure its speed
     stall_event: str = STALL_EVENT

@@ -133,6 +133,13 @@ class LineReader:
         return lines
 
 
+# --max-seconds is the last resort behind PDEATHSIG and the cgroup's removal,
+# so it must never fire during a run: the run's own time starts only after
+# every worker and its counters are up, seconds after the first worker
+# (256 functions: ~3 s here, more on a busy host).
+STARTUP_MARGIN_S = 60
+
+
 class WorkerProc:
     """One worker process.  Start it, attach its pid to the function's
     cgroup (``attach(pid)``) and only then send requests: its threads are
@@ -145,7 +152,8 @@ class WorkerProc:
         by :meth:`go`; ``nices``: one nice per periodic thread; ``pool`` =
         (workers, capacity): pool mode (workload=worker_pool)."""
         self.name = name
-        args = [str(binary), "--max-seconds", str(max(1, math.ceil(max_seconds)))]
+        args = [str(binary), "--max-seconds",
+                str(max(1, math.ceil(max_seconds + STARTUP_MARGIN_S)))]
         if periodic is not None:
             args += ["--periodic", *(str(int(x)) for x in periodic)]
             if nices is not None:
