@@ -260,10 +260,11 @@ def test_reduced_calibrate_and_validate_on_this_host(tmp_path, capsys):
                  "--no-resimulate"]) == 0
     quick, committed = read_profile(str(out)), read_profile("this-vm")
 
-    # within a factor of 2: between calibrate runs on this VM direct_ns has
-    # ranged 1.06-1.88 us, far more than one run's 1-sigma
-    # (docs/calibration-host.md, "Reproducibility")
-    assert committed["direct_ns"] / 2 <= quick["direct_ns"] <= committed["direct_ns"] * 2, \
+    # within a factor of 3: between calibrate runs on this VM direct_ns has
+    # ranged 1.06-2.28 us (2.2x the committed value for an hour on
+    # 2026-11-26), far more than one run's 1-sigma (docs/calibration-host.md,
+    # "Reproducibility")
+    assert committed["direct_ns"] / 3 <= quick["direct_ns"] <= committed["direct_ns"] * 3, \
         quick["direct_ns"]
     # the idle wake-up latency moved between 38 and 90 us from run to run:
     # only that it is a VM's (tens of us, not ns or ms) is reproducible
