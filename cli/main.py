@@ -303,7 +303,8 @@ def _cleanup(args: argparse.Namespace) -> int:
     from backends.real import cgroupfs
 
     try:
-        found = cgroupfs.leftovers(given=args.run)
+        layout = cgroupfs.detect_layout()
+        found = cgroupfs.leftovers(layout, given=args.run)
         gone = [f for f in found if not f.live]
         for f in found:
             if f.live:      # another run, maybe another user's: never touched
@@ -321,7 +322,6 @@ def _cleanup(args: argparse.Namespace) -> int:
             return _fail(f"cleanup needs root (running as uid {os.geteuid()}); found: "
                          + ", ".join(str(t) for f in gone for t in f.dirs))
         else:
-            layout = cgroupfs.detect_layout()
             for f in gone:
                 for t in f.dirs:
                     removed, killed = cgroupfs.remove_tree(t, layout)
