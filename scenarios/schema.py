@@ -79,9 +79,12 @@ CalibrationConfig = make_dataclass("CalibrationConfig", [
     # what else runs on the host, measured by `colosim calibrate` (null: not
     # measured, not modelled).  The real backend's load generator, a
     # SCHED_FIFO task of the host on the worker path (sim/loadgen.py): CPU
-    # per dispatch and per worker it drains
+    # per dispatch and per worker it drains, and per read of its sampler
+    # (every interval_s) and per cgroup that read reads
     ("loadgen_dispatch_us", Optional[float], field(default=None)),
     ("loadgen_worker_us", Optional[float], field(default=None)),
+    ("loadgen_sample_us", Optional[float], field(default=None)),
+    ("loadgen_sample_cgroup_us", Optional[float], field(default=None)),
     # per-CPU kernel threads (sim/kthreads.py): wake-ups per second per CPU,
     # run-time quantiles (us) at sim.kthreads.RUN_QUANTILES, their nice
     ("kthread_rate_per_s", Optional[float], field(default=None)),

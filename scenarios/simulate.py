@@ -17,7 +17,7 @@ from scenarios.validate import validate_mapping
 from sim import workloads
 from sim.engine import NSEC_PER_SEC, s_to_ns
 from sim.kthreads import KernelThreads
-from sim.loadgen import LoadGenerator
+from sim.loadgen import SAMPLED_BESIDE_FUNCTIONS, LoadGenerator
 from sim.memory.progress import empty_summary
 from sim.metrics import HostCounters, IntervalSampler
 from sim.tracing import SchedTracer, enabled as tracing, trace_config
@@ -47,21 +47,29 @@ def build(cfg: dict, trace=None):
                   "dispatch_us": _first(wl_cfg.get("dispatch_us"), cal.get("worker_dispatch_us")),
                   "thread_us": _first(wl_cfg.get("thread_us"), cal.get("worker_thread_us"))}
     workload = workloads.build(wl_cfg, machine, recorder, trace)
-    attach_host_tasks(cfg["calibration"], machine, workload)
+    attach_host_tasks(cfg, machine, workload)
     return engine, machine, recorder, workload
 
 
-def attach_host_tasks(cal: dict, machine, workload) -> None:
+def attach_host_tasks(cfg: dict, machine, workload) -> None:
     """What else runs on the host, where the calibration profile measured it
     and its switch is on: the real backend's load generator on the worker
-    path (sim/loadgen.py) and the per-CPU kernel threads (sim/kthreads.py).
-    Created after the workload, so its tasks keep their pids."""
+    path, with its sampler's reads (sim/loadgen.py), and the per-CPU kernel
+    threads (sim/kthreads.py).  Created after the workload, so its tasks
+    keep their pids."""
+    cal = cfg["calibration"]
     path = getattr(workload, "path", None)
     if cal.get("loadgen", True) and cal.get("loadgen_dispatch_us") is not None \
             and isinstance(path, WorkerPath):
         path.loadgen = LoadGenerator(machine, float(cal["loadgen_dispatch_us"]),
                                      float(cal.get("loadgen_worker_us") or 0.0),
-                                     path.workers)
+                                     path.workers,
+                                     float(cal.get("loadgen_sample_us") or 0.0),
+                                     float(cal.get("loadgen_sample_cgroup_us") or 0.0),
+                                     lambda: path.workers() + SAMPLED_BESIDE_FUNCTIONS)
+        path.loadgen.sample_at(s_to_ns(float(cfg.get("interval_s", 1.0))),
+                               s_to_ns(float(cfg.get("warmup_s", 0.0))),
+                               s_to_ns(float(cfg["duration_s"])))
     if cal.get("kthreads", True) and cal.get("kthread_rate_per_s") is not None:
         KernelThreads(machine, float(cal["kthread_rate_per_s"]), cal["kthread_run_us"],
                       int(cal.get("kthread_nice", 0)))

@@ -27,11 +27,21 @@ workload (``Task.host``) its own switch-outs are not counted as the
 workload's, as ``perf stat -G`` on the workload's cgroups does not count
 them; the workload tasks it preempts are.
 
+The loop's sampler runs on the same thread: at the start, every
+``interval_s`` and at the warm-up instant it reads every cgroup's counters
+and the perf counters (backends/real/intervals.py ``Sampler``), for
+``loadgen_sample_us + loadgen_sample_cgroup_us x cgroups`` of CPU (the
+functions' cgroups, their parent and the root: 8.5 ms at 256 functions
+here), measured by the same benchmark from the run's own
+``sampler_read_us``; :meth:`LoadGenerator.sample_at` schedules them.
+
 Not modelled: the busy-wait's placement before the arrival (the task runs
 its whole cost from the dispatch on; the worker is woken at the arrival
-either way), the loop's timers (interval sampling, progress: the
-benchmark's rate-independent term, reported in the profile's fit block),
-and its wake-ups every ``max_sleep`` (20 ms) when no arrival is due.
+either way, also while the thread is busy reading, where the real loop
+dispatches late), the progress callback (off in `colosim validate`), and
+the loop's wake-ups every ``max_sleep`` (20 ms) when no arrival is due (a
+drain of every worker: at the dense suite's rates, gaps that long are
+rare).
 """
 from __future__ import annotations
 
@@ -42,21 +52,30 @@ from sim.task import BURST_BLOCK
 # backend.loadgen_rt_priority's default (backends/real/config.py)
 LOADGEN_RT_PRIORITY = 1
 NAME = "colosim-loadgen"
+# the cgroups the real sampler reads beside the functions' own: the root and
+# the functions' parent (backends/real/intervals.py ``Sampler.cgroups``)
+SAMPLED_BESIDE_FUNCTIONS = 2
 
 
 class LoadGenerator:
     """The replay thread (module docstring); ``workers``: a callable giving
     the number of worker processes it drains per dispatch."""
 
-    def __init__(self, machine, dispatch_us: float, worker_us: float, workers):
+    def __init__(self, machine, dispatch_us: float, worker_us: float, workers,
+                 sample_us: float = 0.0, sample_cgroup_us: float = 0.0, cgroups=None):
         for key, value in (("loadgen_dispatch_us", dispatch_us),
-                           ("loadgen_worker_us", worker_us)):
+                           ("loadgen_worker_us", worker_us),
+                           ("loadgen_sample_us", sample_us),
+                           ("loadgen_sample_cgroup_us", sample_cgroup_us)):
             if value < 0:
                 raise ValueError(f"calibration.{key} = {value}: must be >= 0")
         self.machine = machine
         self.dispatch_ns = dispatch_us * NSEC_PER_USEC
         self.worker_ns = worker_us * NSEC_PER_USEC
         self.workers = workers
+        self.sample_ns = sample_us * NSEC_PER_USEC
+        self.sample_cgroup_ns = sample_cgroup_us * NSEC_PER_USEC
+        self.cgroups = cgroups
         self.task = machine.new_task(NAME, machine.root_tg, 0, 1, 0, self)
         self.task.host = True
         rr = [pr for policy, pr in (machine.default_task_policy,
@@ -72,17 +91,34 @@ class LoadGenerator:
 
     def dispatch(self, hint_cpu: int) -> None:
         """A request goes out now: the thread runs its cost."""
+        self._work(self.cost_ns(), hint_cpu)
+
+    def sample_at(self, interval_ns: int, warmup_ns: int, end_ns: int) -> None:
+        """The sampler's reads: at 0, every ``interval_ns`` before
+        ``end_ns`` and at ``warmup_ns`` (once where it is one of those)."""
+        if not (self.sample_ns or self.sample_cgroup_ns):
+            return
+        times = set(range(0, end_ns, interval_ns)) if interval_ns > 0 else {0}
+        if 0 <= warmup_ns < end_ns:
+            times.add(warmup_ns)
+        for t_ns in sorted(times):
+            self.machine.engine.call_at(t_ns, self._sample)
+
+    def _sample(self) -> None:
+        self._work(max(1, int(self.sample_ns + self.sample_cgroup_ns * self.cgroups())), 0)
+
+    def _work(self, ns: int, hint_cpu: int) -> None:
         t = self.task
         m = self.machine
         if not self.forked:
             self.forked = True
-            self._run(self.cost_ns())
+            self._run(ns)
             m.wake_up_new_task(t, hint_cpu)
         elif t.sleeping:
-            self._run(self.cost_ns())
+            self._run(ns)
             m.wake_up(t)
         else:
-            self.queued_ns += self.cost_ns()
+            self.queued_ns += ns
 
     def _run(self, ns: int) -> None:
         self.task.remaining = ns

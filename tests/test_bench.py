@@ -242,15 +242,27 @@ def test_wakeup_lateness_is_never_negative(tmp_path):
 @hardware
 @pytest.mark.usefixtures("no_leftovers")
 def test_dispatch_measures_the_workers_main_thread(tmp_path):
+    from backends.real.config import RealBackend
+    from backends.real.disturbance import host_times
     from calibration.bench import dispatch
+    a = host_times()
     t = dispatch.run(tmp_path, quick=True)
+    z = host_times()
     df = t.to_pandas()
     assert sorted(df.threads_per_request.unique()) == list(dispatch.THREADS)
-    # the main thread sleeps on its pipe between requests: one switch each
-    assert ((df.main_vcsw / df.requests).between(0.9, 1.1)).all()
     costs = dispatch.dispatch_costs(t)
     # reading a line and pthread_create: microseconds, not nothing, not milliseconds
     assert 0.5 < costs["worker_dispatch_us"] + costs["worker_thread_us"] < 500, costs
+    # the main thread sleeps on its pipe between requests: one switch each,
+    # unless other load delayed it past the next request (0.5 ms later)
+    worker_ns = int(df.main_cpu_ns.sum() + (df.requests * df.threads_per_request).sum()
+                    * dispatch.DEMAND_NS)
+    other = ((z["busy_ns"] - a["busy_ns"]) - (z["self_ns"] - a["self_ns"]) - worker_ns) \
+        / (z["total_ns"] - a["total_ns"])
+    if other > RealBackend().disturbed_other_frac:
+        pytest.skip(f"other load {other:.1%} of the host's CPU during the benchmark: "
+                    f"main thread switches per request {list(df.main_vcsw / df.requests)}")
+    assert ((df.main_vcsw / df.requests).between(0.9, 1.1)).all()
 
 
 @hardware

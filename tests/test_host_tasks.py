@@ -17,7 +17,7 @@ from sim.kthreads import RUN_QUANTILES, KernelThreads
 from sim.loadgen import NAME as LOADGEN
 from sim.rt import rt_prio
 from sim.sched_class import SCHED_FIFO
-from tests.simcfg import DEFAULT_COSTS, make_cfg, periodic, poisson
+from tests.simcfg import DEFAULT_COSTS, IDEAL, make_cfg, periodic, poisson
 
 DATA = Path(__file__).resolve().parent.parent / "calibration" / "data" / "this-vm"
 RUN_US = [2, 4, 6, 10, 20, 60, 300, 2000]
@@ -57,6 +57,25 @@ def test_the_loadgen_is_only_on_the_worker_path():
     with_lg = copy.deepcopy(direct)
     with_lg["calibration"] = {**DEFAULT_COSTS, "loadgen_dispatch_us": 150.0}
     assert _rows(simulate(with_lg)) == _rows(simulate(direct))
+
+
+def test_the_samplers_reads_cost_what_the_profile_says_at_the_samplers_instants():
+    """The sampler's reads on the load generator's thread: at 0, every
+    interval_s and the warm-up, each loadgen_sample_us +
+    loadgen_sample_cgroup_us x (functions + 2) of CPU; with no arrivals
+    that is all the thread runs."""
+    cfg = make_cfg(poisson(functions=6, rate_rps=1e-9, request_path="worker"), cores=2,
+                   duration_s=3.0, warmup_s=0.5, scheduler={"name": "eevdf"},
+                   calibration={**IDEAL, "loadgen_dispatch_us": 0.0,
+                                "loadgen_sample_us": 400.0, "loadgen_sample_cgroup_us": 25.0})
+    cfg["trace"] = {"name": "sched"}
+    sched = simulate(cfg).extra["sched"].to_pandas()
+    sw = sched[sched.event == "sched_switch"].sort_values("time_ns")
+    ins = sw[sw.next_comm == LOADGEN]
+    # at 0, 0.5 (warm-up), 1 and 2 s, each 400 + 25 x (6 + 2) = 600 us
+    assert list(ins.time_ns // 1_000_000) == [0, 500, 1000, 2000]
+    outs = sw[sw.prev_comm == LOADGEN]
+    assert list(outs.time_ns.to_numpy() - ins.time_ns.to_numpy()) == [600_000] * 4
 
 
 def test_the_schedule_trace_shows_them():
@@ -184,10 +203,10 @@ def _loadgen_cpu(sched, t0_ns: int, t1_ns: int) -> tuple[float, int]:
 def test_loadgen_matches_the_measurement():
     """The real backend's load generator, as calibration/bench/loadgen.py
     measured it on this VM, and the simulated one on the same scenarios
-    with the profile keys fitted from it: its CPU per second (plus the
-    fitted rate-independent term, its timers, which the simulator does not
-    model) within the measured spread of each point's repetitions, widened
-    by the fit's residual scatter."""
+    with the profile keys fitted from it (its sampler's reads included):
+    its CPU per second (plus the fitted rate-independent term, its other
+    timers, which the simulator does not model) within the measured spread
+    of each point's repetitions, widened by the fit's residual scatter."""
     table, _, meta = read_bench(DATA / "loadgen.parquet")
     fit = loadgen_costs(table)
     sig = fit["measured"]
@@ -203,8 +222,9 @@ def test_loadgen_matches_the_measurement():
                                mean_service_s=params["demand_s"], request_path="worker"),
                        cores=2, duration_s=params["duration_s"] + params["warmup_s"],
                        warmup_s=params["warmup_s"], scheduler={"name": "eevdf"},
-                       calibration={**DEFAULT_COSTS, "loadgen_dispatch_us": fit["loadgen_dispatch_us"],
-                                    "loadgen_worker_us": fit["loadgen_worker_us"]})
+                       calibration={**DEFAULT_COSTS, **{k: fit[k] for k in (
+                           "loadgen_dispatch_us", "loadgen_worker_us", "loadgen_sample_us",
+                           "loadgen_sample_cgroup_us")}})
         cfg["trace"] = {"name": "sched"}
         sched = simulate(cfg).extra["sched"].to_pandas()
         t0 = int(params["warmup_s"] * 1e9)

@@ -88,6 +88,32 @@ def test_rows_read_as_perf_stat_rows():
     assert perf_spans(rows, 0.0, 0.1) == [(pytest.approx(0.0), 0.1)]
 
 
+def test_the_counters_end_their_intervals_at_the_samplers_reads(monkeypatch):
+    """No reader thread: an interval ends at each of the sampler's reads
+    (start, interval, warm-up, end), so the perf spans are the sampler's;
+    two reads within MIN_INTERVAL_NS are one."""
+    from backends.real.intervals import Sampler
+    clock = [0]
+    monkeypatch.setattr(taskcount.time, "monotonic_ns", lambda: clock[0])
+    tc = TaskCounters(["/a"], ["context-switches"])
+    tc.counted = ("context-switches",)
+    switches = [0]
+    tc._read = lambda: {("/a", "context-switches"): [(switches[0], clock[0], clock[0])]}
+    tc._zero = tc._last_read = 0
+    tc._prev = tc._read()
+    sampler = Sampler.__new__(Sampler)
+    sampler.counters, sampler.cgroups, sampler._fds = tc, [], {"/": {}}   # no cgroup files
+    monkeypatch.setattr("backends.real.intervals.host_times", lambda: {})
+    for t_ms, n in ((1000, 10), (1500, 16), (1500, 16), (2000, 30)):
+        clock[0], switches[0] = t_ms * 1_000_000, n
+        sampler.read(t_ms * 1_000_000)
+    clock[0] += taskcount.MIN_INTERVAL_NS - 1
+    tc.read_now()                                     # the end, read again at once
+    assert perf_spans(tc.samples, 0.0, 0.1) == [(pytest.approx(0.9), 1.0), (1.0, 1.5),
+                                                 (1.5, 2.0)]
+    assert [s.value for s in tc.samples] == [10, 6, 14]
+
+
 def test_each_exit_adds_the_last_switch_out_its_counters_missed():
     counts = {("/a", "context-switches"): (40.0, 10, 10), ("/a", EXIT): (3.0, 10, 10),
               ("/b", "context-switches"): (None, 0, 0), ("/b", EXIT): (None, 0, 0)}
@@ -187,7 +213,7 @@ def _both_count_one_run(cg):
             p = subprocess.Popen([sys.executable, "-c", LOAD], stdin=subprocess.PIPE, text=True)
             cg.attach(g, p.pid)
             procs.append(p)
-        tc = TaskCounters(GROUPS, COUNTED, 100)
+        tc = TaskCounters(GROUPS, COUNTED)
         tc.start({g: cg.threads(g, below=True) for g in GROUPS})
         ps = PerfStat({cg.perf_name(g): g for g in GROUPS}, COUNTED, 100)
         ps.start()
@@ -296,7 +322,7 @@ def test_opening_a_counter_does_not_read_every_open_fd(monkeypatch):
         pytest.skip("needs root and the binding" if taskcount.binding is not None
                     else taskcount.BINDING_MISSING)
     extra = [os.open("/dev/null", os.O_RDONLY) for _ in range(500)]
-    counters = TaskCounters(["/a"], ["task-clock"], 100)
+    counters = TaskCounters(["/a"], ["task-clock"])
     try:
         counters._probe()
         reads = []

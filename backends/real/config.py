@@ -26,7 +26,7 @@ class RealBackend:
     # under scheduler=rr); null: SCHED_OTHER
     loadgen_rt_priority: Optional[int] = 1
     perf: bool = True  # per-cgroup perf stat: context switches, migrations
-    perf_interval_ms: int = 100  # perf stat -I resolution
+    perf_interval_ms: int = 100  # perf stat -I resolution (fallback; the binding reads with the sampler)
     worker: Optional[str] = None  # native worker binary; null: build backends/workers/funcworker.c
     spin_us: int = 100  # busy-wait this long before each dispatch (timing precision)
     max_lateness_p99_s: Optional[float] = 0.002  # load-generator lateness bound (p99); null: none

@@ -8,6 +8,7 @@ sample also reads the host's steal and total CPU time
 from __future__ import annotations
 
 import os
+import time
 
 import pyarrow as pa
 
@@ -19,21 +20,29 @@ from sim.engine import NSEC_PER_SEC as NS
 
 class Sampler:
     """Per-cgroup usage and cpu.stat counters every interval (and at the
-    warm-up instant for the summary window)."""
+    warm-up instant for the summary window).  ``counters`` (a
+    :class:`~backends.real.taskcount.TaskCounters`) end their interval at
+    each of the same reads, so the perf rows' intervals are the sampler's."""
 
-    def __init__(self, cg: CgroupFS, functions: list[str], parent: str, ncpus: int):
+    def __init__(self, cg: CgroupFS, functions: list[str], parent: str, ncpus: int,
+                 counters=None):
         self.cg = cg
         self.ncpus = ncpus
+        self.counters = counters
+        self.reads = 0               # reads so far, and their CPU (this thread's):
+        self.read_cpu_ns = 0         # what the simulator's load generator charges per read
         self.cgroups = ["/"] + ([f"/{parent}"] if parent else []) + list(functions)
         self.rows: list[dict] = []
         self._last = None
         self.at_warmup = None
         self.last = None
 
-    def _open(self) -> None:
+    def open(self) -> None:
         """Keep every counter file open and pread it from offset 0 (a few us
         per file instead of ~100 us for open/read/close), so a sample barely
-        delays the load generator's next dispatch."""
+        delays the load generator's next dispatch.  The real run opens them
+        before its start (the first read would otherwise open a thousand
+        files at 256 functions, ~0.1 s, on the load generator's thread)."""
         cg, self._fds = self.cg, {}
         v2 = cg.layout.version("cpu") == 2
         for c in self.cgroups:
@@ -70,7 +79,9 @@ class Sampler:
     def read(self, now_ns: int) -> dict:
         out = {"t_ns": now_ns, "host": host_times()}
         if not getattr(self, "_fds", None):
-            self._open()
+            self.open()
+        if self.counters is not None:
+            self.counters.read_now()
         for c in self.cgroups:
             kv, usage, quota, period = self._raw(c)
             out[c] = {"usage_ns": usage,
@@ -84,15 +95,27 @@ class Sampler:
                       "quota_us": quota, "period_us": period}
         return out
 
+    def _timed(self, cpu0: int) -> None:
+        self.reads += 1
+        self.read_cpu_ns += time.thread_time_ns() - cpu0
+
     def start(self, now_ns: int = 0) -> None:
+        cpu0 = time.thread_time_ns()
         self._last = self.read(now_ns)
         self.first = self._last
+        self._timed(cpu0)
 
     def warmup(self, now_ns: int) -> None:
+        cpu0 = time.thread_time_ns()
         self.at_warmup = self.read(now_ns)
+        self._timed(cpu0)
 
-    def sample(self, now_ns: int, final: bool = False) -> None:
-        cur = self.read(now_ns)
+    def sample(self, now_ns: int) -> None:
+        cpu0 = time.thread_time_ns()
+        self._sample(self.read(now_ns))
+        self._timed(cpu0)
+
+    def _sample(self, cur: dict) -> None:
         prev = self._last
         span = cur["t_ns"] - prev["t_ns"]
         if span <= 0:

@@ -65,6 +65,7 @@ from backends.real.perf import PerfUnavailable
 from backends.real.periodic import PeriodicRunner
 from backends.real.rtapp import RtAppRunner
 from backends.real.runner import RealRunError, Runner, Setup
+from backends.real.taskcount import TaskCounters
 from backends.real.workers import WorkerError, worker_binary
 from policies.control import NONE
 from policies.control import build as build_controller
@@ -290,7 +291,9 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
         perf, perf_status = runner.start_perf(cg)
         tracer, trace_plan = _start_trace(trace_plan, tcfg, cg, runner.members(), online)
 
-        sampler = Sampler(cg, cgroups, runner.parent, ncpus)
+        sampler = Sampler(cg, cgroups, runner.parent, ncpus,
+                          counters=perf if isinstance(perf, TaskCounters) else None)
+        sampler.open()
         # at equal times timers run in list order: counters at 0 first
         timers = [Timer(0, None, sampler.start),
                   Timer(interval_ns, interval_ns, sampler.sample),
@@ -320,7 +323,7 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
         # completions go to the host only where a controller reads them
         res, rows = runner.drive(rows, t0, duration_ns, timers, int(b.spin_us) * 1000,
                                  host if controller is not None else None)
-        sampler.sample(time.monotonic_ns() - t0, final=True)
+        sampler.sample(time.monotonic_ns() - t0)
         runner.finish(host)
         os.sched_setaffinity(0, old_affinity)
         if tracer is not None:
@@ -545,6 +548,9 @@ def _summary(cfg, b, requests, sampler, perf_rows, lstats, ok, perf_status, host
         "real_kernel": platform.release(),
         "real_scheduler": host_sched,
         "perf_status": perf_status,
+        # what one of the sampler's reads (the perf counters' with it) costs
+        # the load generator's thread: the profile's loadgen_sample_* terms
+        "sampler_read_us": sampler.read_cpu_ns / sampler.reads / 1e3 if sampler.reads else nan,
         **measure_disturbance(a, z, top),
     }
     schema = pa.schema([("ctx_switches", pa.int64()), ("migrations", pa.int64()),

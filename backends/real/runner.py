@@ -179,7 +179,7 @@ class Runner(ABC):
         events, interval = self.perf_events(), int(self.b.perf_interval_ms)
         why = unavailable(events)
         if why is None:
-            counters = TaskCounters(self.perf_cgroups(), events, interval)
+            counters = TaskCounters(self.perf_cgroups(), events)
             try:
                 counters.start({c: cg.threads(c, below=True) for c in self.perf_cgroups()})
                 self.counters = counters

@@ -10,10 +10,18 @@ fallback (docs/real-backend.md, "Counting").
   (every thread or child it makes later inherits the cgroup and the
   counters: the kernel adds the children's counts to the parent's, also
   of children that exited, perf_event_read_value), one per event on any
-  CPU (cpu -1, as ``perf stat -p``).  Every ``interval_ms`` a reader
-  thread reads them all and sums each cgroup's tasks
-  (:func:`interval_counts`) into the :class:`~backends.real.perf.PerfSample`
-  rows ``perf stat -I`` gives, so the tables are built alike.
+  CPU (cpu -1, as ``perf stat -p``).  :meth:`TaskCounters.read_now` reads
+  them all and sums each cgroup's tasks (:func:`interval_counts`) into the
+  :class:`~backends.real.perf.PerfSample` rows ``perf stat -I`` gives, so
+  the tables are built alike.
+- **When.** The run's interval sampler calls it at its own instants (the
+  start, every ``interval_s``, the warm-up, the end:
+  backends/real/intervals.py ``Sampler``), on the load generator's
+  thread, so the summary's window is exact and the reads are the loop's
+  timers, which the loadgen microbenchmark measures and the simulator
+  charges to its load generator (sim/loadgen.py).  A reader thread of its
+  own every 100 ms took ~10 ms of Python per read at 256 functions (about
+  5 % of this 2-CPU host) and held the GIL the load generator needs.
 - **Reading.** The 6.1 binding's ``evsel`` has ``open`` only: no ``read``,
   no fd, and the ring's records carry no counts; it leaves the fds it opens
   to this process and never closes them (not even when the evsel is
@@ -72,6 +80,7 @@ EXIT = "sched:sched_process_exit"
 _UNSUPPORTED = {errno.ENOENT, errno.EOPNOTSUPP, errno.ENODEV, errno.EINVAL}
 _READ = struct.Struct("=QQQ")     # value, time enabled, time running
 _PERF_FD = "anon_inode:[perf_event]"
+MIN_INTERVAL_NS = 1_000_000      # reads closer than this are one (TaskCounters.read_now)
 
 Triple = tuple[int, int, int]
 
@@ -170,22 +179,18 @@ class TaskCounters:
     :meth:`stop`, the same interface as :class:`~backends.real.perf.PerfStat`;
     :meth:`attach` adds the tasks placed after the start."""
 
-    def __init__(self, cgroups: Iterable[str], events: Iterable[str], interval_ms: int = 1000):
-        if interval_ms < 10:
-            raise ValueError(f"interval {interval_ms} ms: counting needs at least 10 ms")
+    def __init__(self, cgroups: Iterable[str], events: Iterable[str]):
         self.cgroups = list(cgroups)
         self.events = tuple(events)
-        self.interval_ms = int(interval_ms)
         self.counted: tuple[str, ...] = ()
         self.unsupported: tuple[str, ...] = ()
         self.samples: list[PerfSample] = []
         self.tasks = 0
         self._fds: dict[tuple[str, str], list[int]] = {}
         self._prev: dict[tuple[str, str], list[Triple]] = {}
-        self._lock = threading.Lock()      # attach and the reader thread
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()      # attach (any thread) and read_now
         self._zero: int | None = None
+        self._last_read: int | None = None
         self._owned: set[int] = set()       # the perf fds this object opened
         self._foreign = _perf_fds()         # those others had before (a trace capture's)
 
@@ -277,8 +282,8 @@ class TaskCounters:
                 self.tasks += 1
 
     def start(self, tasks: dict[str, list[int]] | None = None) -> None:
-        """Open the counters of ``tasks`` (cgroup -> its tasks now) and start
-        the reader: intervals end every ``interval_ms`` from now on."""
+        """Open the counters of ``tasks`` (cgroup -> its tasks now); counting
+        starts now (the time zero of the rows' times)."""
         if binding is None:
             raise PerfUnavailable(f"python-perf missing: {BINDING_MISSING}")
         try:
@@ -292,45 +297,37 @@ class TaskCounters:
             self.close()
             raise
         with self._lock:
-            self._zero = time.monotonic_ns()
+            self._zero = self._last_read = time.monotonic_ns()
             self._prev = self._read()
-        self._thread = threading.Thread(target=self._run, name="colosim-taskcount", daemon=True)
-        self._thread.start()
 
     def _read(self) -> dict[tuple[str, str], list[Triple]]:
         return {key: [_READ.unpack(os.read(fd, _READ.size)) for fd in fds]
                 for key, fds in self._fds.items()}
 
-    def _sample(self) -> None:
+    def read_now(self) -> None:
+        """End an interval now: one row per cgroup and event.  A read within
+        ``MIN_INTERVAL_NS`` of the previous one adds nothing (two of the
+        sampler's instants at the same time, the end read twice)."""
         with self._lock:
             t = time.monotonic_ns()
+            if self._zero is None or t - self._last_read < MIN_INTERVAL_NS:
+                return
             cur = self._read()
             counts = interval_counts(self._prev, cur)
-            self._prev = cur
+            self._prev, self._last_read = cur, t
         self.samples += samples_of((t - self._zero) / 1e9, counts, self.unsupported,
                                    self.cgroups)
 
-    def _run(self) -> None:
-        step = self.interval_ms * 1_000_000
-        k = 1
-        while not self._stop.wait(max(0.0, (self._zero + k * step - time.monotonic_ns()) / 1e9)):
-            self._sample()
-            k = max(k + 1, (time.monotonic_ns() - self._zero) // step + 1)
-
-    def counting_since(self, timeout_s: float = 3.0) -> int | None:
+    def counting_since(self) -> int | None:
         """CLOCK_MONOTONIC (ns) of the counts' time zero."""
         return self._zero
 
     def stop(self) -> list[PerfSample]:
-        """Stop the reader, count the last (partial) interval, close the counters."""
+        """Count the last (partial) interval and close the counters."""
         if self._zero is None:
             raise RuntimeError("TaskCounters.stop() before start()")
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
         try:
-            self._sample()
+            self.read_now()
         finally:
             self.close()
         return self.samples

@@ -7,7 +7,9 @@ dispatch it wakes ``spin_us`` early, drains every worker's completion pipe
 (one non-blocking read per worker), busy-waits to the arrival and writes
 the request line.  The simulator models it as a task of the host
 (sim/loadgen.py) that runs ``loadgen_dispatch_us + loadgen_worker_us x
-workers`` per dispatch; this benchmark measures both.
+workers`` per dispatch and ``loadgen_sample_us + loadgen_sample_cgroup_us x
+cgroups`` per read of its interval sampler (every ``interval_s``, on the
+same thread); this benchmark measures all four.
 
 It runs the real backend itself (``run_real``) on trivial requests
 (``workload=poisson workload.request_path=worker``, 200 us exponential
@@ -18,9 +20,13 @@ and pcount) from its progress callback, which runs on that thread: at the
 first call after warm-up and at the last one.  The dispatches between the
 two are the trace's arrivals in that span.
 
+The sampler times its own reads (the run's ``sampler_read_us``, the mean
+thread CPU of one read, the perf counters' included) over the cgroups it
+reads (``cgroups``: the functions', their parent's and the root's).
+
 Columns (one row per run): rep, functions, rate_rps (all functions
 together), span_s, dispatches, gen_cpu_ns, gen_switch_ins, lateness_p99_s,
-host_disturbed.
+host_disturbed, cgroups, sampler_read_us, sampler_reads (in the span).
 """
 from __future__ import annotations
 
@@ -29,11 +35,13 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+from scipy.stats import theilslopes
 
 from backends.real.run import run_real
 from calibration.bench import common
 from calibration.bench.common import Progress
 from scenarios.config import compose
+from sim.loadgen import SAMPLED_BESIDE_FUNCTIONS
 
 NAME = "loadgen"
 FUNCTIONS, FUNCTIONS_QUICK = (8, 64, 256), (8, 64)
@@ -45,7 +53,9 @@ DEMAND_S = 0.0002
 SCHEMA = pa.schema([("rep", pa.int64()), ("functions", pa.int64()), ("rate_rps", pa.float64()),
                     ("span_s", pa.float64()), ("dispatches", pa.int64()),
                     ("gen_cpu_ns", pa.int64()), ("gen_switch_ins", pa.int64()),
-                    ("lateness_p99_s", pa.float64()), ("host_disturbed", pa.bool_())])
+                    ("lateness_p99_s", pa.float64()), ("host_disturbed", pa.bool_()),
+                    ("cgroups", pa.int64()), ("sampler_read_us", pa.float64()),
+                    ("sampler_reads", pa.int64())])
 
 
 def _schedstat() -> tuple[int, int]:
@@ -69,11 +79,17 @@ def one_run(functions: int, rate_rps: float, duration_s: float, seed: int) -> di
     (t0, cpu0, n0), (t1, cpu1, n1) = marks[0], marks[-1]
     arr = np.asarray(res.trace.column("arrival_s").to_numpy(zero_copy_only=False))
     s = res.summary.to_pylist()[0]
+    interval_s = float(cfg.interval_s)
+    # the sampler's instants (every interval_s, the warm-up): those in the span
+    instants = {k * interval_s for k in range(int(t1 / interval_s) + 1)} | {WARMUP_S}
     return {"functions": functions, "rate_rps": rate_rps, "span_s": t1 - t0,
             "dispatches": int(((arr >= t0) & (arr < t1)).sum()),
             "gen_cpu_ns": cpu1 - cpu0, "gen_switch_ins": n1 - n0,
             "lateness_p99_s": float(s["loadgen_lateness_p99_s"]),
-            "host_disturbed": bool(s.get("host_disturbed", False))}
+            "host_disturbed": bool(s.get("host_disturbed", False)),
+            "cgroups": functions + SAMPLED_BESIDE_FUNCTIONS,
+            "sampler_read_us": float(s["sampler_read_us"]),
+            "sampler_reads": sum(t0 <= t < t1 for t in instants)}
 
 
 def run(out_dir, quick: bool = False, progress: Progress = None) -> pa.Table:
@@ -103,32 +119,57 @@ def run(out_dir, quick: bool = False, progress: Progress = None) -> pa.Table:
 def loadgen_costs(table: pa.Table) -> dict:
     """The generator's CPU per dispatch, ``loadgen_dispatch_us +
     loadgen_worker_us x workers`` (us), by least squares of its CPU per
-    second on dispatches per second and dispatches x workers per second,
-    with a rate-independent term (its timers: interval sampling, progress)
-    per run and per worker; undisturbed runs only.  Also the 1-sigma of
-    both (``uncertainty``) and, in ``measured``, the rate-independent term,
-the residual scatter, its switch-ins per dispatch and the runs used."""
+    second, less its sampler's reads, on dispatches per second and
+    dispatches x workers per second, with a rate-independent term (its
+    other timers: progress, the wake-ups when nothing is due) per run and
+    per worker; and its CPU per sampler read, ``loadgen_sample_us +
+    loadgen_sample_cgroup_us x cgroups``, by Theil-Sen of the runs'
+    ``sampler_read_us`` on the cgroups read; undisturbed runs only.  Also
+    the 1-sigma of each (``uncertainty``) and, in ``measured``, the
+    rate-independent terms, the residual scatter, its switch-ins per
+    dispatch and the runs used."""
     rows = [r for r in table.to_pylist() if not r["host_disturbed"] and r["span_s"] > 0]
     d = np.array([r["dispatches"] / r["span_s"] for r in rows])
     w = np.array([float(r["functions"]) for r in rows])
-    y = np.array([r["gen_cpu_ns"] / r["span_s"] / 1000 for r in rows])      # us per s
-    x = np.column_stack([d, d * w, np.ones_like(d), w])
-    coef, _, rank, _ = np.linalg.lstsq(x, y, rcond=None)
-    dof = max(1, len(y) - x.shape[1])
-    resid = y - x @ coef
-    cov = np.linalg.pinv(x.T @ x) * float(resid @ resid) / dof
-    sigma = np.sqrt(np.diag(cov))
+    reads_us = np.array([r["sampler_reads"] * r["sampler_read_us"] / r["span_s"] for r in rows])
+    y = np.array([r["gen_cpu_ns"] / r["span_s"] / 1000 for r in rows]) - reads_us  # us per s
+    coef, sigma, resid = _lstsq(np.column_stack([d, d * w, np.ones_like(d), w]), y)
+    # a run's mean read is of a handful; one read slowed tenfold (a page
+    # fault storm, the GC) doubles it: Theil-Sen's median slopes ignore those
+    c = np.array([float(r["cgroups"]) for r in rows])
+    read = np.array([r["sampler_read_us"] for r in rows])
+    slope, intercept, slope_lo, slope_hi = theilslopes(read, c)
+    s_resid = read - (intercept + slope * c)
+    mad = 1.4826 * float(np.median(np.abs(s_resid)))
+    s_coef = (intercept, slope)
+    s_sigma = (mad / np.sqrt(len(read)), (slope_hi - slope_lo) / (2 * 1.96))
     sw = np.array([r["gen_switch_ins"] / r["span_s"] for r in rows])
     per_dispatch_sw, _ = np.polyfit(d, sw, 1)
     return {"loadgen_dispatch_us": round(float(coef[0]), 2),
             "loadgen_worker_us": round(float(coef[1]), 4),
+            "loadgen_sample_us": round(float(s_coef[0]), 1),
+            "loadgen_sample_cgroup_us": round(float(s_coef[1]), 3),
             "uncertainty": {"loadgen_dispatch_us": float(f"{sigma[0]:.3g}"),
-                            "loadgen_worker_us": float(f"{sigma[1]:.3g}")},
+                            "loadgen_worker_us": float(f"{sigma[1]:.3g}"),
+                            "loadgen_sample_us": float(f"{s_sigma[0]:.3g}"),
+                            "loadgen_sample_cgroup_us": float(f"{s_sigma[1]:.3g}")},
             "measured": {"timers_us_per_s": round(float(coef[2]), 1),
                          "timers_us_per_s_per_worker": round(float(coef[3]), 3),
-                         "residual_us_per_s": round(float(np.sqrt(resid @ resid / dof)), 1),
+                         "residual_us_per_s": round(float(np.sqrt(resid @ resid / max(
+                             1, len(y) - len(coef)))), 1),
+                         "sample_residual_mad_us": round(mad, 1),
                          "switch_ins_per_dispatch": round(float(per_dispatch_sw), 3),
                          "runs": len(rows), "runs_disturbed": table.num_rows - len(rows)}}
+
+
+def _lstsq(x: np.ndarray, y: np.ndarray):
+    """Least-squares coefficients of y on the columns of x, their 1-sigma
+    (from the residual scatter) and the residuals."""
+    coef = np.linalg.lstsq(x, y, rcond=None)[0]
+    resid = y - x @ coef
+    dof = max(1, len(y) - x.shape[1])
+    cov = np.linalg.pinv(x.T @ x) * float(resid @ resid) / dof
+    return coef, np.sqrt(np.diag(cov)), resid
 
 
 def main(argv=None) -> int:
