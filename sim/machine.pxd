@@ -46,6 +46,7 @@ cdef class Machine:
     cdef public object memory
     cdef public object host_cfg
     cdef public object tracer
+    cdef public bint cputime_poll
 
     cpdef sched_class(self, Task p)
     cpdef _update_curr(self, Rq rq, Task curr)
@@ -89,6 +90,7 @@ cdef class Machine:
     cpdef _ensure_tick(self, Rq rq)
     cpdef _arm_hrtick(self, Rq rq)
     cpdef _on_hrtick(self, Rq rq, long long hrtick_gen)
+    cpdef _on_cputime_poll(self, Rq rq, long long hrtick_gen)
     cpdef _arm_runtime_expiry(self, Rq rq)
     cpdef _on_runtime_expiry(self, Rq rq, long long gen)
     @cython.locals(now=cython.longlong, curr=Task)

@@ -29,3 +29,5 @@ cdef class KernelScheduler:
     cpdef newidle_allowed(self, Rq rq)
     cpdef update_curr(self, Rq rq)
     cpdef hrtick_delay(self, Rq rq)
+    cpdef cputime_poll_delay(self, Rq rq)
+    cpdef cputime_poll(self, Rq rq)

@@ -158,3 +158,14 @@ class KernelScheduler:
         """Nanoseconds until curr's slice expires if a high-resolution tick
         is wanted (HRTICK), else None."""
         return None
+
+    def cputime_poll_delay(self, rq):
+        """Nanoseconds of running until curr, reading its own CPU clock all
+        the while (``Machine.cputime_poll``), would be told to reschedule by
+        that read's update_curr(), or None if no read can (the kernel's
+        update_curr() reschedules under EEVDF only)."""
+        return None
+
+    def cputime_poll(self, rq) -> None:
+        """One read of curr's CPU clock: task_sched_runtime() runs
+        update_curr_fair(), update_curr() of curr's own cfs_rq."""

@@ -70,8 +70,14 @@ SCENARIOS = {
     "host-tasks": make_cfg(poisson(functions=6, rate_rps=30.0, request_path="worker"),
                            cores=2, duration_s=1.0, warmup_s=0.1, scheduler={"name": "eevdf"},
                            calibration={**DEFAULT_COSTS, "loadgen_dispatch_us": 150.0,
-                                        "loadgen_worker_us": 2.0, "kthread_rate_per_s": 200.0,
+                                        "loadgen_worker_us": 2.0, "loadgen_sample_us": 300.0,
+                                        "loadgen_sample_cgroup_us": 30.0,
+                                        "kthread_rate_per_s": 200.0,
                                         "kthread_run_us": [2, 4, 6, 10, 20, 60, 300, 2000]}),
+    # tasks reading their own CPU clock: EEVDF ends their slices on time
+    "cputime-poll": make_cfg(poisson(functions=4, rate_rps=60.0, request_path="worker",
+                                     cputime_poll=True),
+                             cores=2, duration_s=1.0, warmup_s=0.1, scheduler={"name": "eevdf"}),
 }
 # the schedule trace (sim/tracing.py) of a run with throttling, one with SMT
 # and one with host tasks

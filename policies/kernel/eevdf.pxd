@@ -103,5 +103,9 @@ cdef class EEVDF(CFS):
     cpdef entity_tick(self, CfsRq cfs_rq, SchedEntity curr)
     @cython.locals(curr=Task, se=SchedEntity)
     cpdef hrtick_delay(self, Rq rq)
+    @cython.locals(curr=Task, se=SchedEntity, v=cython.longlong, left=cython.longlong,
+                   w=cython.longlong)
+    cpdef cputime_poll_delay(self, Rq rq)
+    cpdef cputime_poll(self, Rq rq)
     @cython.locals(curr=Task, se=SchedEntity, pse=SchedEntity, cfs_rq=CfsRq, preempt_short=bint)
     cpdef check_preempt_wakeup(self, Rq rq, Task p)

@@ -98,6 +98,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from policies.kernel.cfs import CFS, GRANULARITY_RANGE_NS, FairConfig, scaled
+from sim.rq import NICE_0_LOAD
 from sim.sched_class import tunable
 from sim.sched_flags import (DEQUEUE_DELAYED, DEQUEUE_SLEEP, DEQUEUE_SPECIAL, ENQUEUE_DELAYED,
                              ENQUEUE_INITIAL, ENQUEUE_MIGRATED)
@@ -703,6 +704,34 @@ class EEVDF(CFS):
             return None
         se = curr.se
         return se.slice - (se.sum_exec_runtime - se.prev_sum_exec_runtime)
+
+    def cputime_poll_delay(self, rq):
+        """Running time until update_curr() of curr's own cfs_rq reschedules
+        it: its vruntime reaches its deadline (update_deadline()) or, in
+        6.18, the end of its protected slice, with another entity queued
+        beside it there (an enqueue re-arms the machine's timer)."""
+        curr = rq.curr
+        if curr is None:
+            return None
+        self.update_curr(rq)
+        se = curr.se
+        if se.cfs_rq.nr_running < 2:
+            return None
+        v = se.deadline
+        if self.kernel_618 and se.vlag < v:
+            v = se.vlag               # vprot
+        left = v - se.vruntime
+        if left <= 0:
+            return 0
+        w = se.weight
+        # the vruntime's slope is NICE_0_LOAD / weight: round the time up
+        return left if w == NICE_0_LOAD else (left * w + NICE_0_LOAD - 1) // NICE_0_LOAD
+
+    def cputime_poll(self, rq):
+        """task_sched_runtime() -> update_curr_fair(): update_curr() of the
+        running task's own cfs_rq, with its deadline and protection checks."""
+        if rq.curr is not None:
+            self._update_curr(rq.curr.se.cfs_rq)
 
     def check_preempt_wakeup(self, rq, p):
         """check_preempt_wakeup_fair(): preempt if the woken entity is what

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.config import MISSING, MappingReads
+from sim.config import MISSING, MappingReads, tunable
 
 # how the real backend (backends/real) runs a workload:
 # - functions: replays an invocation trace, a native worker per function cgroup
@@ -52,6 +52,13 @@ REAL_BACKENDS = ("functions", "worker_pool", "periodic", "jobs", "memlookup", "r
 class WorkloadConfig(MappingReads):
     """Keys every workload has."""
     name: str = MISSING           # the option's label in results (workload.name)
+    # its tasks read their own CPU clock as they run, as the real backend's
+    # native workers do to burn a request's demand (funcworker.c spin_cpu):
+    # each read is a system call that runs update_curr(), so under EEVDF a
+    # used-up slice ends at once, not at the next tick (sim/machine.py
+    # _arm_hrtick).  On for a simulation compared with the real backend
+    # (the validation suites); off for an application that does not
+    cputime_poll: bool = tunable(False)
 
     @classmethod
     def check(cls, c, key: str) -> None:
@@ -92,6 +99,7 @@ class Workload:
         self.machine = machine
         self.engine = machine.engine
         self.recorder = recorder
+        machine.cputime_poll = bool(cfg.cputime_poll)
 
     def start(self) -> None:
         """Called once at t = 0: fork the first threads, schedule arrivals."""
