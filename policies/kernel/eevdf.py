@@ -709,7 +709,9 @@ class EEVDF(CFS):
         """Running time until update_curr() of curr's own cfs_rq reschedules
         it: its vruntime reaches its deadline (update_deadline()) or, in
         6.18, the end of its protected slice, with another entity queued
-        beside it there (an enqueue re-arms the machine's timer)."""
+        beside it there (an enqueue re-arms the machine's timer).  Not
+        timed: the instant another entity there turns eligible before curr's
+        deadline (a read then would switch to it); the next pick finds it."""
         curr = rq.curr
         if curr is None:
             return None
@@ -718,8 +720,12 @@ class EEVDF(CFS):
         if se.cfs_rq.nr_running < 2:
             return None
         v = se.deadline
-        if self.kernel_618 and se.vlag < v:
+        if self.kernel_618 and se.vruntime < se.vlag < v:
             v = se.vlag               # vprot
+        # a protection already over (curr picked again after it: the kernel
+        # then skips set_next_entity, so it is not renewed) reschedules at
+        # every read, each time to pick curr again, until its deadline: a
+        # no-op the machine leaves out
         left = v - se.vruntime
         if left <= 0:
             return 0
