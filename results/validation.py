@@ -285,14 +285,19 @@ FORMATTERS = {"text": format_text, "markdown": format_markdown, "csv": format_cs
 BACKGROUND = ("this VM's own user-space activity (its tool back-ends woke 27-60 times/s "
               "per busy CPU beside one hog per CPU; not modelled: it varies with the VM's "
               "other sessions)")
-LOADGEN = ("the load generator's timers (interval sampling and progress, ~17 ms/s measured "
-           "by the loadgen benchmark; not modelled)")
+LOADGEN = ("the load generator's wake-ups every 20 ms when nothing is due and its progress "
+           "timer (the loadgen benchmark's remaining rate-independent term, 11.7 ms/s + "
+           "0.11 ms/s per worker; not modelled; its sampler's reads are)")
 EEVDF_NEW = ("EEVDF's DELAY_DEQUEUE, modelled from the kernel source but not measured on "
              "this host (its probe was inconclusive)")
 TIMER = ("idle-exit latency, which drifts with the VM's load (fitted 61 us; 27-47 us measured "
          "by the timerwake benchmark later) and timers firing early inside the slack when "
          "another interrupt lands (not modelled)")
-CACHE = "switch cost under cache pressure (many working sets sharing the LLC)"
+RCU = ("the RCU grace-period kthread, woken by every exiting thread's deferred freeing (a "
+       "traced f8-rho110 run: 119 preemptions/s by rcu_preempt against the kthreads "
+       "benchmark's 15/s per CPU beside hogs; not modelled)")
+CACHE = ("switch cost under cache pressure (many working sets sharing the LLC) and a "
+         "request thread's own start and exit (not measured apart)")
 
 
 def _value(frame: pd.DataFrame, scenario: str, metric: str, column: str) -> float:
@@ -318,7 +323,7 @@ def candidate_mechanism(row: dict, frame: pd.DataFrame) -> str:
         busy = 2 * _value(frame, row["scenario"], "cpu_util", "real")
         extra = (real - sim) / busy if busy > 0 else math.nan
         if sim < real:
-            return (f"{BACKGROUND}; {LOADGEN}: the host switches the workload out "
+            return (f"{RCU}; {BACKGROUND}; {LOADGEN}: the host switches the workload out "
                     f"{fmt(real - sim)}/s more ({fmt(extra)}/s per busy CPU){lg}")
         return f"{EEVDF_NEW}: fewer preemptions on the host ({measured})"
     if m in ("cpu_util", "throughput_rps"):
@@ -326,8 +331,13 @@ def candidate_mechanism(row: dict, frame: pd.DataFrame) -> str:
                 f"simulator does not charge ({measured}{lg})")
     if m.startswith("latency"):
         if sim < real:
-            return (f"the simulator is optimistic ({measured}): {CACHE}; {BACKGROUND}; "
-                    f"{LOADGEN}{lg}; {EEVDF_NEW}")
+            cpu_r = _value(frame, row["scenario"], "cpu_util", "real")
+            cpu_s = _value(frame, row["scenario"], "cpu_util", "sim")
+            more = "" if math.isnan(cpu_r) or math.isnan(cpu_s) or cpu_r <= cpu_s else (
+                f"; the host used {100 * (cpu_r - cpu_s):.2f} points more CPU for the same "
+                f"requests, which near saturation is worth much more queueing")
+            return (f"the simulator is optimistic ({measured}{more}): {CACHE}; {RCU}; "
+                    f"{BACKGROUND}; {LOADGEN}{lg}; {EEVDF_NEW}")
         return f"the simulator is pessimistic ({measured}): {EEVDF_NEW}"
     return f"not attributed ({measured})"
 
