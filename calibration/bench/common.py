@@ -28,6 +28,7 @@ import sys
 import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -317,6 +318,17 @@ def with_meta(table: pa.Table, fingerprint: dict, meta: dict) -> pa.Table:
     return table.replace_schema_metadata(md)
 
 
+def finish(table: pa.Table, out_dir: str | os.PathLike, bench: str, params: dict, quick: bool,
+           started_utc: str, t0: float, **extra) -> pa.Table:
+    """The end of a benchmark's run(): ``table`` written to
+    ``<out_dir>/<bench>.parquet`` with its meta (``params``, ``extra``, and
+    how long it took since ``t0``, a time.monotonic() reading)."""
+    meta = bench_meta(bench, params, quick, started_utc, **extra,
+                      duration_s=round(time.monotonic() - t0, 1))
+    write_bench(table, out_dir, meta)
+    return table
+
+
 def write_bench(table: pa.Table, out_dir: str | os.PathLike, meta: dict,
                 fingerprint: dict | None = None) -> Path:
     """``<out_dir>/<meta['bench']>.parquet`` with the fingerprint and meta."""
@@ -346,6 +358,11 @@ def say(progress: Progress, msg: str) -> None:
 
 
 # --- command line ----------------------------------------------------------------------
+def main_of(doc: str, run: Callable, bench: str) -> Callable[[list[str] | None], int]:
+    """A benchmark module's ``main(argv=None)``: :func:`cli` for it."""
+    return partial(cli, doc, run, prog=f"python -m calibration.bench.{bench}")
+
+
 def cli(doc: str, run: Callable, argv: list[str] | None = None, prog: str | None = None) -> int:
     """``python -m calibration.bench[.<name>] --out DIR [--quick]``; ``run``
     returns a table or {name: table}."""

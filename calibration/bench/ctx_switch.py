@@ -217,16 +217,12 @@ def run(out_dir, quick: bool = False, progress: Progress = None, *,
     params = {"configs": [c.__dict__ for c in todo], "samples": n, "repeats": reps,
               "target_batch_ns": TARGET_NS, "line_bytes": 64,
               "busy_shares_v1": MIN_SHARES}
-    meta = common.bench_meta(NAME, params, quick, started, caches=common.cache_sizes(cpu_a),
-                             ws_bytes_skipped=skipped,
-                             migrate_skipped=None if ncpus > 1 else "one CPU",
-                             duration_s=round(time.monotonic() - t0, 1))
-    common.write_bench(table, out_dir, meta)
-    return table
+    return common.finish(table, out_dir, NAME, params, quick, started, t0,
+                         caches=common.cache_sizes(cpu_a), ws_bytes_skipped=skipped,
+                         migrate_skipped=None if ncpus > 1 else "one CPU")
 
 
-def main(argv=None) -> int:
-    return common.cli(__doc__, run, argv, prog=f"python -m calibration.bench.{NAME}")
+main = common.main_of(__doc__, run, NAME)
 
 
 if __name__ == "__main__":

@@ -194,15 +194,12 @@ def run(out_dir, quick: bool = False, progress: Progress = None, *,
     params = {"n_hogs": list(ns), "hog_ws_bytes": list(wss), "sample_s": sample_s,
               "warmup_s": warmup_s, "alone_s": alone_s, "perf_interval_ms": PERF_INTERVAL_MS,
               "hog_iteration": "256 dependent multiply-adds + 16 line read-modify-writes"}
-    meta = common.bench_meta(NAME, params, quick, started, cpu=cpu, config_hz=common.config_hz(),
-                             perf_status=pstatus, caches=common.cache_sizes(cpu),
-                             duration_s=round(time.monotonic() - t_start, 1))
-    common.write_bench(table, out_dir, meta)
-    return table
+    return common.finish(table, out_dir, NAME, params, quick, started, t_start, cpu=cpu,
+                         config_hz=common.config_hz(), perf_status=pstatus,
+                         caches=common.cache_sizes(cpu))
 
 
-def main(argv=None) -> int:
-    return common.cli(__doc__, run, argv, prog=f"python -m calibration.bench.{NAME}")
+main = common.main_of(__doc__, run, NAME)
 
 
 if __name__ == "__main__":

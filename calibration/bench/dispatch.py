@@ -86,10 +86,7 @@ def run(out_dir, quick: bool = False, progress: Progress = None) -> pa.Table:
     table = pa.Table.from_pylist(rows, schema=SCHEMA)
     params = {"requests": REQUESTS, "gap_s": GAP_S, "demand_ns": DEMAND_NS,
               "samples": samples, "threads": list(THREADS)}
-    meta = common.bench_meta(NAME, params, quick, started, cpu=cpu,
-                             duration_s=round(time.monotonic() - t0, 1))
-    common.write_bench(table, out_dir, meta)
-    return table
+    return common.finish(table, out_dir, NAME, params, quick, started, t0, cpu=cpu)
 
 
 def dispatch_costs(table: pa.Table) -> dict[str, float]:
@@ -109,8 +106,7 @@ def dispatch_costs(table: pa.Table) -> dict[str, float]:
             "worker_thread_us": round(thread, 2)}
 
 
-def main(argv=None) -> int:
-    return common.cli(__doc__, run, argv, prog=f"python -m calibration.bench.{NAME}")
+main = common.main_of(__doc__, run, NAME)
 
 
 if __name__ == "__main__":

@@ -159,10 +159,7 @@ def run(out_dir, quick: bool = False, progress: Progress = None) -> pa.Table:
         windows.append(round(wall, 3))
     table = pa.Table.from_pylist(rows, schema=SCHEMA)
     params = {"seconds": seconds, "repeats": repeats, "cpus": cpus, "window_s": windows}
-    meta = common.bench_meta(NAME, params, quick, started,
-                             duration_s=round(time.monotonic() - t0, 1))
-    common.write_bench(table, out_dir, meta)
-    return table
+    return common.finish(table, out_dir, NAME, params, quick, started, t0)
 
 
 def kthread_params(table: pa.Table, meta: dict) -> dict:
@@ -197,8 +194,7 @@ def kthread_params(table: pa.Table, meta: dict) -> dict:
                          "interruptions": len(rows), "all_interruptions": table.num_rows}}
 
 
-def main(argv=None) -> int:
-    return common.cli(__doc__, run, argv, prog=f"python -m calibration.bench.{NAME}")
+main = common.main_of(__doc__, run, NAME)
 
 
 if __name__ == "__main__":

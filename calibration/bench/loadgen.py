@@ -110,10 +110,7 @@ def run(out_dir, quick: bool = False, progress: Progress = None) -> pa.Table:
     table = pa.Table.from_pylist(rows, schema=SCHEMA)
     params = {"functions": list(functions), "rates_rps": list(rates), "repeats": repeats,
               "duration_s": duration, "warmup_s": WARMUP_S, "demand_s": DEMAND_S}
-    meta = common.bench_meta(NAME, params, quick, started,
-                             duration_s=round(time.monotonic() - t0, 1))
-    common.write_bench(table, out_dir, meta)
-    return table
+    return common.finish(table, out_dir, NAME, params, quick, started, t0)
 
 
 def loadgen_costs(table: pa.Table) -> dict:
@@ -172,8 +169,7 @@ def _lstsq(x: np.ndarray, y: np.ndarray):
     return coef, np.sqrt(np.diag(cov)), resid
 
 
-def main(argv=None) -> int:
-    return common.cli(__doc__, run, argv, prog=f"python -m calibration.bench.{NAME}")
+main = common.main_of(__doc__, run, NAME)
 
 
 if __name__ == "__main__":

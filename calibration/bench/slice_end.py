@@ -106,14 +106,10 @@ def run(out_dir, quick: bool = False, progress: Progress = None) -> pa.Table:
                 rows += measure(cg, cpu, mode, r, duration)
     table = pa.Table.from_pylist(rows, schema=SCHEMA)
     params = {"modes": list(MODES), "repeat": REPEAT, "duration_s": duration, "gap_ns": GAP_NS}
-    meta = common.bench_meta(NAME, params, quick, started, cpu=cpu, config_hz=common.config_hz(),
-                             duration_s=round(time.monotonic() - t0, 1))
-    common.write_bench(table, out_dir, meta)
-    return table
+    return common.finish(table, out_dir, NAME, params, quick, started, t0, cpu=cpu, config_hz=common.config_hz())
 
 
-def main(argv=None) -> int:
-    return common.cli(__doc__, run, argv, prog=f"python -m calibration.bench.{NAME}")
+main = common.main_of(__doc__, run, NAME)
 
 
 if __name__ == "__main__":

@@ -90,11 +90,8 @@ def run(out_dir, quick: bool = False, progress: Progress = None) -> pa.Table:
     table = pa.Table.from_pylist(rows, schema=SCHEMA)
     params = {"configs": [list(c) for c in CONFIGS], "repeat": REPEAT, "count": count,
               "skip": SKIP, "period_ns": PERIOD_NS, "timer_slack_ns": 1}
-    meta = common.bench_meta(NAME, params, quick, started, cpu=cpu, config_hz=common.config_hz(),
-                             duration_s=round(time.monotonic() - t0, 1),
-                             steal_ticks=steal_ticks() - steal0)
-    common.write_bench(table, out_dir, meta)
-    return table
+    return common.finish(table, out_dir, NAME, params, quick, started, t0, cpu=cpu,
+                         config_hz=common.config_hz(), steal_ticks=steal_ticks() - steal0)
 
 
 def steal_ticks() -> int:
@@ -105,8 +102,7 @@ def steal_ticks() -> int:
     return int(fields[8])
 
 
-def main(argv=None) -> int:
-    return common.cli(__doc__, run, argv, prog=f"python -m calibration.bench.{NAME}")
+main = common.main_of(__doc__, run, NAME)
 
 
 if __name__ == "__main__":

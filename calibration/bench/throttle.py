@@ -103,15 +103,11 @@ def run(out_dir, quick: bool = False, progress: Progress = None, *,
     table = pa.Table.from_pylist(rows, schema=SCHEMA)
     params = {"configs": [list(c) for c in todo], "duration_s": duration_s,
               "min_sample_s": MIN_SAMPLE_S, "weight": MAX_WEIGHT}
-    meta = common.bench_meta(NAME, params, quick, started, cpu=cpu, all_cpus=all_cpus,
-                             config_hz=common.config_hz(),
-                             duration_s=round(time.monotonic() - t0, 1))
-    common.write_bench(table, out_dir, meta)
-    return table
+    return common.finish(table, out_dir, NAME, params, quick, started, t0, cpu=cpu,
+                         all_cpus=all_cpus, config_hz=common.config_hz())
 
 
-def main(argv=None) -> int:
-    return common.cli(__doc__, run, argv, prog=f"python -m calibration.bench.{NAME}")
+main = common.main_of(__doc__, run, NAME)
 
 
 if __name__ == "__main__":

@@ -157,14 +157,10 @@ def run(out_dir, quick: bool = False, progress: Progress = None) -> pa.Table:
               "sleepers": {k: {"args": [str(a) for a in v[0]], "slack_ns": v[1]}
                            for k, v in SLEEPERS.items()},
               "low_shares_v1": MIN_SHARES, "other_cpu": other_cpu}
-    meta = common.bench_meta(NAME, params, quick, started, cpu=cpu, config_hz=common.config_hz(),
-                             duration_s=round(time.monotonic() - t0, 1))
-    common.write_bench(table, out_dir, meta)
-    return table
+    return common.finish(table, out_dir, NAME, params, quick, started, t0, cpu=cpu, config_hz=common.config_hz())
 
 
-def main(argv=None) -> int:
-    return common.cli(__doc__, run, argv, prog=f"python -m calibration.bench.{NAME}")
+main = common.main_of(__doc__, run, NAME)
 
 
 if __name__ == "__main__":

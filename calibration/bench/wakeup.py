@@ -114,14 +114,10 @@ def run(out_dir, quick: bool = False, progress: Progress = None, *,
     params = {"configs": [list(c) for c in todo], "count_cap": count,
               "duration_cap_s": duration_s, "skip": SKIP,
               "period_ns": PERIOD_NS, "timer_slack_ns": 1, "low_shares_v1": MIN_SHARES}
-    meta = common.bench_meta(NAME, params, quick, started, cpu=cpu, config_hz=common.config_hz(),
-                             duration_s=round(time.monotonic() - t0, 1))
-    common.write_bench(table, out_dir, meta)
-    return table
+    return common.finish(table, out_dir, NAME, params, quick, started, t0, cpu=cpu, config_hz=common.config_hz())
 
 
-def main(argv=None) -> int:
-    return common.cli(__doc__, run, argv, prog=f"python -m calibration.bench.{NAME}")
+main = common.main_of(__doc__, run, NAME)
 
 
 if __name__ == "__main__":
