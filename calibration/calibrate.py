@@ -181,6 +181,11 @@ def calibrate(out: str, work_dir: Path | None = None, from_bench: Path | None = 
             fit_block = profile.pop("fit")
             table_, _, meta_ = read_table(bench_dir, bench_name)
             keys = costs(table_, meta_)
+            if keys is None:
+                fit_block["notes"].append(f"{bench_name}: too few undisturbed runs to fit; "
+                                          f"not modelled")
+                profile["fit"] = fit_block
+                continue
             fit_block["uncertainty"].update(keys.pop("uncertainty"))
             fit_block[bench_name] = keys.pop("measured")
             profile.update(keys, fit=fit_block)

@@ -6,6 +6,7 @@ import copy
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from calibration.bench.common import read_bench
@@ -232,3 +233,16 @@ def test_loadgen_matches_the_measurement():
         ran, ins = _loadgen_cpu(sched, t0, t1)
         sim = ran / (t1 - t0) + (sig["timers_us_per_s"] + sig["timers_us_per_s_per_worker"] * functions) / 1e6
         assert min(measured) - 2 * resid <= sim <= max(measured) + 2 * resid, (functions, rate)
+
+
+def test_loadgen_costs_fit_nothing_from_a_disturbed_host():
+    """A busy host flags the runs: with fewer undisturbed runs than the fit
+    has terms, or one density only, nothing is fitted (None), as calibrate
+    then notes instead of failing."""
+    table, _, _ = read_bench(DATA / "loadgen.parquet")
+    rows = table.to_pylist()
+    assert loadgen_costs(table) is not None
+    flagged = [{**r, "host_disturbed": True} for r in rows]
+    assert loadgen_costs(pa.Table.from_pylist(flagged, schema=table.schema)) is None
+    one = [r for r in rows if r["functions"] == 8]
+    assert loadgen_costs(pa.Table.from_pylist(one, schema=table.schema)) is None

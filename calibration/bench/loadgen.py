@@ -113,7 +113,11 @@ def run(out_dir, quick: bool = False, progress: Progress = None) -> pa.Table:
     return common.finish(table, out_dir, NAME, params, quick, started, t0)
 
 
-def loadgen_costs(table: pa.Table) -> dict:
+# the dispatch fit's terms: a run per term at least, of two densities
+FIT_TERMS = 4
+
+
+def loadgen_costs(table: pa.Table) -> dict | None:
     """The generator's CPU per dispatch, ``loadgen_dispatch_us +
     loadgen_worker_us x workers`` (us), by least squares of its CPU per
     second, less its sampler's reads, on dispatches per second and
@@ -124,8 +128,12 @@ def loadgen_costs(table: pa.Table) -> dict:
     ``sampler_read_us`` on the cgroups read; undisturbed runs only.  Also
     the 1-sigma of each (``uncertainty``) and, in ``measured``, the
     rate-independent terms, the residual scatter, its switch-ins per
-    dispatch and the runs used."""
+    dispatch and the runs used.  None when fewer than ``FIT_TERMS``
+    undisturbed runs, or runs of one density only, are left (a busy host
+    flags them): nothing is fitted then."""
     rows = [r for r in table.to_pylist() if not r["host_disturbed"] and r["span_s"] > 0]
+    if len(rows) < FIT_TERMS or len({r["functions"] for r in rows}) < 2:
+        return None
     d = np.array([r["dispatches"] / r["span_s"] for r in rows])
     w = np.array([float(r["functions"]) for r in rows])
     reads_us = np.array([r["sampler_reads"] * r["sampler_read_us"] / r["span_s"] for r in rows])
