@@ -56,6 +56,7 @@ SYN_RETRY_NS = NSEC_PER_SEC
 @dataclass
 class WebserverConfig(WorkerPoolConfig):
     """Batched accept thread, bounded app queue (capacity), worker pool."""
+    model: str = tunable("webserver", choices=("webserver",))
     # listen backlog: connections waiting to be accepted
     backlog: int = tunable(512, range=(1, MAX_COUNT))
     # connections per batch handed to the queue
@@ -67,6 +68,7 @@ class WebserverConfig(WorkerPoolConfig):
 
     @classmethod
     def check(cls, c, key: str) -> None:
+        super().check(c, key)
         if c.get(f"{key}.clients") is not None:
             c.require(f"{key}.trace_file", c.get(f"{key}.trace_file") is None,
                       f"replays open-loop arrivals; set {key}.clients = null to use it")
