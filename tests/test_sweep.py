@@ -158,9 +158,14 @@ def test_the_noisy_ablations_and_their_documented_sweeps_compose():
     assert len(sweeps) == 5
     labels = set()
     for line in sweeps[1:]:
-        _, _, cfgs = expand_sweep([*line.split(), "seed=0", "workload.scenario=low_demand"])
+        one = [] if "workload.scenario=" in line else ["workload.scenario=low_demand"]
+        _, _, cfgs = expand_sweep([*line.split(), "seed=0", *one])
         assert {c.workload.priority_pool for c in cfgs} == {"any"}
         labels |= {c.controller.name for c in cfgs}
+        if "host.llc_refill=false" in line:
+            # its own least_loaded baseline: compare groups runs by host.llc_refill
+            assert {c.controller.name for c in cfgs} == {"least_loaded", "dynamic_priority"}
+            assert not any(c.host.llc_refill for c in cfgs)
     assert labels == {"least_loaded", "dynamic_priority", "dp_no_rebalance", "dp_tick_1s",
                       "dp_batch_by_cores"}
 
