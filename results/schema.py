@@ -147,6 +147,9 @@ SUMMARY_OPTIONAL = pa.schema(
         ("ipce_global", pa.float64()),
         ("ipce_priority", pa.float64()),
         ("ipce_batch", pa.float64()),
+        # the same per job, then the mean over the jobs (each weighs the same)
+        ("ipce_priority_job_mean", pa.float64()),
+        ("ipce_batch_job_mean", pa.float64()),
         ("time_above_target_frac", pa.float64()),
         # CFS-LAGS's mechanism counters over the window after warmup
         # (policies/kernel/lags.py LAGS.stats; scenarios/simulate.py policy_stats):

@@ -19,6 +19,7 @@ from backends.real.config import RealBackend
 from policies import control, kernel
 from sim import workloads
 from sim.costmodel import LEVELS, PARAMS as COST_PARAMS, SIZE, CostParam
+from sim.memory.progress import HOST_DEFAULTS as MEMORY_HOST_DEFAULTS
 from sim.plugins import plugin_dirs
 from sim.tracing import TraceConfig
 
@@ -45,10 +46,13 @@ class HostConfig:
     mba_min_bandwidth: int = MISSING  # resctrl info/MB/min_bandwidth, percent
     mba_bandwidth_gran: int = MISSING  # resctrl info/MB/bandwidth_gran, percent; 0 = no MBA
     # CPI model of the memory model (sim/memory/progress.py); defaults when a preset omits them
-    cpu_ghz: float = 2.4  # core clock the memory latencies are counted in
-    mem_latency_ns: float = 90.0  # loaded DRAM latency of an LLC miss
-    llc_latency_ns: float = 20.0  # LLC hit latency
+    cpu_ghz: float = MEMORY_HOST_DEFAULTS["cpu_ghz"]  # core clock the memory latencies are counted in
+    mem_latency_ns: float = MEMORY_HOST_DEFAULTS["mem_latency_ns"]  # loaded DRAM latency of an LLC miss
+    llc_latency_ns: float = MEMORY_HOST_DEFAULTS["llc_latency_ns"]  # LLC hit latency
     llc_hash: str = "auto"  # slice hash: auto (XOR for 2^n slices) | xor | uniform (sim/memory/slicehash.py)
+    # charge the refetch of the lines a cgroup loses when its ways shrink or move
+    # (docs/memory.md, "Refill after a move"); false: no transient (an ablation)
+    llc_refill: bool = MEMORY_HOST_DEFAULTS["llc_refill"]
 
 
 def _cost_field(param: CostParam) -> tuple:

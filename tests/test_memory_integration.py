@@ -168,6 +168,47 @@ def test_moved_class_refetches_its_lines_then_settles(pattern):
     assert extra == pytest.approx(steady["llc_occupancy_mb"] * 2**20 / 64, rel=1e-4)
 
 
+def test_without_refill_a_moved_class_runs_at_its_new_steady_state_at_once():
+    """host.llc_refill=false (an ablation): the same move, no transient; the
+    rows before the move are the default's."""
+    still, _ = _moved(False)
+    steady = still[1]
+    with_refill, _ = _moved(True)
+    rows, mem = _moved(True, ["host.llc_refill=false"])
+    assert rows[:19] == with_refill[:19] and not mem._refill
+    # the default refetches after the move; without refill the miss rate
+    # is the steady one from the first interval after it
+    assert with_refill[20]["llc_miss_rate"] > steady["llc_miss_rate"] + 0.3
+    for x in rows[20:]:
+        assert x["llc_miss_rate"] == pytest.approx(steady["llc_miss_rate"], rel=1e-9)
+        assert x["ipce"] == pytest.approx(steady["ipce"], rel=1e-9)
+
+
+def test_job_mean_ipce_weighs_every_job_the_same():
+    """Two batch jobs of different profiles (one fits, one streams) and
+    lengths: ipce_batch is their cycle-weighted IPCE, ipce_batch_job_mean
+    the plain mean of their own IPCEs (from their interval rows)."""
+    from sim.workloads.noisy_jobs import make_jobs
+    cfg = _cfg(["experiment=noisy_scenarios", "controller=none", "duration_s=20",
+                "warmup_s=0"])
+    jobs = make_jobs(["a", "b"], [0.0, 0.0], [4.0, 12.0], [1, 1], ["high", "moderate"],
+                     [False, False])
+    r = simulate(cfg, trace=jobs)
+    s = r.summary.to_pylist()[0]
+    cycles, stalls = {}, {}
+    for x in r.intervals.to_pylist():
+        if x["cycles"]:
+            cycles[x["cgroup"]] = cycles.get(x["cgroup"], 0) + x["cycles"]
+            stalls[x["cgroup"]] = stalls.get(x["cgroup"], 0) + x["cycles"] * (1 - x["ipce"])
+    own = [1 - stalls[cg] / cycles[cg] for cg in sorted(cycles)]
+    weights = [cycles[cg] for cg in sorted(cycles)]
+    assert len(own) == 2 and abs(own[0] - own[1]) > 0.2 and weights[1] > 1.5 * weights[0]
+    assert s["ipce_batch_job_mean"] == pytest.approx(sum(own) / 2, rel=1e-6)
+    assert s["ipce_batch"] == pytest.approx(np.average(own, weights=weights), rel=1e-6)
+    assert s["ipce_batch"] != pytest.approx(s["ipce_batch_job_mean"], rel=1e-2)
+    assert np.isnan(s["ipce_priority_job_mean"])                 # no priority job
+
+
 def test_memlookup_fits_with_1g_pages():
     s = simulate(_cfg(["workload=memlookup", "host=silver-4314-2s", "duration_s=1", "warmup_s=0",
                        "workload.partitions=[0-2]", "workload.memory.pages=1g"])
@@ -490,6 +531,21 @@ def test_rebalance_moves_the_batch_job_that_best_evens_the_stall_load():
     ctl2 = _balancer(h2, [("/big", 0, 1, False, 9.0), ("/x", 1, 1, False, 0.0)])
     ctl2._rebalance(h2, now=0)
     assert h2.cpusets == [] and ctl2.rebalance_due_ns is None
+
+
+@pytest.mark.parametrize("placement, socket", [("stall_load", 1), ("committed_cores", 0)])
+def test_batch_placement_by_stall_load_or_committed_cores(placement, socket):
+    """Socket 0 has one job with little stall load, socket 1 two with none:
+    a batch job goes to socket 1 by the thesis's stall-load heuristic (the
+    default), to socket 0 by least_loaded's committed-cores metric."""
+    h = _MovingHost()
+    ctl = _balancer(h, [("/a", 0, 1, False, 5.0), ("/b", 1, 1, False, 0.0),
+                        ("/c", 1, 1, False, 0.0)], rebalance=False)
+    ctl.cfg.batch_placement = placement
+    assert DynamicPriorityConfig().batch_placement == "stall_load"
+    h.pending = [PendingJob("/j", 0.0, 1)]
+    ctl._admit(h, now=0)
+    assert ctl.jobs["/j"].socket == socket
 
 
 def test_a_batch_admission_schedules_a_rebalance_after_the_warmup():

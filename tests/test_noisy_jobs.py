@@ -83,6 +83,22 @@ def test_scenarios_differ_only_in_priority_share(long_draws):
     assert all(jobs.column("priority").to_pylist())
 
 
+def test_priority_pool_high_makes_the_priority_jobs_the_highly_sensitive_ones():
+    any_pool = _generate(_wcfg(scenario="exceeding_demand"), 3, 3600.0)
+    assert noisy_jobs.NoisyJobsConfig.__dataclass_fields__["priority_pool"].default == "any"
+    assert any_pool.equals(_generate(_wcfg(scenario="exceeding_demand", priority_pool="any"),
+                                     3, 3600.0))
+    high = _generate(_wcfg(scenario="exceeding_demand", priority_pool="high"), 3, 3600.0)
+    # only the sensitivity column changes: high exactly where priority
+    assert high.drop(["sensitivity"]).equals(any_pool.drop(["sensitivity"]))
+    prio = np.asarray(high.column("priority").to_pylist())
+    sens = np.asarray(high.column("sensitivity").to_pylist())
+    assert np.array_equal(sens == "high", prio) and 0.4 < prio.mean() < 0.6
+    # with the default, priority jobs come from both classes
+    sens_any = np.asarray(any_pool.column("sensitivity").to_pylist())
+    assert (sens_any[prio] == "moderate").any() and (sens_any[~prio] == "high").any()
+
+
 def test_same_seed_same_file_and_seeds_differ(tmp_path):
     wcfg = _wcfg()
     a = write_jobs(_generate(wcfg, 7, 3600.0), tmp_path / "a.parquet")

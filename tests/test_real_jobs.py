@@ -157,6 +157,9 @@ def test_the_summary_columns_come_from_the_jobs_intervals_after_warmup():
     assert s["ipce_priority"] == pytest.approx(1 - 250 / 2000)
     assert s["ipce_batch"] == pytest.approx(0.5)
     assert s["ipce_global"] == pytest.approx(1 - 1250 / 4000)
+    # one job per class: the job mean is the class's IPCE
+    assert s["ipce_priority_job_mean"] == pytest.approx(s["ipce_priority"])
+    assert s["ipce_batch_job_mean"] == pytest.approx(0.5)
     assert s["time_above_target_frac"] == pytest.approx(0.5)
     assert s["llc_miss_rate"] == pytest.approx(140 / 400)
     assert (s["llc_miss_rate_min"], s["llc_miss_rate_max"]) == pytest.approx((0.2, 0.5))
@@ -172,7 +175,7 @@ def test_the_summary_columns_come_from_the_jobs_intervals_after_warmup():
     s2 = gate2.summary()
     a.kill()
     assert all(math.isnan(s2[k]) for k in ("ipce_global", "ipce_priority", "llc_miss_rate",
-                                            "time_above_target_frac"))
+                                            "ipce_priority_job_mean", "time_above_target_frac"))
 
 
 def test_a_realhost_without_jobs_refuses_admission_and_perf_counts():

@@ -135,6 +135,41 @@ def test_experiment_files_define_their_sweep(experiment, n):
     assert {"workload", "workload.functions", "scheduler"} <= set(swept)
 
 
+def test_the_noisy_ablations_and_their_documented_sweeps_compose():
+    """experiment=noisy_ablations is noisy_scenarios (same host, stream,
+    profiles, hour) swept over both job-stream readings and three seeds;
+    every sweep its header documents composes (one scenario, and one seed
+    for the documented ones: composing is what costs here)."""
+    params = OmegaConf.load(CONF_DIR / "experiment" / "noisy_scenarios.yaml").hydra.sweeper.params
+    assert params["workload.scenario"].split(",") == ["low_demand", "high_utilization",
+                                                      "exceeding_demand"]
+    points, swept, cfgs = expand_sweep(["experiment=noisy_ablations",
+                                        "workload.scenario=high_utilization"])
+    assert len(points) == 2 * 2 * 3
+    assert set(swept) == {"controller", "workload.priority_pool", "seed"}
+    base = OmegaConf.to_container(expand_sweep(["experiment=noisy_scenarios"])[2][0])
+    for cfg in cfgs:
+        cfg = OmegaConf.to_container(cfg)
+        assert cfg["duration_s"] == base["duration_s"] == 3600.0
+        assert cfg["host"] == base["host"]
+        assert cfg["workload"]["memory"] == base["workload"]["memory"]
+    header = (CONF_DIR / "experiment" / "noisy_ablations.yaml").read_text()
+    sweeps = re.findall(r"^#\s+colosim sweep --dir \S+ (.*)$", header, re.M)
+    assert len(sweeps) == 5
+    labels = set()
+    for line in sweeps[1:]:
+        one = [] if "workload.scenario=" in line else ["workload.scenario=low_demand"]
+        _, _, cfgs = expand_sweep([*line.split(), "seed=0", *one])
+        assert {c.workload.priority_pool for c in cfgs} == {"any"}
+        labels |= {c.controller.name for c in cfgs}
+        if "host.llc_refill=false" in line:
+            # its own least_loaded baseline: compare groups runs by host.llc_refill
+            assert {c.controller.name for c in cfgs} == {"least_loaded", "dynamic_priority"}
+            assert not any(c.host.llc_refill for c in cfgs)
+    assert labels == {"least_loaded", "dynamic_priority", "dp_no_rebalance", "dp_tick_1s",
+                      "dp_batch_by_cores"}
+
+
 # here, not in test_sweep_ray.py / test_sweep_submitit.py: those skip where
 # their extra is missing, which is when this message is shown
 @pytest.mark.parametrize("launcher, extra", [("ray", "ray"), ("colosim_ray_cluster", "ray"),

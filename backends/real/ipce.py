@@ -47,8 +47,14 @@ def summary(rows: list[tuple[bool, dict]], stall_event: str) -> dict[str, float]
         cyc = total(ws, "cycles")
         return 1.0 - total(ws, stall_event) / cyc if cyc > 0 else nan
 
+    def job_mean(ws):
+        # every window that ran weighs the same (NaN if one could not count)
+        jobs = [ipce([w]) for w in ws if w.get("cycles", 0) != 0]
+        return sum(jobs) / len(jobs) if jobs else nan
+
     every = [w for _, w in rows]
     prio = [w for pr, w in rows if pr]
+    batch = [w for pr, w in rows if not pr]
     rates = [w["cache-misses"] / w["cache-references"] for w in every
              if w.get("cache-references") and w.get("cache-misses") is not None]
     refs = total(every, "cache-references")
@@ -60,7 +66,9 @@ def summary(rows: list[tuple[bool, dict]], stall_event: str) -> dict[str, float]
         "llc_occupancy_mb": nan,
         "ipce_global": ipce(every),
         "ipce_priority": ipce(prio),
-        "ipce_batch": ipce([w for pr, w in rows if not pr]),
+        "ipce_batch": ipce(batch),
+        "ipce_priority_job_mean": job_mean(prio),
+        "ipce_batch_job_mean": job_mean(batch),
         "time_above_target_frac": (sum(w.get("above_ms", 0.0) for w in prio) / cpu_p
                                    if cpu_p > 0 else nan),
     }

@@ -20,7 +20,8 @@ Every ``interval_s`` (T_tick):
    socket (that fits its cores) with the most uncommitted RDT resources
    (free ways, then free MB percent) and stays in system/default until its
    probe; a batch job goes to the socket with the least memory-stall load
-   (stall cycles of its running jobs over the last tick).
+   (stall cycles of its running jobs over the last tick; ``batch_placement:
+   committed_cores`` uses least_loaded's metric instead, an ablation).
 
 **Probe**: after ``warmup_s`` in system/default, the job gets a class and
 the sweep runs over (ways, MB) ways-major between (``probe_min_ways``,
@@ -149,6 +150,11 @@ class DynamicPriorityConfig(ControlConfig):
     # the thesis's "balancing and swap option" (Alg. 3 lines 32-33, 37-38;
     # §5.1: on in every presented run); our reading of it, module docstring
     rebalance: bool = tunable(True)
+    # a batch job's socket: stall_load, the least memory-stall load (§3.4,
+    # "sums the stalled cycles caused by the memory subsystem"); committed_cores,
+    # the fewest committed cores (least_loaded's Alg. 4 metric; an ablation,
+    # docs/memory.md "Noisy-scenario ablations")
+    batch_placement: str = tunable("stall_load", choices=("stall_load", "committed_cores"))
 
 
 @dataclass
@@ -484,11 +490,14 @@ class DynamicPriority(Controller):
     def _placement_order(self, p) -> list[int]:
         """Sockets best first: a priority job's with the most uncommitted RDT
         resources (free ways, then free MB), a batch job's with the least
-        memory-stall load; fewer committed cores break ties."""
+        memory-stall load (``batch_placement: committed_cores``: the fewest
+        committed cores); fewer committed cores break ties."""
         if p.priority:
             return sorted(self.sock, key=lambda s: (-self.sock[s].free_ways(),
                                                     self.sock[s].mb_used,
                                                     self.acct.committed(s), s))
+        if self.cfg.batch_placement == "committed_cores":
+            return sorted(self.sock, key=lambda s: (self.acct.committed(s), s))
         return sorted(self.sock, key=lambda s: (self.load[s], self.acct.committed(s), s))
 
     # ---- balancing and swap (our reading; module docstring) ------------------------------

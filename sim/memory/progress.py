@@ -44,7 +44,8 @@ their (rounded) inputs.
 it held outside the ways it keeps; until it has fetched them again (one
 extra miss each, at the rate its references find them) its miss ratio,
 CPI and MBM traffic are above the steady state (``_lose_lines``,
-docs/memory.md "Refill after a move").
+docs/memory.md "Refill after a move").  Host key ``llc_refill: false``
+leaves it out (an ablation): ways then change with no transient.
 """
 from __future__ import annotations
 
@@ -62,8 +63,10 @@ from sim.memory.pages import Buffer, bucket_demand, parse_page_size
 from sim.memory.resctrl import ROOT, Resctrl
 
 EPOCH_NS = 50_000_000
-# host keys of the CPI model and their defaults (docs/memory.md, "CPI model")
-HOST_DEFAULTS = {"cpu_ghz": 2.4, "mem_latency_ns": 90.0, "llc_latency_ns": 20.0}
+# host keys of the CPI model and of the refill, and their defaults (docs/memory.md,
+# "CPI model", "Refill after a move"); scenarios.schema.HostConfig takes them from here
+HOST_DEFAULTS = {"cpu_ghz": 2.4, "mem_latency_ns": 90.0, "llc_latency_ns": 20.0,
+                 "llc_refill": True}
 PROFILE_KEYS = ("buffer_mb", "pages", "pattern", "stride_bytes", "refs_per_kinstr",
                 "cpi_core", "mlp", "dirty_fraction", "layout_seed")
 # fitted archetypes (written by ``python -m calibration.memory_profiles``; docs/memory.md,
@@ -287,6 +290,8 @@ class MemorySystem:
         self.geometry = LLCGeometry.from_host(host, hash_kind=str(host.get("llc_hash") or "auto"))
         self.hp = HostParams.from_host(host)
         self.resctrl = Resctrl.from_host(host)
+        refill = host.get("llc_refill")
+        self.refill = bool(HOST_DEFAULTS["llc_refill"] if refill is None else refill)
         self.epoch_ns = int(epoch_ns)
         topo = machine.topology
         self.domain_of_cpu = [c.llc for c in topo.cpus]
@@ -520,6 +525,9 @@ class MemorySystem:
         its lines."""
         old = self._cbm_seen.get(key)
         self._cbm_seen[key] = cbm
+        if not self.refill:
+            self._cold.discard(key)
+            return
         line = self.hp.line
         target = out.occupancy_bytes / line
         deficit, per_ref = self._refill.get(key, (0.0, 0.0))
@@ -628,9 +636,15 @@ class MemorySystem:
             cyc = sum(c.cycles for _, c in rows)
             return 1.0 - sum(c.stall_cycles for _, c in rows) / cyc if cyc > 0 else nan
 
+        def job_mean(rows):
+            # every cgroup that ran weighs the same, whatever its cycles
+            jobs = [ipce([row]) for row in rows if row[1].cycles > 0]
+            return sum(jobs) / len(jobs) if jobs else nan
+
         refs = sum(c.llc_refs for _, c in per)
         rates = [c.llc_misses / c.llc_refs for _, c in per if c.llc_refs > 0]
         prio = [(g, c) for g, c in per if g.tag == "priority"]
+        batch = [(g, c) for g, c in per if g.tag == "batch"]
         cpu_p = sum(c.cpu_ns for _, c in prio)
         return {
             "llc_miss_rate": sum(c.llc_misses for _, c in per) / refs if refs > 0 else nan,
@@ -639,14 +653,17 @@ class MemorySystem:
             "llc_occupancy_mb": self.occ_area / self.occ_time / (1 << 20) if self.occ_time else nan,
             "ipce_global": ipce(per),
             "ipce_priority": ipce(prio),
-            "ipce_batch": ipce([(g, c) for g, c in per if g.tag == "batch"]),
+            "ipce_batch": ipce(batch),
+            "ipce_priority_job_mean": job_mean(prio),
+            "ipce_batch_job_mean": job_mean(batch),
             "time_above_target_frac": (sum(c.above_target_ns for _, c in prio) / cpu_p
                                        if cpu_p > 0 else nan),
         }
 
 
 SUMMARY_COLUMNS = ("llc_miss_rate", "llc_miss_rate_min", "llc_miss_rate_max", "llc_occupancy_mb",
-                   "ipce_global", "ipce_priority", "ipce_batch", "time_above_target_frac")
+                   "ipce_global", "ipce_priority", "ipce_batch", "ipce_priority_job_mean",
+                   "ipce_batch_job_mean", "time_above_target_frac")
 
 
 def empty_summary() -> dict:
