@@ -72,6 +72,18 @@ def dense_traced() -> dict:
     return {**dense(), "trace": {"name": "sched", "max_events": 10**8}}
 
 
+def overload(scheduler: str = "cfs") -> dict:
+    """The speed issue's dense scenario: e5-2430l, 228 Poisson functions
+    at 6.3 req/s of 10 ms (14.4 CPUs of work offered to 7.5: the backlog
+    grows), seed 3, 20 simulated s after 2 s of warm-up, under
+    ``scheduler`` with the default cost model."""
+    cfg = compose(["host=e5-2430l", "calibration=default", "workload=poisson",
+                   "workload.functions=228", "workload.rate_rps=6.3",
+                   "workload.mean_service_s=0.01", "seed=3", "duration_s=20", "warmup_s=2",
+                   f"scheduler={scheduler}"])
+    return OmegaConf.to_container(cfg, resolve=True)
+
+
 def tiny() -> dict:
     """this-vm (2 CPUs), 4 functions at 60 % load, 5 simulated seconds."""
     return poisson_cfg("this-vm", 4, 0.6, 5.0)

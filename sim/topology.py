@@ -70,6 +70,9 @@ class Topology:
                     llc=core // cores_per_llc, numa=core // cores_per_numa, thread=thread))
         self.nr_cpus = len(self.cpus)
         self.siblings = [tuple(o.cpu for o in self.cpus if o.core == c.core) for c in self.cpus]
+        # per CPU, every CPU sharing its LLC: select_idle_sibling's scan
+        # range, asked for at every wake-up
+        self._llc_spans = [tuple(o.cpu for o in self.cpus if o.llc == c.llc) for c in self.cpus]
         self.domains = [self._build_domains(c) for c in self.cpus]
 
     @classmethod
@@ -102,8 +105,7 @@ class Topology:
         return domains
 
     def llc_span(self, cpu: int) -> tuple[int, ...]:
-        llc = self.cpus[cpu].llc
-        return tuple(c.cpu for c in self.cpus if c.llc == llc)
+        return self._llc_spans[cpu]
 
     def same_llc(self, a: int, b: int) -> bool:
         return self.cpus[a].llc == self.cpus[b].llc
