@@ -17,6 +17,7 @@ from scenarios.simulate import attach_controller, build
 from scenarios.validate import ConfigError
 from sim.engine import s_to_ns
 from tests.simcfg import make_cfg, periodic
+from tests.usage_host import UsageHost
 
 
 def hw_cfg(**overrides) -> dict:
@@ -53,32 +54,6 @@ def test_a_trend_is_extrapolated_over_the_horizon():
     assert peak == pytest.approx(0.338 + 12 * 0.002, abs=1e-3)
     flat, _ = forecast_peak(ramp, dataclasses.replace(cfg, trend=False), 12)
     assert flat < 0.339                                # no trend: no rise beyond the level
-
-
-class UsageHost:
-    """A Host whose one container uses a scripted number of cores per step."""
-
-    def __init__(self):
-        self.now, self.usage_ns = 0, 0
-        self.writes: list[tuple[float, int, int]] = []
-
-    def now_ns(self):
-        return self.now
-
-    def functions(self):
-        return ["/ebizzy"]
-
-    def cpu_usage_ns(self, cgroup):
-        return self.usage_ns
-
-    def set_cpu_max(self, cgroup, quota_us, period_us, burst_us=0):
-        self.writes.append((self.now / 1e9, quota_us, period_us))
-
-    def run(self, ctl, cores, interval_s):
-        for value in cores:
-            self.now += s_to_ns(interval_s)
-            self.usage_ns += round(value * interval_s * 1e9)
-            ctl.step(self)
 
 
 def test_it_writes_the_forecast_seasons_peak_once_warm_then_every_interval():

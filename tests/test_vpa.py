@@ -11,6 +11,7 @@ from policies.control.vpa import (Container, DecayingHistogram, ExponentialHisto
                                   VpaConfig)
 from scenarios.config import compose
 from scenarios.validate import ConfigError
+from tests.usage_host import UsageHost
 
 DAY = 24 * 3600.0
 
@@ -108,47 +109,15 @@ def test_vpa_sets_the_limit_from_usage_on_the_simulator():
     assert bw.quota == round(end * 1.15 * 100_000) * 1000
 
 
-class LimitHost:
-    """A Host with one container using a scripted number of cores per step,
-    whose cpu.max the test sets and the controller reads and writes."""
-
-    def __init__(self, quota_us, period_us=100_000):
-        self.now, self.usage_ns = 0, 0
-        self.limit = (quota_us, period_us)
-        self.writes: list[tuple[float, int, int]] = []
-
-    def now_ns(self):
-        return self.now
-
-    def functions(self):
-        return ["/ebizzy"]
-
-    def cpu_usage_ns(self, cgroup):
-        return self.usage_ns
-
-    def cpu_max(self, cgroup):
-        return self.limit
-
-    def set_cpu_max(self, cgroup, quota_us, period_us, burst_us=0):
-        self.limit = (quota_us, period_us)
-        self.writes.append((self.now / 1e9, quota_us, period_us))
-
-    def run(self, ctl, cores, interval_s=15.0):
-        for value in cores:
-            self.now += round(interval_s * 1e9)
-            self.usage_ns += round(value * interval_s * 1e9)
-            ctl.step(self)
-
-
 def test_a_default_installation_adds_the_latest_window_once_a_minute():
     # three 15 s windows at 0.1 cores, then one at 0.5, every minute: the
     # once-a-minute fetch sees only the 0.5 windows
     minute = [0.1, 0.1, 0.1, 0.5] * 10
     for fetch, samples, p50 in ((None, 40, 0.1), (60.0, 10, 0.5)):
         ctl = Vpa(VpaConfig(name="vpa", controller="vpa", fetch_interval_s=fetch))
-        host = LimitHost(None)
+        host = UsageHost(None)
         ctl.start(host)
-        host.run(ctl, minute)
+        host.run(ctl, minute, 15.0)
         (c,) = ctl.containers.values()
         assert c.samples == samples
         h = c.histogram
@@ -162,9 +131,9 @@ def test_upstreams_updater_keeps_a_limit_within_the_bounds():
 
     def first_update(quota_us, **cfg):
         ctl = Vpa(VpaConfig(name="vpa", controller="vpa", **cfg))
-        host = LimitHost(quota_us)
+        host = UsageHost(quota_us)
         ctl.start(host)
-        host.run(ctl, usage)
+        host.run(ctl, usage, 15.0)
         (c,) = ctl.containers.values()
         return host.writes, c.recommendation
 
