@@ -121,6 +121,7 @@ def test_the_baseline_experiments_compose(experiment, n):
     # points is what costs)
     pinned = [f"{k}={str(v).split(',')[-1]}" for k, v in params.items() if k != "controller"]
     points, _, _ = expand_sweep([f"experiment={experiment}", *pinned])
+    assert len(points) == len(str(params.get("controller", "vpa")).split(","))
     for point in points:
         cfg = compose([f"experiment={experiment}", *point])
         assert cfg.workload.name == "ebizzy" and cfg.host.name == "this-vm"
