@@ -204,14 +204,25 @@ def metric_columns(summary: pd.DataFrame, keys: Sequence[str] = ()) -> list[str]
 
 def swept_params(results: Results, summary: pd.DataFrame) -> list[str]:
     """Columns whose values differ between runs, policy and seed excluded
-    (and the backend, which is part of the policy when it differs)."""
+    (and the backend, which is part of the policy when it differs).  A
+    controller's key is a parameter only where it differs between runs of
+    one policy (``controller.margin=0,0.15`` under one controller): keys
+    that differ only because the controller does (VPA's interval_s against
+    CATCloud's) belong to the policy, and as group keys they would leave
+    every policy in a group of its own."""
     candidates = [*_SETUP_COLUMNS[:4], *results.keys, *_SETUP_COLUMNS[4:]]
+    policies = policy_labels(summary)
     params = []
     for column in dict.fromkeys(candidates):
-        if (column in _NOT_PARAMS or column == "backend" or column.startswith("controller")
-                or column not in summary):
+        if column in _NOT_PARAMS or column == "backend" or column not in summary:
             continue
-        if summary[column].astype(str).nunique() > 1:
+        values = summary[column].astype(str)
+        if column.startswith("controller"):
+            # null is one of the values (controller.fetch_interval_s=null,60);
+            # pandas' str dtype keeps it missing
+            if (values.groupby(policies).nunique(dropna=False) > 1).any():
+                params.append(column)
+        elif values.nunique() > 1:
             params.append(column)
     return params
 

@@ -191,13 +191,13 @@ def test_run_help_lists_groups_options_keys_and_examples(flag, capsys):
     assert info.value.code == 0
     out = capsys.readouterr().out
     assert re.search(r"host\s+e5-2430l\*, epyc-7453, generic, silver-4314-2s, this-vm", out)
-    assert re.search(r"workload\s+azure2019, azure2021, clients, ebizzy, memlookup, noisy_jobs, "
-                     r"periodic, poisson\*, random, "
+    assert re.search(r"workload\s+apache, azure2019, azure2021, clients, ebizzy, memlookup, "
+                     r"noisy_jobs, periodic, poisson\*, random, "
                      r"resctl, resctl_mix, resctl_parallel, rtapp, webserver, worker_pool", out)
     assert re.search(r"scheduler\s+cfs\*, cfs_tuned, eevdf, eevdf66, eevdf_tuned, lags, rr", out)
     assert re.search(r"calibration\s+default\*, e5-2430l, ideal", out)
-    assert re.search(r"controller\s+catcloud, dynamic_priority, lags_static, least_loaded, "
-                     r"none\*, static, vpa", out)
+    assert re.search(r"controller\s+catcloud, dynamic_priority, holt_winters, lags_static, "
+                     r"least_loaded, none\*, static, vpa", out)
     assert re.search(r"backend\s+real, sim\*", out)
     assert re.search(r"trace\s+none\*, optional, sched", out)
     assert "duration_s=10.0" in out and "warmup_s=1.0" in out and "output_dir=null" in out

@@ -329,3 +329,24 @@ def test_compare_counts_overloaded_runs_and_says_what_latencies_are_over(tmp_pat
     assert header.split()[:3] == ["policy", "n", "overloaded"]
     rows = [line.split() for line in out.splitlines() if line.startswith(("cfs", "eevdf"))]
     assert {r[2] for r in rows} == {"1/1"}
+
+
+def test_a_controller_key_is_a_group_key_only_where_it_varies_within_a_policy():
+    from types import SimpleNamespace
+
+    from results.compare import swept_params
+
+    keys = ["controller.interval_s", "controller.margin"]
+    # VPA against CATCloud: their keys differ with the controller, i.e. the policy
+    between = pd.DataFrame({"scheduler": "cfs", "seed": [0, 1, 0, 1],
+                            "controllers": ["vpa", "vpa", "catcloud", "catcloud"],
+                            "controller.interval_s": [15.0, 15.0, 1.0, 1.0],
+                            "controller.margin": [0.15, 0.15, 0.0, 0.0]})
+    assert swept_params(SimpleNamespace(keys=keys), between) == []
+    # one controller at two margins: two groups, not one cell of four "seeds"
+    within = between.assign(controllers="holt_winters", **{"controller.interval_s": 15.0})
+    assert swept_params(SimpleNamespace(keys=keys), within) == ["controller.margin"]
+    # a key swept as null,60 varies too
+    fetch = within.assign(**{"controller.margin": 0.0,
+                             "controller.interval_s": [None, None, 60.0, 60.0]})
+    assert swept_params(SimpleNamespace(keys=keys), fetch) == ["controller.interval_s"]

@@ -163,8 +163,8 @@ def test_function_demand_needs_a_trace():
 
 
 def test_controller_plugins_are_found_by_name():
-    assert {"catcloud", "dynamic_priority", "lags_static", "least_loaded", "static",
-            "vpa"} <= set(control.available())
+    assert {"catcloud", "dynamic_priority", "holt_winters", "lags_static", "least_loaded",
+            "static", "vpa"} <= set(control.available())
     assert control.build({"name": "none", "controller": "none", "interval_s": 1.0}) is None
     with pytest.raises(ValueError, match="unknown controller policy 'nope'"):
         control.module("nope")
@@ -186,6 +186,6 @@ def test_controller_group_composes_and_checks_ranges():
     with pytest.raises(ConfigError, match="controller.mode = often is invalid: must be one of recommend, auto"):
         compose(["controller=catcloud", "controller.mode=often"])
     with pytest.raises(ConfigError, match="controller=nope is not a known option; choose "
-                                          "from: catcloud, dynamic_priority, lags_static, "
-                                          "least_loaded, none, static, vpa"):
+                                          "from: catcloud, dynamic_priority, holt_winters, "
+                                          "lags_static, least_loaded, none, static, vpa"):
         compose(["controller=nope"])

@@ -9,6 +9,9 @@ import pytest
 
 from policies.control.vpa import (Container, DecayingHistogram, ExponentialHistogram, Vpa,
                                   VpaConfig)
+from scenarios.config import compose
+from scenarios.validate import ConfigError
+from tests.usage_host import UsageHost
 
 DAY = 24 * 3600.0
 
@@ -104,3 +107,48 @@ def test_vpa_sets_the_limit_from_usage_on_the_simulator():
     bw = machine.groups[cgroup].cfs_bandwidth
     assert bw.period == 100_000_000
     assert bw.quota == round(end * 1.15 * 100_000) * 1000
+
+
+def test_a_default_installation_adds_the_latest_window_once_a_minute():
+    # three 15 s windows at 0.1 cores, then one at 0.5, every minute: the
+    # once-a-minute fetch sees only the 0.5 windows
+    minute = [0.1, 0.1, 0.1, 0.5] * 10
+    for fetch, samples, p50 in ((None, 40, 0.1), (60.0, 10, 0.5)):
+        ctl = Vpa(VpaConfig(name="vpa", controller="vpa", fetch_interval_s=fetch))
+        host = UsageHost(None)
+        ctl.start(host)
+        host.run(ctl, minute, 15.0)
+        (c,) = ctl.containers.values()
+        assert c.samples == samples
+        h = c.histogram
+        assert h.percentile(0.5) == pytest.approx(h.bucket_start(h.find_bucket(p50) + 1))
+
+
+def test_upstreams_updater_keeps_a_limit_within_the_bounds():
+    # 20 ms every 170 ms (Exp 1): target p90 x 1.15 = 144.6 mc; after 5 minutes
+    # of 15 s samples the bounds are about [85 mc, 44 cores]
+    usage = [20 / 170] * 20
+
+    def first_update(quota_us, **cfg):
+        ctl = Vpa(VpaConfig(name="vpa", controller="vpa", **cfg))
+        host = UsageHost(quota_us)
+        ctl.start(host)
+        host.run(ctl, usage, 15.0)
+        (c,) = ctl.containers.values()
+        return host.writes, c.recommendation
+
+    writes, r = first_update(20_000, update_policy="out_of_bounds")
+    assert writes == [] and r.lower < 0.2 < r.upper           # 200 mc is kept
+    assert first_update(20_000)[0] == [(300.0, round(r.target * 100_000), 100_000)]
+    assert first_update(5_000, update_policy="out_of_bounds")[0] != []    # below lower
+    assert first_update(None, update_policy="out_of_bounds")[0] != []     # no limit
+    # a pod older than the lifetime threshold is updated when the target
+    # differs from its limit by at least the threshold (here 28%)
+    assert first_update(20_000, update_policy="out_of_bounds", update_lifetime_s=300.0)[0] != []
+    assert first_update(20_000, update_policy="out_of_bounds", update_lifetime_s=300.0,
+                        update_threshold=0.3)[0] == []
+
+
+def test_a_fetch_shorter_than_the_window_is_refused():
+    with pytest.raises(ConfigError, match=r"controller\.fetch_interval_s = 5.0 is invalid"):
+        compose(["controller=vpa", "controller.fetch_interval_s=5"])

@@ -12,6 +12,14 @@ from sim.sched_class import tunable
 
 # cpu.cfs_period_us bounds in the kernel (1 ms .. 1 s)
 PERIOD_RANGE_US = (1_000, 1_000_000)
+MIN_QUOTA_US = 1_000              # the kernel refuses quotas under 1 ms
+
+
+def set_cpu_cores(host, cgroup: str, cores: float, period_us: int) -> None:
+    """cpu.max of ``cores`` CPUs at ``period_us``, as an autoscaler that
+    speaks millicores writes it: quota = cores x period, at least the
+    kernel's minimum."""
+    host.set_cpu_max(cgroup, max(MIN_QUOTA_US, int(round(cores * period_us))), period_us)
 
 
 @dataclass
