@@ -160,6 +160,15 @@ SUMMARY_OPTIONAL = pa.schema(
         ("lags_tick_preemptions", pa.int64()),
         ("lags_placements", pa.int64()),
         ("lags_pulls", pa.int64()),
+        # the bentoml request path's OpenMP teams over the window after
+        # warmup (sim/workloads/openmp.py summary_columns): CPU time spent
+        # spinning at barriers and the dock (seconds, share of window x
+        # CPUs), sleeps at them, regions and inferences run
+        ("omp_spin_s", pa.float64()),
+        ("omp_spin_frac", pa.float64()),
+        ("omp_futex_waits", pa.int64()),
+        ("omp_regions", pa.int64()),
+        ("omp_inferences", pa.int64()),
     ]
 )
 

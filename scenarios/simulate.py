@@ -21,6 +21,7 @@ from sim.loadgen import SAMPLED_BESIDE_FUNCTIONS, LoadGenerator
 from sim.memory.progress import empty_summary
 from sim.metrics import HostCounters, IntervalSampler
 from sim.tracing import SchedTracer, enabled as tracing, trace_config
+from sim.workloads.openmp import summary_columns as openmp_columns
 from sim.workloads.request_path import WorkerPath
 
 
@@ -118,11 +119,13 @@ def simulate(cfg, progress=None, trace=None) -> SimResult:
     sampler = IntervalSampler(machine, interval_ns)
     at_warmup: list[HostCounters] = []
     stats_at_warmup: dict = {}
+    path_at_warmup: dict = {}
 
     def snapshot():
         machine.sync()
         at_warmup.append(HostCounters.read(machine))
         stats_at_warmup.update(policy_stats(machine))
+        path_at_warmup.update(path_stats(workload))
     engine.call_at(warmup_ns, snapshot)
     if machine.memory is not None:
         machine.memory.warmup_ns = warmup_ns
@@ -147,6 +150,11 @@ def simulate(cfg, progress=None, trace=None) -> SimResult:
     for key, value in policy_stats(machine).items():
         summary = summary.append_column(f"{prefix}_{key}",
                                         pa.array([value - stats_at_warmup.get(key, 0)], pa.int64()))
+    window_ns = (duration_ns - warmup_ns) * machine.topology.nr_cpus
+    for column, value in openmp_columns({k: v - path_at_warmup[k]
+                                         for k, v in path_stats(workload).items()},
+                                        window_ns).items():
+        summary = summary.append_column(column, pa.array([value]))
     if controller is not None:
         for column, value in controller.summary().items():
             summary = summary.append_column(column, pa.array([value]))
@@ -183,6 +191,13 @@ def policy_stats(machine) -> dict:
     pulls); the summary gets their counts over the window after warmup as
     ``<policy.stats_prefix>_<counter>``."""
     return dict(machine.policy.stats)
+
+
+def path_stats(workload) -> dict:
+    """The request path's own counters so far (the bentoml path's OpenMP
+    teams, sim/workloads/openmp.py); none for other paths."""
+    stats = getattr(getattr(workload, "path", None), "stats", None)
+    return {} if stats is None else stats()
 
 
 def memory_columns(machine) -> dict:

@@ -97,6 +97,8 @@ cdef class Machine:
     cpdef _on_tick(self, Rq rq, long long tick_gen)
     @cython.locals(rq=Rq, cpu=cython.long)
     cpdef _nohz_idle_balance(self, Rq busy, long long now)
+    @cython.locals(rq=Rq, left=cython.longlong)
+    cpdef long long replace_burst(self, Task p, long long burst_ns)
     cpdef timer_sleep(self, Task p, long long expiry, fn)
     @cython.locals(irq=cython.longlong, now=cython.longlong)
     cpdef _hrtimer_interrupt(self, Task p, fn)

@@ -702,6 +702,30 @@ class Machine:
             self.timer_sleep(p, now + int(action), self.wake_up)
         self.schedule(rq)
 
+    def replace_burst(self, p: Task, burst_ns: int) -> int:
+        """The work left in the current burst of ``p`` (running or runnable)
+        is dropped and ``burst_ns`` becomes its burst, without a switch: a
+        thread that leaves a busy-wait loop because the flag it polls
+        changed (an OpenMP thread spinning at a barrier that has just been
+        released, sim/workloads/openmp.py) and goes on to other work.
+        Returns the work that was left."""
+        if p.sleeping or p.dead:
+            raise RuntimeError(f"replace_burst: {p.name} is not runnable")
+        if burst_ns <= 0:
+            raise ValueError(f"replace_burst: burst_ns = {burst_ns} must be > 0")
+        rq = self.rqs[p.cpu]
+        if rq.curr is not p:
+            # queued: its completion is armed when it next runs
+            left = p.remaining
+            p.remaining = burst_ns
+            return left
+        self._charge(rq, self.engine._now)
+        left = p.remaining
+        p.remaining = burst_ns
+        rq.gen += 1                   # the old completion event is void
+        self._arm_completion(rq)
+        return left
+
     # ------------------------------------------------------------------
     # timed sleeps: hrtimers (sim/costmodel.py, timer_slack_ns and timer_irq_ns)
     def timer_sleep(self, p: Task, expiry: int, fn) -> None:

@@ -78,6 +78,13 @@ SCENARIOS = {
     "cputime-poll": make_cfg(poisson(functions=4, rate_rps=60.0, request_path="worker",
                                      cputime_poll=True),
                              cores=2, duration_s=1.0, warmup_s=0.1, scheduler={"name": "eevdf"}),
+    # an OpenMP team's threads leaving their spins (Machine.replace_burst)
+    # on SMT siblings shared with other pods' teams (sim/workloads/openmp.py)
+    "openmp": make_cfg(poisson(functions=3, rate_rps=20.0, mean_service_s=0.02,
+                               request_path="bentoml", parent_cgroup="kubepods",
+                               openmp={"enabled": True, "regions": 6, "spin_count": 20_000}),
+                       cores=2, threads_per_core=2, duration_s=1.0, warmup_s=0.1,
+                       calibration=DEFAULT_COSTS),
 }
 # the schedule trace (sim/tracing.py) of a run with throttling, one with SMT
 # and one with host tasks

@@ -113,7 +113,7 @@ class ControlPlane:
         self.by_pod[inst.pod] = inst
         limit = None if self.limit is None else \
             fn.cpu_mcpu if self.limit == "request" else int(self.limit)
-        commands[node].new_pods.append((inst.pod, fn.name, limit))
+        commands[node].new_pods.append((inst.pod, fn.name, fn.cpu_mcpu, limit))
         self.pod_starts += 1
         self.pods_live += 1
         self.pods_peak = max(self.pods_peak, self.pods_live)

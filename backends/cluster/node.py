@@ -31,17 +31,21 @@ class Delivery:
 @dataclass
 class Commands:
     """What the control plane tells a node at a window boundary."""
-    new_pods: list = field(default_factory=list)      # (pod id, function, CPU limit mcpu)
+    new_pods: list = field(default_factory=list)      # (pod id, function, CPU request
+    #                                                   mcpu, CPU limit mcpu or None)
     deliveries: list = field(default_factory=list)    # Delivery
 
 
 @dataclass
 class NodeReport:
     """What a node tells the control plane at a window boundary: its
-    counters over the window and, per pod with activity, requests in
-    flight now and the time integral of that count over the window (ns)."""
+    counters over the window, the request path's own counters over it
+    (``stats``: the OpenMP teams', sim/workloads/openmp.py) and, per pod
+    with activity, requests in flight now and the time integral of that
+    count over the window (ns)."""
     counters: HostCounters
     pods: dict
+    stats: dict = field(default_factory=dict)
 
 
 class Pod:
@@ -74,10 +78,13 @@ class PodWorkload(ForkJoin):
         self.by_cgroup: dict[str, Pod] = {}
         self.touched: set[str] = set()
 
-    def add(self, pod_id: str, function: str, limit_mcpu: int | None = None) -> None:
+    def add(self, pod_id: str, function: str, request_mcpu: int | None = None,
+            limit_mcpu: int | None = None) -> None:
         """A pod's cgroup; a CPU limit becomes its cpu.max as the kubelet
         writes it (quota = limit x period / 1000 at the default 100 ms
-        period, at least the kernel's 1 ms), else the workload's own."""
+        period, at least the kernel's 1 ms), else the workload's own.  The
+        request path sizes the pod's thread pools from both
+        (sim/workloads/pools.py)."""
         m = self.machine
         tg = m.create_group(f"{self.parent}/{pod_id}" if self.parent else pod_id, self.shares)
         if limit_mcpu is None:
@@ -86,7 +93,7 @@ class PodWorkload(ForkJoin):
             m.set_cfs_bandwidth(tg, max(MIN_QUOTA_US, limit_mcpu * CFS_PERIOD_US // 1000),
                                 CFS_PERIOD_US, 0)
         if self.path is not None:
-            self.path.add_function(tg)
+            self.path.add_function(tg, limit_mcpu, request_mcpu)
         pod = Pod(tg, function, self.engine.now, len(self.pods) % m.topology.nr_cpus)
         self.pods[pod_id] = pod
         self.by_cgroup[tg.name] = pod
@@ -107,6 +114,11 @@ class PodWorkload(ForkJoin):
     def request_done(self, req) -> None:
         self._count(self.by_cgroup[req.cgroup], -1)
         self.recorder.request_done(req)
+
+    def stats(self) -> dict:
+        """The request path's own counters so far (none on most paths)."""
+        stats = getattr(self.path, "stats", None)
+        return {} if stats is None else stats()
 
     def report(self) -> dict:
         """(in flight, area ns) of every pod active in the window; resets the areas."""
@@ -130,18 +142,22 @@ class NodeSim:
         self.sampler = IntervalSampler(self.machine, s_to_ns(float(cfg.get("interval_s", 1.0))))
         self.sampler.start()
         self.last = HostCounters()
+        self.last_stats = self.pods.stats()
         self.events = 0
 
     def step(self, until_ns: int, commands: Commands) -> NodeReport:
-        for pod_id, function, limit_mcpu in commands.new_pods:
-            self.pods.add(pod_id, function, limit_mcpu)
+        for pod_id, function, request_mcpu, limit_mcpu in commands.new_pods:
+            self.pods.add(pod_id, function, request_mcpu, limit_mcpu)
         for d in commands.deliveries:
             self.engine.call_at(d.at_ns, self.pods.arrive, d)
         self.events += self.engine.run(until_ns)
         self.machine.sync()
         now = HostCounters.read(self.machine)
         delta, self.last = now - self.last, now
-        return NodeReport(delta, self.pods.report())
+        stats = self.pods.stats()
+        stats_delta = {k: v - self.last_stats[k] for k, v in stats.items()}
+        self.last_stats = stats
+        return NodeReport(delta, self.pods.report(), stats_delta)
 
     def finish(self):
         """The node's requests and intervals tables, its event count, and

@@ -35,6 +35,7 @@ from results.schema import request_columns, run_identity
 from sim.engine import NSEC_PER_SEC, s_to_ns
 from sim.metrics import HostCounters
 from sim.topology import Topology
+from sim.workloads.openmp import summary_columns
 
 MIN_REQUEST_MCPU = 1
 
@@ -107,7 +108,7 @@ def simulate_cluster(cfg: dict, trace: pa.Table, nodes: int | None = None,
                                                    int(ccfg["max_pod_cpu_mcpu"])), window_ns)
     wall0 = time.perf_counter()
     runner = start_nodes(cfg, n)
-    rows = []            # (window start ns, end ns, node, HostCounters)
+    rows = []            # (window start ns, end ns, node, HostCounters, path counters)
     try:
         reports, t = None, 0
         while t < duration_ns:
@@ -117,7 +118,7 @@ def simulate_cluster(cfg: dict, trace: pa.Table, nodes: int | None = None,
                                                    demand[lo:hi].tolist(),
                                                    threads[lo:hi].tolist()))
             reports = runner.step(end, commands)
-            rows += [(t, end, i, r.counters) for i, r in enumerate(reports)]
+            rows += [(t, end, i, r.counters, r.stats) for i, r in enumerate(reports)]
             if progress is not None:
                 progress(end / NSEC_PER_SEC, duration_ns / NSEC_PER_SEC)
             t = end
@@ -160,7 +161,7 @@ def _requests(finished, dropped, warmup_ns: int) -> pa.Table:
 
 def _node_windows(rows) -> pa.Table:
     """nodes.parquet: per window and node, the CPU the node reported busy."""
-    t0, t1, node, c = zip(*rows) if rows else ([], [], [], [])
+    t0, t1, node, c, _ = zip(*rows) if rows else ([], [], [], [], [])
     span = (np.asarray(t1, dtype=np.float64) - np.asarray(t0, dtype=np.float64)) / NSEC_PER_SEC
     busy = np.array([x.busy_ns for x in c], dtype=np.float64) / NSEC_PER_SEC
     overhead = np.array([x.overhead_ns for x in c], dtype=np.float64) / NSEC_PER_SEC
@@ -191,8 +192,11 @@ def _summary(cfg, n, cpus, cp, requests, rows, demands, warmup_ns, duration_ns, 
     start_ns = min((r[0] for r in kept), default=duration_ns)
     window_s = (duration_ns - start_ns) / NSEC_PER_SEC
     c = HostCounters()
+    stats: dict = {}
     for r in kept:
         c = c + r[3]
+        for k, v in r[4].items():
+            stats[k] = stats.get(k, 0) + v
     capacity_ns = max(window_s, 1e-12) * NSEC_PER_SEC * n * cpus
     # per profile window after warm-up: perceived (reported) and effective (demanded) cores
     perceived = _binned([r[0] for r in kept], [r[3].busy_ns + r[3].overhead_ns for r in kept],
@@ -225,5 +229,6 @@ def _summary(cfg, n, cpus, cp, requests, rows, demands, warmup_ns, duration_ns, 
         "cold_starts": int(cp.cold_starts),
         "scale_to_zero": int(cp.scale_to_zero),
         "n_unplaced": int(len(cp.dropped)),
+        **summary_columns(stats, capacity_ns),
     }
     return pa.Table.from_pylist([row])

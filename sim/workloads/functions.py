@@ -3,7 +3,7 @@
 (trace, azure2021, azure2019, random)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 from sim.config import MAX_COUNT, MISSING, tunable
@@ -11,6 +11,8 @@ from sim.footprint import Term
 from sim.workloads.base import WorkloadConfig
 from sim.workloads.common import (CGROUP_PATH, CPU_SHARES_RANGE, CPU_WEIGHT_RANGE, NICE_RANGE,
                                   SERVICE_DISTRIBUTIONS, check_bandwidth)
+from sim.workloads.openmp import OpenMPConfig
+from sim.workloads.pools import PoolsConfig
 from sim.workloads.request_path import DIRECT, REQUEST_PATHS
 
 
@@ -60,6 +62,12 @@ class FunctionCgroupsConfig(WorkloadConfig):
     max_latency_ms: Optional[float] = tunable(None, above=0)
     api_workers: Optional[int] = tunable(None, range=(1, MAX_COUNT))
     torch_threads: Optional[int] = tunable(None, range=(1, MAX_COUNT))
+    # bentoml path: the PyTorch stage's OpenMP team, its regions and how its
+    # threads wait at their barriers (sim/workloads/openmp.py; off by default)
+    openmp: OpenMPConfig = field(default_factory=OpenMPConfig)
+    # knative and bentoml paths: the CPU count the pod's runtimes size their
+    # thread pools by (sim/workloads/pools.py; default: each runtime's own rule)
+    pools: PoolsConfig = field(default_factory=PoolsConfig)
 
     @classmethod
     def check(cls, c, key: str) -> None:

@@ -89,10 +89,13 @@ from __future__ import annotations
 
 from collections import deque
 
+from sim.config import from_mapping
 from sim.engine import NSEC_PER_USEC
 from sim.task import BURST_BLOCK, BURST_EXIT
 from sim.workloads.common import cgroup_bandwidth, fork_threads
 from sim.workloads.hashd import HashdPath
+from sim.workloads.openmp import OpenMPConfig, Team
+from sim.workloads.pools import PoolsConfig, pool_cpus
 
 DIRECT = "direct"
 KNATIVE = "knative"
@@ -170,7 +173,7 @@ def build(cfg, workload):
     """The request path of ``workload`` (a ForkJoin): None for direct."""
     kind = check(cfg)
     if kind == KNATIVE:
-        return KnativePath(workload)
+        return KnativePath(workload, cfg)
     if kind == BENTOML:
         return BentoPath(workload, cfg)
     if kind == RDHASHD:
@@ -186,11 +189,13 @@ def build(cfg, workload):
 
 
 class Pod:
-    __slots__ = ("tg", "user", "proxy", "api", "runner")
+    __slots__ = ("tg", "user", "limit_mcpu", "request_mcpu", "proxy", "api", "runner")
 
     def __init__(self, tg, user):
         self.tg = tg                  # the pod cgroup (the function's cgroup)
         self.user = user              # <pod>/user-container
+        self.limit_mcpu = None        # its CPU limit and request, if it has them
+        self.request_mcpu = None
         self.proxy = None             # queue-proxy's ThreadPool
         self.api = None               # bentoml: the API server's ThreadPool
         self.runner = None            # bentoml: the Runner
@@ -256,21 +261,38 @@ class ThreadPool:
 class KnativePath:
     """Requests of a ForkJoin workload through queue-proxy and back."""
 
-    def __init__(self, workload):
+    def __init__(self, workload, cfg):
         self.wl = workload
         self.machine = workload.machine
         self.engine = workload.machine.engine
         self.cost_ns = {_IN: _ns(PROXY_IN_US), _OUT: _ns(PROXY_OUT_US)}
         self.pods: dict = {}          # pod cgroup -> Pod
         self.by_user: dict = {}       # user-container cgroup -> Pod
+        # the CPU count the pod's runtimes size their pools by (sim/workloads/pools.py)
+        self.pools = from_mapping(PoolsConfig, cfg.get("pools") or {}, "workload.pools")
+        # the function cgroups' own cpu.max, if the workload sets one
+        bandwidth = cgroup_bandwidth(cfg)
+        self.quota_mcpu = None if bandwidth is None or bandwidth[0] is None else \
+            -(-1000 * bandwidth[0] // bandwidth[1])
 
-    def add_function(self, tg) -> Pod:
-        """The containers' cgroups of the pod whose cgroup is ``tg``."""
+    def pool_cpus(self, limit_mcpu, request_mcpu, reads_quota: bool) -> int:
+        return pool_cpus(self.pools, self.machine.topology.nr_cpus, limit_mcpu, request_mcpu,
+                         reads_quota)
+
+    def add_function(self, tg, limit_mcpu: int | None = None,
+                     request_mcpu: int | None = None) -> Pod:
+        """The containers' cgroups of the pod whose cgroup is ``tg``, whose
+        CPU limit (else the workload's own quota, if any) and request (a
+        cluster's pod) are given in millicores."""
         m = self.machine
         qp = m.create_group(f"{tg.name}/{QUEUE_PROXY}")
         pod = Pod(tg, m.create_group(f"{tg.name}/{USER_CONTAINER}"))
-        # GOMAXPROCS: as many threads run Go code as the host has CPUs
-        pod.proxy = ThreadPool(self, pod, qp, QUEUE_PROXY, m.topology.nr_cpus)
+        if limit_mcpu is None:
+            limit_mcpu = self.quota_mcpu
+        pod.limit_mcpu, pod.request_mcpu = limit_mcpu, request_mcpu
+        # GOMAXPROCS: the Go threads that run at once
+        pod.proxy = ThreadPool(self, pod, qp, QUEUE_PROXY,
+                               self.pool_cpus(limit_mcpu, request_mcpu, False))
         self.pods[tg] = pod
         self.by_user[pod.user] = pod
         return pod
@@ -304,7 +326,7 @@ class BentoPath(KnativePath):
     server, its runner's batching dispatcher and PyTorch, and back."""
 
     def __init__(self, workload, cfg):
-        super().__init__(workload)
+        super().__init__(workload, cfg)
 
         def key(name, default):
             value = cfg.get(name)
@@ -319,27 +341,34 @@ class BentoPath(KnativePath):
         self.tick_ns = _ns(TICK_US)
         self.max_batch = int(key("max_batch_size", MAX_BATCH_SIZE))
         self.max_latency_ns = _ns(key("max_latency_ms", MAX_LATENCY_MS) * 1000)
-        # BentoML sizes both from the container's CPUs: its cgroup quota if
-        # it has one, else the host's (api_server.workers: null, and the
-        # runner's OMP/MKL thread variables for a CPU multi-threading
-        # runnable, src/bentoml/_internal/runner/strategy.py)
-        bandwidth = cgroup_bandwidth(cfg)
-        cpus = self.machine.topology.nr_cpus
-        if bandwidth is not None and bandwidth[0] is not None:
-            cpus = min(cpus, -(-bandwidth[0] // bandwidth[1]))
-        self.api_workers = int(key("api_workers", cpus))
-        self.torch_threads = int(key("torch_threads", cpus))
-        if min(self.max_batch, self.api_workers, self.torch_threads) < 1:
+        # null: BentoML sizes both from the container's CPUs, per pod (pools.py)
+        self.api_workers = cfg.get("api_workers")
+        self.torch_threads = cfg.get("torch_threads")
+        if self.max_batch < 1 or any(v is not None and v < 1
+                                     for v in (self.api_workers, self.torch_threads)):
             raise ValueError("workload.max_batch_size, api_workers and torch_threads "
                              "must be >= 1")
         if self.max_latency_ns <= 0:
             raise ValueError("workload.max_latency_ms must be > 0")
+        # the PyTorch stage's OpenMP team (sim/workloads/openmp.py)
+        self.openmp = from_mapping(OpenMPConfig, cfg.get("openmp") or {}, "workload.openmp")
+        self.teams: list[Team] = []
 
-    def add_function(self, tg) -> Pod:
-        pod = super().add_function(tg)
-        pod.api = ThreadPool(self, pod, pod.user, API_SERVER, self.api_workers)
-        pod.runner = Runner(self, pod)
+    def add_function(self, tg, limit_mcpu: int | None = None,
+                     request_mcpu: int | None = None) -> Pod:
+        pod = super().add_function(tg, limit_mcpu, request_mcpu)
+        cpus = self.pool_cpus(pod.limit_mcpu, pod.request_mcpu, True)
+        pod.api = ThreadPool(self, pod, pod.user, API_SERVER, int(self.api_workers or cpus))
+        pod.runner = Runner(self, pod, int(self.torch_threads or cpus))
         return pod
+
+    def stats(self) -> dict:
+        """The OpenMP teams' counters summed (sim/workloads/openmp.py Team)."""
+        total = dict.fromkeys(("spin_ns", "spins", "futex_waits", "regions", "inferences"), 0)
+        for team in self.teams:
+            for k, v in team.stats().items():
+                total[k] += v
+        return total
 
     def hop_done(self, pod: Pod, req, hop: int, cpu: int) -> None:
         if hop == _IN:
@@ -372,9 +401,11 @@ class Runner:
     skip that instant); the batch ends when the last finishes.
     """
 
-    def __init__(self, path: BentoPath, pod: Pod):
+    def __init__(self, path: BentoPath, pod: Pod, torch_threads: int):
         self.path = path
         self.pod = pod
+        self.torch_threads = torch_threads
+        self.team: Team | None = None  # the OpenMP team, when the path models one
         self.waiting: deque = deque()  # (enqueued ns, request) corked
         self.loop = None               # the event loop thread
         self.due = False               # a pass is due or running
@@ -412,10 +443,14 @@ class Runner:
             return self._pass(task.cpu)
         self.running -= 1
         if self.running == 0:
-            self.done.extend(self.batch)
-            self.batch = None
-            self._wake()
+            self._batch_done()
         return BURST_BLOCK
+
+    def _batch_done(self) -> None:
+        """The model has run the batch: the loop returns its results."""
+        self.done.extend(self.batch)
+        self.batch = None
+        self._wake()
 
     def _pass(self, cpu: int):
         path = self.path
@@ -444,10 +479,19 @@ class Runner:
     def _run_batch(self, hint: int) -> None:
         path = self.path
         m = path.machine
-        n = path.torch_threads
-        share, extra = divmod(sum(r.demand for r in self.batch), n)
-        self.running = n
+        n = self.torch_threads
+        demand = sum(r.demand for r in self.batch)
         self.batches += 1
+        if path.openmp.enabled:
+            if self.team is None:
+                self.team = Team(m, path.openmp, n, f"{self.batch[0].function}/{TORCH}",
+                                 self.pod.user, path.wl.nice, path.wl.ws_bytes,
+                                 self._batch_done)
+                path.teams.append(self.team)
+            self.team.run(demand, hint)
+            return
+        share, extra = divmod(demand, n)
+        self.running = n
         for j in range(n):
             cost = max(1, share + (extra if j == 0 else 0))
             if j < len(self.threads):
