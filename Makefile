@@ -27,7 +27,7 @@ $(VENV)/.launchers: $(VENV)/.installed
 # The compiled core (sim/compiled.py: every .pxd is the type declarations of
 # the .py beside it) is rebuilt when one of its sources changes; importing a
 # compiled module older than its sources fails instead of running old code.
-CORE_PXD := $(wildcard sim/*.pxd policies/kernel/*.pxd)
+CORE_PXD := $(wildcard sim/*.pxd sim/workloads/*.pxd policies/kernel/*.pxd)
 CORE_SRC := $(CORE_PXD) $(CORE_PXD:.pxd=.py)
 build: $(VENV)/.compiled
 $(VENV)/.compiled: $(VENV)/.installed $(CORE_SRC) setup.py

@@ -40,6 +40,7 @@ COMPILED_MODULES = (
     "sim.sched_class",
     "sim.costmodel",
     "sim.machine",
+    "sim.workloads.hashd",
     "policies.kernel.cfs",
     "policies.kernel.eevdf",
     "policies.kernel.lags",

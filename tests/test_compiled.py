@@ -74,6 +74,10 @@ SCENARIOS = {
                                         "loadgen_sample_cgroup_us": 30.0,
                                         "kthread_rate_per_s": 200.0,
                                         "kthread_run_us": [2, 4, 6, 10, 20, 60, 300, 2000]}),
+    # rd-hashd's dispatch thread, worker pool and sleeps (sim/workloads/hashd.py)
+    "rdhashd": make_cfg(poisson(functions=4, rate_rps=50.0, request_path="rdhashd",
+                                threads_per_request=2, sleep_mean_s=0.002),
+                        cores=2, duration_s=1.0, warmup_s=0.1, calibration=DEFAULT_COSTS),
     # tasks reading their own CPU clock: EEVDF ends their slices on time
     "cputime-poll": make_cfg(poisson(functions=4, rate_rps=60.0, request_path="worker",
                                      cputime_poll=True),

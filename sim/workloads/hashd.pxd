@@ -1,0 +1,38 @@
+# Compiled declarations of sim/workloads/hashd.py (docs/performance.md,
+# "Compiled core"): attribute and argument types only; the logic is the .py.
+cimport cython
+from sim.machine cimport Machine
+from sim.task cimport Task, Request
+
+cdef class _Function:
+    cdef public object tg
+    cdef public Task dispatcher
+    cdef public object inbox
+    cdef public bint busy
+    cdef public list idle
+    cdef public long spawned
+
+cdef class HashdPath:
+    cdef public object wl
+    cdef public Machine machine
+    cdef public object engine
+    cdef public long long dispatch_ns
+    cdef public double sleep_mean_ns
+    cdef public double sleep_sd_ns
+    cdef public object rng
+    cdef public dict functions
+    cdef public dict plan
+
+    cpdef add_function(self, tg)
+    cpdef long start(self, Request req, tg, long hint)
+    @cython.locals(d=Task, m=Machine)
+    cpdef long _post(self, _Function fn, item, long hint)
+    @cython.locals(fn=_Function, req=Request)
+    cpdef _dispatched(self, Task d)
+    @cython.locals(m=Machine, share=cython.longlong, extra=cython.longlong,
+                   third=cython.longlong, j=cython.long, part=cython.longlong, w=Task)
+    cpdef _launch(self, _Function fn, Request req, long hint)
+    @cython.locals(mean=cython.double, u1=cython.double, u2=cython.double, x=cython.double)
+    cpdef long long _sleep_third(self)
+    @cython.locals(fn=_Function, plan=list, req=Request, i=cython.long, sleep=cython.longlong)
+    cpdef burst_done(self, Task task)
