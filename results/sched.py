@@ -133,8 +133,10 @@ def _stream(sched: pa.Table) -> _Stream:
     task, kind, row = task[order], kind[order], row[order]
     state = _np(sched.column("prev_state"), "")[row]
     last = np.flatnonzero(np.r_[task[1:] != task[:-1], True][:task.size])  # each task's last row
-    cgroups = pa.chunked_array(cgroup).combine_chunks().take(order)
-    comms = pa.chunked_array(comm).combine_chunks().take(order)
+    # concatenated as typed arrays: a side without events (no task ever left
+    # a CPU) gives an empty one, which must not make the column untyped
+    cgroups = pa.concat_arrays([c.combine_chunks() for c in cgroup]).take(order)
+    comms = pa.concat_arrays([c.combine_chunks() for c in comm]).take(order)
     return _Stream(task=task, kind=kind, time_ns=_np(sched.column("time_ns"), 0)[row],
                    involuntary=(kind == _OUT) & (state == "R"), pids=pids,
                    task_cgroup=cgroups.take(last), task_comm=comms.take(last))

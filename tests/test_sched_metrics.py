@@ -195,6 +195,17 @@ def test_a_named_thread_over_the_whole_trace_is_its_tasks_pooled(runs, lo):
     assert part.migrations <= whole.migrations
 
 
+def test_a_trace_where_no_task_leaves_a_cpu_has_its_metrics():
+    """Tasks that only ever start (switches from idle, nothing switched
+    out, as threads that never block on a CPU of their own): no run, no
+    wake-up latency without a wake-up, and the named thread is found."""
+    table = sched_table([(0, "sched_wakeup_new", 0, 1), (10, SW, 0, 0, "R", 1),
+                         (20, "sched_wakeup_new", 1, 2), (25, SW, 1, 0, "R", 2)])
+    m = rows(sched_metrics(table))
+    assert m["task", 1]["n_runs"] == 0 and m["task", 2]["comm"] == "t2"
+    assert (analyse(table).thread("t2").wakeup_latency_s * 1e9).round().tolist() == [5]
+
+
 def test_an_empty_trace_gives_an_empty_table():
     metrics = sched_metrics(SCHED.empty_table())
     assert metrics.num_rows == 0 and metrics.schema == SCHED_METRICS
