@@ -450,6 +450,7 @@ and each policy against the baseline before the knee and at the densest point
   colosim trace runs/t                            per-cgroup metrics
   colosim trace runs/t --tasks                    and per task
   colosim trace runs/t --perfetto /tmp/t.pftrace  open it in ui.perfetto.dev
+  colosim trace runs/t --thread accept            one thread's wake-up latencies
 
 Times are in ms.  See docs/tracing.md.
 """,
@@ -460,6 +461,10 @@ Times are in ms.  See docs/tracing.md.
     trace.add_argument("--tasks", action="store_true", help="also print one row per task")
     trace.add_argument("--perfetto", type=Path, default=None, metavar="OUT",
                        help="write the schedule as a Perfetto trace (protobuf) to OUT")
+    trace.add_argument("--thread", default=None, metavar="COMM",
+                       help="also print the wake-up latency distribution and migrations of "
+                       "the tasks named COMM after the run's warmup (the summary's thread_* "
+                       "columns under trace.thread=COMM)")
     trace.set_defaults(handler=_trace)
 
     report = commands.add_parser(
@@ -519,7 +524,9 @@ def _compare(args: argparse.Namespace) -> int:
 def _trace(args: argparse.Namespace) -> int:
     from results.perfetto import write_perfetto
     from results.readers import ResultsError
-    from results.sched import format_metrics, read_sched, sched_metrics
+    import yaml
+    from results.rundir import CONFIG_FILE
+    from results.sched import analyse, format_metrics, format_thread, read_sched
 
     try:
         sched = read_sched(args.dir)
@@ -527,11 +534,19 @@ def _trace(args: argparse.Namespace) -> int:
             write_perfetto(sched, args.perfetto)
     except ResultsError as err:
         return _fail(err)
-    metrics = sched_metrics(sched)
+    analysis = analyse(sched)
+    metrics = analysis.metrics()
     print(f"{args.dir}: {sched.num_rows:,} events; wake-up latency and run length in ms\n")
     print("cgroups", format_metrics(metrics), sep="\n")
     if args.tasks:
         print("tasks", format_metrics(metrics, "task"), sep="\n")
+    if args.thread is not None:
+        # the summary's window: from warmup_s to duration_s of the run's config
+        config = yaml.safe_load((args.dir / CONFIG_FILE).read_text())
+        lo, hi = float(config.get("warmup_s", 0.0)), float(config["duration_s"])
+        window = f"{lo:g} s to {hi:g} s"
+        print(format_thread(analysis.thread(args.thread, round(lo * 1e9), round(hi * 1e9)),
+                            window))
     if args.perfetto is not None:
         print(f"perfetto trace: {args.perfetto} (open it in ui.perfetto.dev)")
     return 0

@@ -17,6 +17,14 @@ latency`` and ``perf sched timehist`` define them:
 - **migrations**: its ``sched_migrate_task`` events; **wake-ups** its
   ``sched_wakeup`` and ``sched_wakeup_new`` events.
 
+A **named thread** (:meth:`SchedAnalysis.thread`, ``trace.thread``): the
+tasks whose comm (the last seen) is the name, pooled, with their wake-up
+latencies and migrations inside a time window (the summary's: warmup to the
+end), as the affinity thesis (Affinity Aware CPU Scheduling for Container
+Hosts, §3 "Analysis", §6.1.3) measures its server's main thread: migrations
+of that thread, not of every thread, and its SCHED_WAKEUP -> SCHED_SWITCH
+times.  A latency sample is in the window when its wake-up is.
+
 The idle task (pid 0) is not a task here.  A task's cgroup and comm are the
 last it was seen with; a cgroup's row pools the samples of its tasks, so its
 percentiles are over all of them, not an average of the tasks'.
@@ -125,8 +133,10 @@ def _stream(sched: pa.Table) -> _Stream:
     task, kind, row = task[order], kind[order], row[order]
     state = _np(sched.column("prev_state"), "")[row]
     last = np.flatnonzero(np.r_[task[1:] != task[:-1], True][:task.size])  # each task's last row
-    cgroups = pa.chunked_array(cgroup).combine_chunks().take(order)
-    comms = pa.chunked_array(comm).combine_chunks().take(order)
+    # concatenated as typed arrays: a side without events (no task ever left
+    # a CPU) gives an empty one, which must not make the column untyped
+    cgroups = pa.concat_arrays([c.combine_chunks() for c in cgroup]).take(order)
+    comms = pa.concat_arrays([c.combine_chunks() for c in comm]).take(order)
     return _Stream(task=task, kind=kind, time_ns=_np(sched.column("time_ns"), 0)[row],
                    involuntary=(kind == _OUT) & (state == "R"), pids=pids,
                    task_cgroup=cgroups.take(last), task_comm=comms.take(last))
@@ -159,7 +169,10 @@ class SchedAnalysis:
         keep = (w_pos[wi] < i_pos[ii]) & asleep[both]
         w, i = w_pos[wi][keep], i_pos[ii][keep]
         self._lat_task = s.task[i]
+        self._lat_wake_ns = s.time_ns[w]
         self._lat_s = (s.time_ns[i] - s.time_ns[w]) / NS
+        migrate = s.kind == _MIGRATE
+        self._mig_task, self._mig_ns = s.task[migrate], s.time_ns[migrate]
         # runs: a switch-in followed by the same task's switch-out
         sw = np.flatnonzero((s.kind == _IN) | (s.kind == _OUT))
         pair = ((s.kind[sw[:-1]] == _IN) & (s.kind[sw[1:]] == _OUT)
@@ -210,6 +223,18 @@ class SchedAnalysis:
         """Run-length samples in seconds, per cgroup or per task."""
         return self._split(self._run_task, self._run_s, by)
 
+    def thread(self, comm: str, lo_ns: int = 0, hi_ns: int | None = None) -> "ThreadSamples":
+        """The named thread's samples: every task whose comm is ``comm``,
+        pooled; wake-up latencies whose wake-up, and migrations, lie in
+        [lo_ns, hi_ns] (None: to the trace's end)."""
+        tasks = np.flatnonzero(pc.equal(self._s.task_comm, comm).fill_null(False)
+                               .to_numpy(zero_copy_only=False))
+        hi = np.iinfo(np.int64).max if hi_ns is None else hi_ns
+        lat = np.isin(self._lat_task, tasks) & (self._lat_wake_ns >= lo_ns) \
+            & (self._lat_wake_ns <= hi)
+        mig = np.isin(self._mig_task, tasks) & (self._mig_ns >= lo_ns) & (self._mig_ns <= hi)
+        return ThreadSamples(comm, int(tasks.size), self._lat_s[lat], int(mig.sum()))
+
     def metrics(self) -> pa.Table:
         """The ``SCHED_METRICS`` table: one row per cgroup, then one per task."""
         names, of_task = self._cgroups
@@ -244,6 +269,39 @@ class SchedAnalysis:
         return pa.concat_tables([pa.table({f.name: _array(p[f.name], f.type)
                                            for f in SCHED_METRICS}, schema=SCHED_METRICS)
                                  for p in parts])
+
+
+@dataclass(frozen=True)
+class ThreadSamples:
+    """A named thread's wake-up latencies (seconds, trace order) and
+    migration count in a window (:meth:`SchedAnalysis.thread`)."""
+    comm: str
+    tasks: int                  # tasks with that comm (0: none in the trace)
+    wakeup_latency_s: np.ndarray
+    migrations: int
+
+    def summary(self) -> dict:
+        """The summary's ``thread_*`` columns (results/schema.py
+        ``THREAD_SUMMARY``): NaN statistics without a sample."""
+        lat = _group_stats(np.zeros(self.wakeup_latency_s.size, np.int64),
+                           self.wakeup_latency_s, 1, (0.5, 0.95, 0.99))
+        return {"thread_comm": self.comm, "thread_tasks": self.tasks,
+                "thread_migrations": self.migrations,
+                "thread_wakeups": int(self.wakeup_latency_s.size),
+                "thread_wakeup_latency_mean_s": float(lat["mean"][0]),
+                "thread_wakeup_latency_p50_s": float(lat[0.5][0]),
+                "thread_wakeup_latency_p95_s": float(lat[0.95][0]),
+                "thread_wakeup_latency_p99_s": float(lat[0.99][0]),
+                "thread_wakeup_latency_max_s": float(lat["max"][0])}
+
+    def histogram(self) -> list[tuple[str, int]]:
+        """(bin, samples) by decade from 1 us to 1 s, the scales the
+        thesis's wake-up -> switch tables (§4) fall into."""
+        edges = [0.0, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, np.inf]
+        labels = ["< 1 us", "1-10 us", "10-100 us", "0.1-1 ms", "1-10 ms", "10-100 ms",
+                  "0.1-1 s", ">= 1 s"]
+        counts, _ = np.histogram(self.wakeup_latency_s, bins=edges)
+        return list(zip(labels, counts.tolist()))
 
 
 def _array(values, type_: pa.DataType) -> pa.Array:
@@ -318,6 +376,22 @@ def _cell(value, scale) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     return f"{value * scale:.3g}" if scale != 1 else f"{value:.4g}"
+
+
+def format_thread(t: ThreadSamples, window: str) -> str:
+    """A named thread's wake-up latency distribution and migrations as text
+    (`colosim trace --thread`); ``window`` says which part of the run."""
+    m = t.summary()
+    head = (f"thread {t.comm!r}: {t.tasks} task{'s' if t.tasks != 1 else ''}, {window}: "
+            f"{m['thread_wakeups']:,} wake-ups, {t.migrations:,} migrations")
+    if not t.tasks:
+        return head + " (no task of that name in the trace)\n"
+    stats = "  ".join(f"{k} {_cell(m[f'thread_wakeup_latency_{k}_s'], 1e3)}"
+                      for k in ("mean", "p50", "p95", "p99", "max"))
+    bins = [(label, f"{n:,}") for label, n in t.histogram()]
+    width = max(len(n) for _, n in bins)
+    rows = "\n".join(f"  {label:<10} {n:>{width}}" for label, n in bins)
+    return f"{head}\nwake-up latency ms: {stats}\nwake-ups by latency:\n{rows}\n"
 
 
 THROTTLE, UNTHROTTLE = "throttle_cfs_rq", "unthrottle_cfs_rq"

@@ -129,6 +129,23 @@ INTERVALS_OPTIONAL = pa.schema(
     ]
 )
 
+# A named thread's schedule (``trace.thread``, either backend; results/sched.py
+# ThreadSamples): from sched.parquet, over the window after warmup, the tasks
+# with that comm pooled.  Only in runs traced with a thread named.
+THREAD_SUMMARY = pa.schema(
+    [
+        ("thread_comm", pa.string()),
+        ("thread_tasks", pa.int64()),             # tasks with that comm (0: none ran)
+        ("thread_migrations", pa.int64()),        # their sched_migrate_task events
+        ("thread_wakeups", pa.int64()),           # wake-up latency samples
+        ("thread_wakeup_latency_mean_s", pa.float64()),  # wake-up to the next switch-in
+        ("thread_wakeup_latency_p50_s", pa.float64()),
+        ("thread_wakeup_latency_p95_s", pa.float64()),
+        ("thread_wakeup_latency_p99_s", pa.float64()),
+        ("thread_wakeup_latency_max_s", pa.float64()),
+    ]
+)
+
 # Optional summary columns: free to omit (a real-host run may lack them),
 # typed when present.
 SUMMARY_OPTIONAL = pa.schema(
@@ -169,6 +186,7 @@ SUMMARY_OPTIONAL = pa.schema(
         ("omp_futex_waits", pa.int64()),
         ("omp_regions", pa.int64()),
         ("omp_inferences", pa.int64()),
+        *THREAD_SUMMARY,
     ]
 )
 

@@ -12,9 +12,11 @@ from omegaconf import DictConfig, OmegaConf
 from backends.cluster import consolidate, simulate_cluster
 from backends.real.run import RealRunError, run_real
 from results.rundir import write_run_dir
-from results.sched import sched_metrics
+from results.schema import THREAD_SUMMARY
+from results.sched import SchedAnalysis, analyse
 from scenarios.simulate import simulate
 from sim import workloads
+from sim.engine import s_to_ns
 from sim.workloads.tablefile import TraceError
 
 
@@ -60,13 +62,7 @@ def run_scenario(cfg: DictConfig, out_dir: Path, progress=None) -> pa.Table:
     kwargs = {"progress": progress} if progress else {}
     if trace is not None:
         kwargs["trace"] = trace
-    result = simulate(cfg, **kwargs)
-    summary = with_run_id(result.summary, out_dir.name)
-    tables = SimpleNamespace(summary=summary, requests=result.requests,
-                             intervals=result.intervals, trace=trace,
-                             extra=run_extra(result))
-    write_run_dir(tables, out_dir, cfg)
-    return summary
+    return write_result(simulate(cfg, **kwargs), trace, cfg, out_dir)
 
 
 def _run_cluster(cfg: DictConfig, out_dir: Path, progress=None) -> pa.Table:
@@ -78,12 +74,7 @@ def _run_cluster(cfg: DictConfig, out_dir: Path, progress=None) -> pa.Table:
         result = consolidate(plain, trace, progress)
     else:
         result = simulate_cluster(plain, trace, progress=progress)
-    summary = with_run_id(result.summary, out_dir.name)
-    tables = SimpleNamespace(summary=summary, requests=result.requests,
-                             intervals=result.intervals, trace=trace,
-                             extra=run_extra(result))
-    write_run_dir(tables, out_dir, cfg)
-    return summary
+    return write_result(result, trace, cfg, out_dir)
 
 
 def _run_real(cfg: DictConfig, out_dir: Path, progress=None) -> pa.Table:
@@ -91,22 +82,40 @@ def _run_real(cfg: DictConfig, out_dir: Path, progress=None) -> pa.Table:
         result = run_real(cfg, replayed_trace(cfg), progress, run_name=out_dir.name)
     except RealRunError as err:
         raise RunError(str(err)) from None
+    return write_result(result, result.trace, cfg, out_dir)
+
+
+def write_result(result, trace, cfg: DictConfig, out_dir: Path) -> pa.Table:
+    """Write a backend's result to the run directory ``out_dir`` and return
+    its summary.  Its further tables are the backend's own (its sched trace,
+    if any) and, beside a sched trace, its per-task and per-cgroup metrics
+    (sched_metrics.parquet; results/sched.py) and, with ``trace.thread``,
+    that thread's columns in the summary."""
+    extra = dict(getattr(result, "extra", None) or {})
     summary = with_run_id(result.summary, out_dir.name)
+    if "sched" in extra:
+        analysis = analyse(extra["sched"])
+        extra["sched_metrics"] = analysis.metrics()
+        summary = with_thread_columns(summary, analysis, cfg)
     tables = SimpleNamespace(summary=summary, requests=result.requests,
-                             intervals=result.intervals, trace=result.trace,
-                             extra=run_extra(result))
+                             intervals=result.intervals, trace=trace, extra=extra)
     write_run_dir(tables, out_dir, cfg)
     return summary
 
 
-def run_extra(result) -> dict:
-    """The run directory's further tables: the backend's own (its sched
-    trace, if any) and, beside a sched trace, its per-task and per-cgroup
-    metrics (sched_metrics.parquet; results/sched.py)."""
-    extra = dict(getattr(result, "extra", None) or {})
-    if "sched" in extra:
-        extra["sched_metrics"] = sched_metrics(extra["sched"])
-    return extra
+def with_thread_columns(summary: pa.Table, analysis: SchedAnalysis, cfg: DictConfig) -> pa.Table:
+    """The summary with the ``trace.thread`` thread's columns
+    (results/schema.py ``THREAD_SUMMARY``) over the summary's window, from
+    warmup_s to duration_s; unchanged without a named thread."""
+    comm = OmegaConf.select(cfg, "trace.thread")
+    if comm is None:
+        return summary
+    samples = analysis.thread(comm, s_to_ns(float(cfg.get("warmup_s", 0.0))),
+                             s_to_ns(float(cfg.duration_s)))
+    for name, value in samples.summary().items():
+        summary = summary.append_column(THREAD_SUMMARY.field(name),
+                                        pa.array([value], THREAD_SUMMARY.field(name).type))
+    return summary
 
 
 class RunError(RuntimeError):

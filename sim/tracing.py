@@ -34,16 +34,26 @@ class TraceConfig:
     max_events: int = tunable(2_000_000, range=(1, 10**9))
     # [start, end] in seconds of run time; null: the whole run
     window_s: Optional[list[float]] = field(default=None)
-
+    # comm of a thread whose migrations and wake-up latencies (the tasks of
+    # that name pooled, after warmup) go into the summary's thread_* columns
+    # (results/sched.py ThreadSamples); null: none.  The kernel keeps 15
+    # characters of a comm (TASK_COMM_LEN), so a longer name never matches.
+    thread: Optional[str] = tunable(None, pattern=(r"[^\s/]{1,15}",
+                                                   "must be a thread name of 1 to 15 characters "
+                                                   "without spaces or '/'"))
 
     @staticmethod
     def check(c, key: str) -> None:
-        """Cross-key rule (scenarios/validate.py): the window is [start, end]."""
+        """Cross-key rules (scenarios/validate.py): the window is [start,
+        end]; a named thread needs a trace to be measured in."""
         w = c.get(f"{key}.window_s")
         if w is not None:
             w = list(w)
             c.require(f"{key}.window_s", len(w) == 2 and 0 <= w[0] < w[1],
                       "must be [start, end] in seconds with 0 <= start < end", w)
+        if c.get(f"{key}.thread") is not None:
+            c.require(f"{key}.thread", c.get(f"{key}.name") != "none",
+                      "is measured from the schedule trace: use trace=sched (or optional)")
 
 
 def enabled(cfg: TraceConfig | None) -> bool:

@@ -191,7 +191,7 @@ def test_shipped_workloads_declare_how_the_real_backend_runs_them():
         "memlookup": "memlookup", "noisy_jobs": "jobs", "periodic": "periodic",
         "pingpong": None, "poisson": "functions", "random": "functions", "resctl": None,
         "rtapp": "rtapp",
-        "trace": "functions", "webserver": None, "worker_pool": "worker_pool"}
+        "trace": "functions", "webserver": "webserver", "worker_pool": "worker_pool"}
     # options sharing a module name it with `model`
     resctl_mix = compose(["workload=resctl_mix"]).workload
     assert workloads.workload_class(resctl_mix) is workloads.workload_class("resctl")

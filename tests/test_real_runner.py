@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 
 from backends.real import cgroupfs, detect, periodic, run
 from backends.real.config import RealBackend
-from backends.real.functions import FunctionsRunner, WorkerPoolRunner
+from backends.real.functions import FunctionsRunner, WebserverRunner, WorkerPoolRunner
 from backends.real.jobs import JobProc, JobsRunner
 from backends.real.memlookup import ContainerProc, MemLookupRunner
 from backends.real.periodic import PeriodicRunner
@@ -37,8 +37,8 @@ ROOT = str(Path(__file__).resolve().parents[1])
 SHIPPED = {"poisson": FunctionsRunner, "azure2021": FunctionsRunner, "random": FunctionsRunner,
            "worker_pool": WorkerPoolRunner, "periodic": PeriodicRunner,
            "ebizzy": PeriodicRunner, "noisy_jobs": JobsRunner, "memlookup": MemLookupRunner,
-           "rtapp": RtAppRunner, "azure2019": None, "webserver": None, "resctl": None, "resctl_mix": None,
-           "resctl_parallel": None}
+           "rtapp": RtAppRunner, "webserver": WebserverRunner, "azure2019": None, "resctl": None,
+           "resctl_mix": None, "resctl_parallel": None}
 # what a shipped option needs to compose with backend=real and make cgroups
 OVERRIDES = {"azure2019": ["workload.request_path=direct"], "noisy_jobs": ["duration_s=30"],
              "rtapp": ["workload.file=scenarios/rtapp/cgroup_weighted.json"]}
@@ -101,6 +101,10 @@ def test_runners_name_the_cgroups_the_simulator_makes():
     assert (pool.rows(2 * 10**9).worker == 0).all()    # the pool serves every row
     closed = _runner(_cfg("workload=worker_pool", "workload.clients=2"))
     assert closed.trace.num_rows == 0 and closed.result_trace() is None
+    # the webserver: the same pool, its backlog and accept thread in front
+    web = _runner(_cfg("workload=webserver", "workload.workers=3"))
+    assert web.cgroups == ["/server"] and web.trace.num_rows > 0
+    assert web.worker_mode() == {"pool": (3, 64), "accept": (512, 4, 5_000_000, 10_000, 0)}
     periodic = _runner(_cfg("workload=periodic"))
     assert periodic.host_trace() is None and periodic.cgroups == ["/periodic"]
     ml = _runner(_cfg("workload=memlookup", "workload.containers=2",

@@ -300,3 +300,32 @@ def test_wakeups_precede_the_switch_ins_they_cause(traced_runs):
     print(f"{checked} wake-ups before their switch-ins, {unwoken} switch-ins after a sleep "
           "without a recorded wake-up")
     assert checked > 20
+
+
+@pytest.mark.hardware
+def test_the_webservers_accept_thread_is_measured_on_both_backends(tmp_path):
+    """workload=webserver on the real host (funcworker --accept) and in the
+    simulator, trace.thread=accept: both name the thread alike, and the
+    thread wakes about as often (once per connection it waits for, once
+    per batch window; the same arrivals on both sides; the real thread
+    also wakes when it waited for the backlog's lock: 124 against 106 in
+    the first run here).  Counts, not latencies, so a busy host cannot
+    fail it."""
+    if REASON:
+        pytest.skip(REASON)
+    keys = ["host=this-vm", f"scheduler={detect.fair_scheduler()}", "workload=webserver",
+            "workload.rate_rps=20", "workload.mean_service_s=0.01", "workload.workers=2",
+            "duration_s=3", "warmup_s=0.5", "seed=4", "trace=sched", "trace.thread=accept"]
+    real, sim = tmp_path / f"web-{os.getpid()}", tmp_path / "web-sim"
+    assert main(["run", "backend=real", *keys, "backend.lateness_action=flag",
+                 f"output_dir={real}"]) == 0
+    assert main(["run", *keys, f"output_dir={sim}"]) == 0
+    r, s = (read_run_dir(d).summary.to_pylist()[0] for d in (real, sim))
+    comms = set(pq.read_table(real / "sched_metrics.parquet").column("comm").to_pylist())
+    assert {"accept", "worker-0", "worker-1"} <= comms
+    assert r["thread_comm"] == s["thread_comm"] == "accept"
+    assert r["thread_tasks"] == s["thread_tasks"] == 1
+    arrivals = r["n_requests"] + r["n_unfinished"]
+    assert arrivals > 20 and s["thread_wakeups"] > 20
+    assert 0.5 * s["thread_wakeups"] <= r["thread_wakeups"] <= 2 * s["thread_wakeups"]
+    assert r["thread_migrations"] <= r["migrations"]

@@ -165,3 +165,51 @@ def test_pool_mode_queues_then_drops_like_mgck(binary):
         assert len(os.listdir(f"/proc/{w.pid}/task")) == 2
     finally:
         w.quit()
+
+
+def _comms(pid) -> list[str]:
+    return sorted(open(f"/proc/{pid}/task/{t}/comm").read().strip()
+                  for t in os.listdir(f"/proc/{pid}/task"))
+
+
+@needs_gcc
+def test_accept_mode_batches_connections_before_the_pool(binary):
+    """--accept (workload=webserver): a full batch goes to the pool at once,
+    a lone connection only when its window has ended; the threads carry the
+    simulator's names (accept, worker-j).  Bounds hold on a busy host: the
+    window is 2 s, far beyond any scheduling delay."""
+    window = 2_000_000_000
+    w = WorkerProc(binary, "web", 20, pool=(2, 4), accept=(512, 2, window, 10_000, 0))
+    try:
+        assert _comms(w.pid) == ["accept", "funcworker", "worker-0", "worker-1"]
+        t0 = time.monotonic_ns()
+        w.send(request_line(1, 1_000_000, 1) + request_line(2, 1_000_000, 1))
+        first = {d.id: d for d in _wait_lines(w, 2)}
+        t1 = time.monotonic_ns()
+        w.send(request_line(3, 1_000_000, 1))
+        (three,) = _wait_lines(w, 1, timeout=10)
+        assert set(first) == {1, 2} and three.id == 3
+        assert all(d.start_ns < t0 + window for d in first.values())   # the batch was full
+        assert three.start_ns >= t1 + window                          # waited for its window
+        for d in (*first.values(), three):
+            assert 1e6 <= d.cpu_ns <= 2e6
+    finally:
+        w.quit()
+
+
+@needs_gcc
+def test_accept_mode_refuses_what_the_backlog_cannot_hold(binary):
+    """Backlog 1 and a 300 ms accept: while the accept thread works on the
+    first connection (still in the backlog until its pass ends), the next
+    two are refused at once; the first is served."""
+    w = WorkerProc(binary, "web", 20, pool=(1, 0), accept=(1, 1, 0, 300_000_000, 0))
+    try:
+        t0 = time.monotonic_ns()
+        w.send(request_line(1, 1_000_000, 1) + request_line(2, 1_000_000, 1)
+               + request_line(3, 1_000_000, 1))
+        msgs = {m.id: m for m in _wait_lines(w, 3)}
+        assert isinstance(msgs[2], Dropped) and isinstance(msgs[3], Dropped)
+        assert isinstance(msgs[1], Done) and msgs[1].start_ns >= t0 + 300_000_000
+        assert msgs[2].at_ns < msgs[1].start_ns and msgs[3].at_ns < msgs[1].start_ns
+    finally:
+        w.quit()

@@ -10,18 +10,21 @@ import pyarrow.parquet as pq
 import pytest
 
 from cli.main import main
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from results.sched import SchedTraceError, analyse, read_sched, sched_metrics
-from results.schema import SCHED, SCHED_METRICS, SCHED_METRICS_FILE
+from results.schema import SCHED, SCHED_METRICS, SCHED_METRICS_FILE, THREAD_SUMMARY
 from scenarios.simulate import simulate
 from tests.simcfg import DEFAULT_COSTS, make_cfg, poisson
 
 CG = {1: "/g1", 2: "/g1", 3: "/g2", 4: "/g2"}
 
 
-def sched_table(events) -> pa.Table:
+def sched_table(events, comm=lambda pid: f"t{pid}") -> pa.Table:
     """SCHED rows from (time_ns, event, cpu, ...) tuples: switch rows are
     (t, cpu, prev_pid, prev_state, next_pid), the others (t, event, cpu, pid)
-    plus orig_cpu for a migration."""
+    plus orig_cpu for a migration; ``comm(pid)`` names a task."""
     rows = []
     for e in events:
         row = dict.fromkeys(SCHED.names)
@@ -29,11 +32,11 @@ def sched_table(events) -> pa.Table:
             t, _, cpu, prev, state, nxt = e
             row.update(prev_pid=prev, prev_state=state, next_pid=nxt, cost_ns=1000)
             for side, pid in (("prev", prev), ("next", nxt)):
-                row[f"{side}_comm"] = f"t{pid}" if pid else f"swapper/{cpu}"
+                row[f"{side}_comm"] = comm(pid) if pid else f"swapper/{cpu}"
                 row[f"{side}_cgroup"] = CG.get(pid)
         else:
             t, _, cpu, pid, *orig = e
-            row.update(next_pid=pid, next_comm=f"t{pid}", next_cgroup=CG.get(pid),
+            row.update(next_pid=pid, next_comm=comm(pid), next_cgroup=CG.get(pid),
                        orig_cpu=orig[0] if orig else None)
         row.update(time_ns=t, event=e[1], cpu=cpu)
         rows.append(row)
@@ -41,7 +44,7 @@ def sched_table(events) -> pa.Table:
 
 
 SW = "sched_switch"
-HAND = sched_table([
+HAND_EVENTS = [
     (5, SW, 1, 4, "S", 0),                 # 4 ran from before the trace: no run
     (0, "sched_wakeup_new", 0, 1),
     (10, SW, 0, 0, "R", 1),                # 1: latency 10
@@ -58,7 +61,8 @@ HAND = sched_table([
     (100, SW, 1, 0, "R", 2),               # 2: latency 10
     (120, SW, 1, 2, "S", 0),               # 2 ran 20
     (130, SW, 0, 0, "R", 3),               # 3: latency 30, still running at the end
-])
+]
+HAND = sched_table(HAND_EVENTS)
 
 
 def rows(metrics: pa.Table) -> dict:
@@ -118,6 +122,88 @@ def test_percentiles_are_numpys_per_group():
         assert r["wakeup_latency_max_s"] == pytest.approx(max(lat))
     pooled = truth[1] + truth[2]
     assert m["cgroup", "/g1"]["wakeup_latency_p99_s"] == pytest.approx(np.percentile(pooled, 99))
+
+
+def test_a_named_thread_has_its_own_samples_in_the_window():
+    """HAND's task 2 woke at 15 (latency 25) and 90 (latency 10) and
+    migrated at 70: the window keeps the samples whose wake-up (and the
+    migrations that) lie in it; tasks of one name are pooled."""
+    def thread(table, comm, lo=0, hi=None):
+        t = analyse(table).thread(comm, lo, hi)
+        return t.tasks, (t.wakeup_latency_s * 1e9).round().tolist(), t.migrations
+
+    assert thread(HAND, "t2") == (1, [25, 10], 1)
+    assert thread(HAND, "t2", 20) == (1, [10], 1)
+    assert thread(HAND, "t2", 0, 60) == (1, [25], 0)
+    assert thread(HAND, "t2", 71, 89) == (1, [], 0)
+    # tasks 1 and 2 both named "acc": their samples pooled, in trace order per task
+    both = sched_table(HAND_EVENTS, lambda pid: "acc" if pid in (1, 2) else f"t{pid}")
+    assert thread(both, "acc") == (2, [10, 25, 10], 1)
+    assert thread(both, "t2") == (0, [], 0)
+    s = analyse(both).thread("acc").summary()
+    assert list(s) == THREAD_SUMMARY.names
+    assert (s["thread_comm"], s["thread_tasks"], s["thread_wakeups"]) == ("acc", 2, 3)
+    assert s["thread_wakeup_latency_p50_s"] == pytest.approx(10e-9)
+    assert s["thread_wakeup_latency_mean_s"] == pytest.approx(15e-9)
+    assert s["thread_wakeup_latency_max_s"] == pytest.approx(25e-9)
+    none = analyse(HAND).thread("nobody").summary()
+    assert none["thread_tasks"] == 0 and none["thread_migrations"] == 0
+    assert math.isnan(none["thread_wakeup_latency_p99_s"])
+
+
+def test_a_named_threads_histogram_has_the_thesis_scales():
+    """One wake-up per decade, at the scales of the affinity thesis's
+    wake-up -> switch tables (µs, a few ms, tens of ms, one near 1 s)."""
+    lat = [500, 2_189, 84_467, 346_295, 3_088_527, 34_595_561, 998_331_135, 1_500_000_000]
+    events, t = [], 0
+    for d in lat:
+        events += [(t, "sched_wakeup", 0, 1), (t + d, SW, 0, 0, "R", 1),
+                   (t + d + 10, SW, 0, 1, "S", 0)]
+        t += d + 100
+    h = analyse(sched_table(events)).thread("t1").histogram()
+    assert [n for _, n in h] == [1] * 8
+    assert h[0][0] == "< 1 us" and h[-1][0] == ">= 1 s"
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 4), st.integers(0, 5000), st.integers(1, 500),
+                          st.booleans()), min_size=1, max_size=60),
+       st.integers(0, 200_000))
+def test_a_named_thread_over_the_whole_trace_is_its_tasks_pooled(runs, lo):
+    """Invariant: with no window a name's samples are its tasks' per-task
+    samples concatenated, and its migrations their sum; a window keeps a
+    subset of both."""
+    events, t = [], 0
+    for pid, lat, run, migrate in runs:
+        events.append((t, "sched_wakeup", 0, pid))
+        if migrate:
+            events.append((t, "sched_migrate_task", 1, pid, 0))
+        events += [(t + lat, SW, 0, 0, "R", pid), (t + lat + run, SW, 0, pid, "S", 0)]
+        t += lat + run + 1
+    table = sched_table(events, lambda pid: "even" if pid % 2 == 0 else f"t{pid}")
+    a = analyse(table)
+    per_task = a.wakeup_latencies("task")
+    m = rows(a.metrics())
+    evens = [p for p in per_task if p % 2 == 0]
+    whole = a.thread("even")
+    assert whole.tasks == len(evens)
+    assert sorted(whole.wakeup_latency_s) == sorted(np.concatenate(
+        [per_task[p] for p in evens] or [np.zeros(0)]))
+    assert whole.migrations == sum(m["task", p]["migrations"] for p in evens)
+    part = a.thread("even", lo)
+    assert part.wakeup_latency_s.size <= whole.wakeup_latency_s.size
+    assert part.migrations <= whole.migrations
+
+
+def test_a_trace_where_no_task_leaves_a_cpu_has_its_metrics():
+    """Tasks that only ever start (switches from idle, nothing switched
+    out, as threads that never block on a CPU of their own): no run, no
+    wake-up latency without a wake-up, and the named thread is found."""
+    table = sched_table([(0, "sched_wakeup_new", 0, 1), (10, SW, 0, 0, "R", 1),
+                         (20, "sched_wakeup_new", 1, 2), (25, SW, 1, 0, "R", 2)])
+    m = rows(sched_metrics(table))
+    assert m["task", 1]["n_runs"] == 0 and m["task", 2]["comm"] == "t2"
+    assert (analyse(table).thread("t2").wakeup_latency_s * 1e9).round().tolist() == [5]
 
 
 def test_an_empty_trace_gives_an_empty_table():
@@ -222,3 +308,34 @@ def test_a_bad_sched_file_is_one_line_naming_it(tmp_path, capsys, damage):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and str(path) in err
     assert ("prev_state" in err) == (damage == "schema")
+
+
+def test_trace_thread_puts_the_named_threads_columns_in_the_summary(tmp_path, capsys):
+    """trace.thread=accept on the webserver: the summary's thread_* columns
+    are the accept task's samples after warmup, the same the per-task row
+    of sched_metrics.parquet has when the trace records just that window;
+    without trace.thread the summary has none of them."""
+    out = tmp_path / "web"
+    keys = ["workload=webserver", "host=generic", "workload.workers=6", "duration_s=6",
+            "warmup_s=1", "trace=sched"]
+    assert main(["run", *keys, "trace.thread=accept", "trace.window_s=[1,6]",
+                 f"output_dir={out}"]) == 0
+    s = pq.read_table(out / "summary.parquet").to_pylist()[0]
+    task = pq.read_table(out / SCHED_METRICS_FILE).to_pandas().query("comm == 'accept'")
+    assert len(task) == 1 and s["thread_comm"] == "accept" and s["thread_tasks"] == 1
+    row = task.iloc[0]
+    assert s["thread_migrations"] == row["migrations"] <= s["migrations"]
+    assert s["thread_wakeups"] == len(analyse(read_sched(out)).wakeup_latencies("task")[
+        row["pid"]]) > 40                      # ~10 connections a second, 5 s
+    for q in ("mean", "p50", "p95", "p99", "max"):
+        assert s[f"thread_wakeup_latency_{q}_s"] == pytest.approx(
+            row[f"wakeup_latency_{q}_s"], abs=1e-12)
+    capsys.readouterr()
+    assert main(["trace", str(out), "--thread", "accept"]) == 0
+    text = capsys.readouterr().out
+    assert f"thread 'accept': 1 task, 1 s to 6 s: {s['thread_wakeups']:,} wake-ups" in text
+    assert "1-10 ms" in text
+    plain = tmp_path / "plain"
+    assert main(["run", *keys, f"output_dir={plain}"]) == 0
+    names = pq.read_table(plain / "summary.parquet").column_names
+    assert not [n for n in names if n.startswith("thread_")]

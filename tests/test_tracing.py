@@ -125,7 +125,11 @@ def test_bad_trace_keys_are_refused_before_running(tmp_path, capsys):
     from cli.main import main
     for args, key in ((["trace.window_s=[0.5,0.2]"], "trace.window_s"),
                       (["trace.max_events=0"], "trace.max_events"),
-                      (["cluster=kubernetes"], "trace.name")):
+                      (["cluster=kubernetes"], "trace.name"),
+                      (["trace.thread=a_name_of_16_chr"], "trace.thread = a_name_of_16_chr"),
+                      (["trace.thread='a b'"], "trace.thread = a b"),
+                      (["trace=none", "trace.thread=accept"],
+                       "trace.thread = accept is invalid: is measured from the schedule trace")):
         assert main(["run", "trace=sched", *args, f"output_dir={tmp_path / 'x'}"]) == 2, args
         assert key in capsys.readouterr().err, args
         assert not (tmp_path / "x").exists()

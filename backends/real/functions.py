@@ -1,6 +1,7 @@
-"""The ``functions`` and ``worker_pool`` capabilities on the real host: one
-native worker (backends/real/workers.py) per function cgroup replaying an
-invocation trace open loop, or one pool-mode worker behind a bounded queue
+"""The ``functions``, ``worker_pool`` and ``webserver`` capabilities on the
+real host: one native worker (backends/real/workers.py) per function cgroup
+replaying an invocation trace open loop, or one pool-mode worker behind a
+bounded queue (and, for the webserver, a listen backlog and an accept thread)
 driven by the trace or by closed-loop clients (backends/real/loadgen.py).
 """
 from __future__ import annotations
@@ -45,9 +46,10 @@ class FunctionsRunner(Runner):
         except ValueError as e:
             raise RealRunError(str(e)) from None
 
-    def pool(self) -> tuple[int, int] | None:
-        """(workers, capacity) of a pool-mode worker; None: a thread per request."""
-        return None
+    def worker_mode(self) -> dict:
+        """The worker's mode (WorkerProc's ``pool`` / ``accept`` arguments);
+        none: a thread per request."""
+        return {}
 
     def start(self, s: Setup) -> None:
         for c in s.cgroups:
@@ -56,7 +58,7 @@ class FunctionsRunner(Runner):
             self.workers.append(WorkerProc(s.binary, f, s.max_s,
                                            attach=lambda pid, c=c: s.cg.attach(c, pid),
                                            cpus=s.cpus, nice=int(self.w.get("nice", 0) or 0),
-                                           pool=self.pool()))
+                                           **self.worker_mode()))
 
 
 class WorkerPoolRunner(FunctionsRunner):
@@ -73,8 +75,8 @@ class WorkerPoolRunner(FunctionsRunner):
         super().__init__(cfg, b, TRACE_SCHEMA.empty_table() if self.closed else trace)
         self.parent, self.names = "", [POOL_CGROUP]
 
-    def pool(self) -> tuple[int, int]:
-        return int(self.w["workers"]), int(self.w["capacity"])
+    def worker_mode(self) -> dict:
+        return {"pool": (int(self.w["workers"]), int(self.w["capacity"]))}
 
     def worker_of(self, functions: np.ndarray) -> np.ndarray:
         # the pool serves every row, whatever its function (as the
@@ -112,3 +114,25 @@ class WorkerPoolRunner(FunctionsRunner):
     def result_trace(self) -> pa.Table | None:
         # a closed loop's arrivals came from the responses: there is no trace
         return None if self.closed else self.trace
+
+
+class WebserverRunner(WorkerPoolRunner):
+    """``webserver``: worker_pool's pool behind the listen backlog and the
+    batching accept thread of sim/workloads/webserver.py (funcworker
+    --accept; the thread is named ``accept`` there too, so
+    ``trace.thread=accept`` measures the same thread on both backends).
+    A closed-loop client whose connection the full backlog refuses sends
+    again after ``think_s``, not after TCP's 1 s SYN retry as in the
+    simulator (10 clients against a backlog of 512 are never refused)."""
+
+    RUNS = "a web server"
+
+    def worker_mode(self) -> dict:
+        w = self.w
+        return {**super().worker_mode(),
+                "accept": (int(w["backlog"]), int(w["batch_size"]),
+                           round(float(w["batch_window_ms"]) * 1e6),
+                           max(1, round(float(w["accept_us"]) * 1e3)),
+                           # 0: blocks while nothing waits
+                           0 if w.get("poll_us") is None
+                           else max(1, round(float(w["poll_us"]) * 1e3)))}

@@ -5,6 +5,8 @@ A workload runs here through the real-backend capability it declares
 (:func:`capability`): ``functions`` (one native worker per function
 replaying an invocation trace, backends/real/functions.py), ``worker_pool``
 (a pool-mode worker, open loop or closed-loop clients, the same module),
+``webserver`` (that pool behind a listen backlog and an accept thread, the
+same module),
 ``periodic`` (backends/real/periodic.py), ``jobs`` (backends/real/jobs.py),
 ``memlookup`` (backends/real/memlookup.py) or ``rtapp`` (the rt-app binary,
 backends/real/rtapp.py); each has a
@@ -55,7 +57,7 @@ from backends.real.cgroupfs import CgroupError, CgroupFS, parse_cpulist
 from backends.real.disturbance import measure as measure_disturbance
 from backends.real.disturbance import verdict as disturbance_verdict
 from backends.real.config import RealBackend
-from backends.real.functions import FunctionsRunner, WorkerPoolRunner
+from backends.real.functions import FunctionsRunner, WebserverRunner, WorkerPoolRunner
 from backends.real.host import RealHost
 from backends.real.intervals import Sampler, perf_rows, perf_spans, sum_or_none
 from backends.real.jobs import JobError, JobsRunner, calibrate, counted_events
@@ -80,8 +82,8 @@ from sim.workloads import workload_class
 # each capability's runner, in the order the refusal message lists them
 RUNNERS: dict[str, type[Runner]] = {
     "functions": FunctionsRunner, "worker_pool": WorkerPoolRunner,
-    "periodic": PeriodicRunner, "jobs": JobsRunner, "memlookup": MemLookupRunner,
-    "rtapp": RtAppRunner}
+    "webserver": WebserverRunner, "periodic": PeriodicRunner, "jobs": JobsRunner,
+    "memlookup": MemLookupRunner, "rtapp": RtAppRunner}
 
 def capabilities() -> dict[str, str | None]:
     """Each workload module's real-backend capability (a key of

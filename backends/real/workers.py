@@ -11,7 +11,8 @@ load generator -> worker               worker -> load generator
 ``R <id> <demand_ns> <threads>``       later ``D <id> <start_ns> <end_ns> <cpu_ns>``
 ``Q`` (quit now)                       ``E <message>`` (a malformed command)
 ``G <t0_ns>`` (periodic mode: start)   ``B <thread> <release_ns> <start_ns> <end_ns> <cpu_ns>``
-                                       ``X <id> <now_ns>`` (pool mode: queue full, dropped)
+                                       ``X <id> <now_ns>`` (pool mode: queue full, dropped;
+                                       accept mode also: backlog full, refused)
 ====================================  =====================================
 """
 from __future__ import annotations
@@ -147,10 +148,13 @@ class WorkerProc:
 
     def __init__(self, binary: Path, name: str, max_seconds: float, attach=None,
                  cpus: set[int] | None = None, nice: int = 0, periodic=None, nices=None,
-                 pool=None):
+                 pool=None, accept=None):
         """``periodic`` = (threads, run_us, sleep_us): periodic mode, started
         by :meth:`go`; ``nices``: one nice per periodic thread; ``pool`` =
-        (workers, capacity): pool mode (workload=worker_pool)."""
+        (workers, capacity): pool mode (workload=worker_pool); ``accept`` =
+        (backlog, batch, window_ns, accept_ns, poll_ns): a listen backlog
+        and an accept thread in front of the pool (workload=webserver;
+        poll_ns 0: it blocks while nothing waits)."""
         self.name = name
         args = [str(binary), "--max-seconds",
                 str(max(1, math.ceil(max_seconds + STARTUP_MARGIN_S)))]
@@ -160,6 +164,8 @@ class WorkerProc:
                 args += ["--nices", ",".join(str(int(n)) for n in nices)]
         if pool is not None:
             args += ["--pool", *(str(int(x)) for x in pool)]
+        if accept is not None:
+            args += ["--accept", *(str(int(x)) for x in accept)]
 
         def pre():
             die_with_parent(signal.SIGKILL)   # and --max-seconds, and cgroup removal

@@ -35,6 +35,24 @@
  * the worker that takes it (start_ns: when it took it) and is reported with
  * "D" as above.  The threads exist from the start, blocked on the queue:
  * the simulator spawns them on first demand, which costs no CPU either way.
+ * Pool thread j is named "worker-j", as the simulator names its tasks.
+ *
+ * Accept mode (--pool WORKERS CAPACITY --accept BACKLOG BATCH WINDOW_NS
+ * ACCEPT_NS POLL_NS): the server of workload=webserver (sim/workloads/webserver.py)
+ * in front of the pool.  A request line is a connection that completed its
+ * handshake: the main thread puts it in the listen backlog (at most BACKLOG
+ * waiting, else "X <id> <now_ns>" at once: refused).  One thread named
+ * "accept" takes connections out of the backlog as the simulator's accept
+ * thread does: each pass spins ACCEPT_NS of its CPU time (accept + enqueue),
+ * then takes one waiting connection into the batch; the batch goes to the
+ * pool (as a pool-mode request, dropped with "X" where the queue is full)
+ * when it holds BATCH connections or WINDOW_NS after its first was taken.
+ * With nothing to accept and no batch due it blocks (on a condition
+ * variable, as a blocking accept or epoll would), woken by a connection or
+ * by the window's end; with POLL_NS > 0 it never blocks: a pass that finds
+ * the backlog empty spins POLL_NS (a non-blocking accept's loop).  The main
+ * thread stands for the kernel's TCP stack (the handshake that queues the
+ * connection and wakes the accepter).
  *
  * --max-seconds S: the process is killed by SIGALRM after S seconds of wall
  * time whatever happens (the backend's time bound on every worker).
@@ -243,9 +261,65 @@ static void pool_submit(uint64_t id, int64_t demand) {
     if (!ok) say("X %" PRIu64 " %" PRId64 "\n", id, now_ns(CLOCK_MONOTONIC));
 }
 
+/* Accept mode: the listen backlog (a ring of BACKLOG connections) and the
+ * accept thread's batch. */
+static pthread_mutex_t acc_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t acc_cond;   /* on CLOCK_MONOTONIC: the batch window's end */
+static struct pool_item *backlog, *batch;
+static long backlog_size, backlog_head, backlog_len, batch_size, batch_len;
+static int64_t window_ns, accept_ns, poll_ns;
+
+static void listen_submit(uint64_t id, int64_t demand) {
+    pthread_mutex_lock(&acc_lock);
+    int ok = backlog_len < backlog_size;
+    if (ok) {
+        backlog[(backlog_head + backlog_len) % backlog_size] = (struct pool_item){id, demand};
+        backlog_len++;
+        pthread_cond_signal(&acc_cond);
+    }
+    pthread_mutex_unlock(&acc_lock);
+    if (!ok) say("X %" PRIu64 " %" PRId64 "\n", id, now_ns(CLOCK_MONOTONIC));
+}
+
+static void *accept_thread(void *arg) {
+    (void)arg;
+    int64_t window_end = 0;
+    for (;;) {
+        pthread_mutex_lock(&acc_lock);
+        /* a pass runs for a connection, or to hand over a batch whose window
+         * ended; a polling loop runs passes whatever there is */
+        while (!poll_ns && backlog_len == 0 &&
+               !(batch_len > 0 && now_ns(CLOCK_MONOTONIC) >= window_end)) {
+            if (batch_len > 0) {
+                struct timespec ts = {window_end / 1000000000LL, window_end % 1000000000LL};
+                pthread_cond_timedwait(&acc_cond, &acc_lock, &ts);
+            } else {
+                pthread_cond_wait(&acc_cond, &acc_lock);
+            }
+        }
+        int empty = backlog_len == 0;
+        pthread_mutex_unlock(&acc_lock);
+        spin_cpu(empty && poll_ns ? poll_ns : accept_ns);
+        pthread_mutex_lock(&acc_lock);
+        if (backlog_len > 0) {
+            batch[batch_len++] = backlog[backlog_head];
+            backlog_head = (backlog_head + 1) % backlog_size;
+            backlog_len--;
+            if (batch_len == 1) window_end = now_ns(CLOCK_MONOTONIC) + window_ns;
+        }
+        pthread_mutex_unlock(&acc_lock);
+        if (batch_len > 0 && (batch_len >= batch_size || now_ns(CLOCK_MONOTONIC) >= window_end)) {
+            for (long j = 0; j < batch_len; j++) pool_submit(batch[j].id, batch[j].demand);
+            batch_len = 0;
+        }
+    }
+    return NULL;
+}
+
 static void usage(void) {
     fprintf(stderr, "usage: funcworker [--max-seconds S] [--periodic THREADS RUN_US SLEEP_US "
-                    "[--nices N0,N1,...] | --pool WORKERS CAPACITY]\n");
+                    "[--nices N0,N1,...] | --pool WORKERS CAPACITY "
+                    "[--accept BACKLOG BATCH WINDOW_NS ACCEPT_NS POLL_NS]]\n");
     exit(2);
 }
 
@@ -267,6 +341,15 @@ int main(int argc, char **argv) {
             pool_capacity = strtol(argv[++i], NULL, 10);
             if (pool_workers < 1 || pool_workers > 4096 || pool_capacity < 0 ||
                 pool_capacity > 10000000)
+                usage();
+        } else if (!strcmp(argv[i], "--accept") && i + 5 < argc) {
+            backlog_size = strtol(argv[++i], NULL, 10);
+            batch_size = strtol(argv[++i], NULL, 10);
+            window_ns = strtoll(argv[++i], NULL, 10);
+            accept_ns = strtoll(argv[++i], NULL, 10);
+            poll_ns = strtoll(argv[++i], NULL, 10);
+            if (backlog_size < 1 || backlog_size > 10000000 || batch_size < 1 ||
+                batch_size > 10000000 || window_ns < 0 || accept_ns < 1 || poll_ns < 0)
                 usage();
         } else if (!strcmp(argv[i], "--nices") && i + 1 < argc) {
             char *q = argv[++i];
@@ -296,7 +379,7 @@ int main(int argc, char **argv) {
             }
         }
     }
-    if (periodic && pool_workers) usage();
+    if ((periodic && pool_workers) || (backlog_size && !pool_workers)) usage();
     if (pool_workers) {
         pool_limit = ring_size = pool_workers + pool_capacity;
         ring = calloc((size_t)ring_size, sizeof *ring);
@@ -307,7 +390,26 @@ int main(int argc, char **argv) {
                 perror("pthread_create");
                 return 4;
             }
+            /* named before the handshake, so the name is there when the run starts */
+            char name[16];
+            snprintf(name, sizeof name, "worker-%ld", j);
+            pthread_setname_np(t, name);
         }
+    }
+    if (backlog_size) {
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&acc_cond, &ca);
+        backlog = calloc((size_t)backlog_size, sizeof *backlog);
+        batch = calloc((size_t)batch_size, sizeof *batch);
+        pthread_t t;
+        if (!backlog || !batch) return 4;
+        if (pthread_create(&t, &attr, accept_thread, NULL)) {
+            perror("pthread_create");
+            return 4;
+        }
+        pthread_setname_np(t, "accept");
     }
     char line[256];
     while (fgets(line, sizeof line, stdin)) {
@@ -340,6 +442,8 @@ int main(int argc, char **argv) {
                 if (k != 1)
                     say("E pool requests run on one worker thread: %.*s\n",
                         (int)strcspn(line, "\n"), line);
+                else if (backlog_size)
+                    listen_submit(id, demand);
                 else
                     pool_submit(id, demand);
             } else if (start_request(id, demand, k)) {

@@ -41,11 +41,13 @@ from sim.config import MISSING, MappingReads, tunable
 # how the real backend (backends/real) runs a workload:
 # - functions: replays an invocation trace, a native worker per function cgroup
 # - worker_pool: one pool-mode worker behind a bounded queue
+# - webserver: that worker with a listen backlog and an accept thread in front
 # - periodic: threads that run and sleep, in their cgroups
 # - jobs: a job trace, each job in its own cgroup
 # - memlookup: the memory worker's random lookups in RDT partitions
 # - rtapp: the rt-app binary runs the task description, its threads in their cgroups
-REAL_BACKENDS = ("functions", "worker_pool", "periodic", "jobs", "memlookup", "rtapp")
+REAL_BACKENDS = ("functions", "worker_pool", "webserver", "periodic", "jobs", "memlookup",
+                 "rtapp")
 
 
 @dataclass

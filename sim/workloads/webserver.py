@@ -27,11 +27,22 @@ response (or the refusal) of its last, as the affinity thesis's ``hey -c 10`` lo
 full backlog is retried after at least TCP's 1 s SYN retransmission timeout).
 
 Modelling choices the thesis leaves open: its accept loop polls a
-non-blocking socket; here the accept thread sleeps while there is nothing to
-accept (as a blocking accept or epoll would), so it costs CPU only per
-connection.  A batch wakes one idle worker per connection it brings (no
-thundering herd).  Latency runs from the connection's arrival in the backlog
-to the end of its request's CPU work.
+non-blocking socket ("constantly attempting to accept", §4.2.1); by default
+(``poll_us`` null) the accept thread sleeps while there is nothing to accept
+(as a blocking accept or epoll would), so it costs CPU only per connection.
+With ``poll_us`` set it never sleeps: a pass that finds the backlog empty
+costs ``poll_us`` of CPU (a non-blocking accept and the loop around it) and
+the next pass follows at once, so the thread is always runnable and shares
+a CPU with the workers (the thesis's reading of why its main thread gets
+less CPU as workers are added, §6.1.1).  Either way a pass takes the next
+waiting connection, if any, when it ends.  A batch wakes one idle worker per
+connection it brings (no thundering herd).  Latency runs from the
+connection's arrival in the backlog to the end of its request's CPU work.
+
+On the real host (``backend=real``) the native worker runs the same server
+(backends/real/functions.py ``WebserverRunner``); its threads are named as
+the simulator's tasks (``accept``, ``worker-<j>``), so ``trace.thread=accept``
+measures the same thread on both backends.
 """
 from __future__ import annotations
 
@@ -64,6 +75,9 @@ class WebserverConfig(WorkerPoolConfig):
     # a batch is handed over at most this long after its first
     batch_window_ms: float = tunable(0.0, range=(0, None))
     accept_us: float = tunable(1.0, above=0)  # accept thread CPU per connection
+    # null: the accept thread sleeps while nothing waits; a value: it polls,
+    # each pass that finds nothing costing this much CPU
+    poll_us: Optional[float] = tunable(None, above=0)
     trace_file: Optional[str] = None  # open loop: replay these arrivals (invocation trace)
 
     @classmethod
@@ -81,7 +95,7 @@ class WebserverWorkload(WorkerPoolWorkload):
     CONFIG = WebserverConfig
     # replays (or draws) its arrivals itself
     READS_TRACE = True
-    REAL_BACKEND = None
+    REAL_BACKEND = "webserver"
 
     generate_trace = staticmethod(arrival_trace)
     read_trace_file = staticmethod(read_trace)
@@ -98,6 +112,8 @@ class WebserverWorkload(WorkerPoolWorkload):
         self.batch_size = cfg.batch_size
         self.window_ns = int(round(float(cfg.batch_window_ms) * NSEC_PER_MSEC))
         self.accept_ns = max(1, int(round(float(cfg.accept_us) * 1000)))
+        self.poll_ns = None if cfg.poll_us is None else max(1, int(round(float(cfg.poll_us)
+                                                                         * 1000)))
         self.backlog: deque[Request] = deque()
         self.batch: list[Request] = []
         self.window_end = 0
@@ -109,6 +125,9 @@ class WebserverWorkload(WorkerPoolWorkload):
 
     # --- load --------------------------------------------------------------------------
     def start(self):
+        if self.poll_ns is not None:
+            # a polling accept loop runs from the start, connections or not
+            self._run_acceptor()
         if self.clients is None and self.trace is not None:
             t = self.trace.sort_by("arrival_s")
             self.rows = list(zip(
@@ -145,7 +164,7 @@ class WebserverWorkload(WorkerPoolWorkload):
     def _run_acceptor(self):
         a = self.acceptor
         self.acceptor_idle = False
-        a.remaining = self.accept_ns
+        a.remaining = self.accept_ns if self.backlog or self.poll_ns is None else self.poll_ns
         if self.acceptor_forked:
             self.machine.wake_up(a)
         else:
@@ -174,6 +193,9 @@ class WebserverWorkload(WorkerPoolWorkload):
                 self.admit(req)
         if self.backlog:
             t.remaining = self.accept_ns
+            return 0
+        if self.poll_ns is not None:
+            t.remaining = self.poll_ns      # an empty pass: accept() says EAGAIN
             return 0
         self.acceptor_idle = True
         return BURST_BLOCK

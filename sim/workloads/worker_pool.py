@@ -1,5 +1,7 @@
 """``workload=worker_pool``: the server of the affinity thesis (Affinity
-Aware CPU Scheduling for Container Hosts).  Poisson arrivals join
+Aware CPU Scheduling for Container Hosts).  Poisson arrivals (or, with
+``interarrival: det``, one every 1 / ``rate_rps``: the thesis's controlled
+test sent "exactly 10 requests per second", §6.1.3) join
 a FIFO queue of at most ``capacity`` waiting requests (arrivals to a full
 queue are dropped and counted); ``workers`` threads serve it.  Worker
 threads are spawned on first demand, then block on the queue when it is
@@ -57,6 +59,8 @@ class WorkerPoolConfig(WorkloadConfig):
     # the simulator workload (options sharing this module: apache)
     model: str = tunable("worker_pool", choices=("worker_pool",))
     rate_rps: float = tunable(MISSING, above=0)   # open loop
+    # open loop: exp (Poisson arrivals) or det (one every 1 / rate_rps)
+    interarrival: str = tunable("exp", choices=("exp", "det"))
     service: str = tunable("exp", choices=SERVICE_DISTRIBUTIONS)
     mean_service_s: float = tunable(MISSING, above=0)
     service_sigma: float = tunable(1.0, above=0)  # lognormal shape
@@ -110,6 +114,20 @@ class WorkerPoolConfig(WorkloadConfig):
                 Term("request", rate * duration_s, key)]
 
 
+class Gaps:
+    """Open-loop inter-arrival times in ns: ``exp`` draws them from ``rng``
+    (Poisson arrivals at ``rate_rps``), ``det`` is 1 / ``rate_rps`` each."""
+
+    def __init__(self, kind: str, rate_rps: float, rng: RngStream):
+        self.kind, self.rng = kind, rng
+        self.mean_ns = NSEC_PER_SEC / rate_rps
+
+    def next_ns(self) -> int:
+        if self.kind == "det":
+            return int(self.mean_ns)
+        return int(self.rng.exponential(self.mean_ns))
+
+
 def arrival_trace(cfg, seed: int, duration_s: float) -> pa.Table | None:
     """The open-loop arrivals over [0, duration_s) as an invocation trace
     (sim/workloads/trace.py), from the same random streams the simulator
@@ -118,17 +136,17 @@ def arrival_trace(cfg, seed: int, duration_s: float) -> pa.Table | None:
     plain mapping)."""
     if cfg.get("clients") is not None:
         return None
-    gaps = RngStream(seed, f"workload/{NAME}/arrivals")
+    gap = Gaps(cfg.get("interarrival", "exp"), float(cfg["rate_rps"]),
+               RngStream(seed, f"workload/{NAME}/arrivals"))
     service = ServiceTime(cfg["service"], float(cfg["mean_service_s"]),
                           float(cfg["service_sigma"]), RngStream(seed, f"workload/{NAME}/service"))
-    mean_gap_ns = NSEC_PER_SEC / float(cfg["rate_rps"])
     end = s_to_ns(duration_s)
     arrivals, demands = [], []
-    t = int(gaps.exponential(mean_gap_ns))
+    t = gap.next_ns()
     while t < end:
         arrivals.append(t)
         demands.append(service.sample_ns())
-        t += int(gaps.exponential(mean_gap_ns))
+        t += gap.next_ns()
     n = len(arrivals)
     return make_trace([NAME] * n, np.asarray(arrivals, np.int64) / NSEC_PER_SEC,
                       np.asarray(demands, np.int64) / NSEC_PER_SEC, [1] * n)
@@ -181,10 +199,10 @@ class WorkerPoolWorkload(Workload):
         self.capacity = cfg.capacity
         self.nice = cfg.nice
         self.ws_bytes = cfg.working_set_kb * 1024
-        self.mean_gap_ns = NSEC_PER_SEC / float(cfg.rate_rps)
         # the server's cgroup, at the default weight (the config has no weight key)
         self.tg = machine.create_group(NAME, cgroup_shares({}))
-        self.gaps = self.engine.rng(f"workload/{NAME}/arrivals")
+        self.gaps = Gaps(cfg.interarrival, float(cfg.rate_rps),
+                         self.engine.rng(f"workload/{NAME}/arrivals"))
         self.service = ServiceTime(cfg.service, float(cfg.mean_service_s),
                                    float(cfg.service_sigma),
                                    self.engine.rng(f"workload/{NAME}/service"))
@@ -205,8 +223,7 @@ class WorkerPoolWorkload(Workload):
 
     def start(self):
         if self.clients is None:
-            self.engine.call_later(int(self.gaps.exponential(self.mean_gap_ns)),
-                                   self._arrive)
+            self.engine.call_later(self.gaps.next_ns(), self._arrive)
         elif self.loadgen:
             for client in range(self.clients):
                 self._client_ready(client)
@@ -231,7 +248,7 @@ class WorkerPoolWorkload(Workload):
         req = Request(NAME, self.tg.name, self.engine.now, self.service.sample_ns())
         self.recorder.request_arrived(req)
         self.receive(req)
-        self.engine.call_later(int(self.gaps.exponential(self.mean_gap_ns)), self._arrive)
+        self.engine.call_later(self.gaps.next_ns(), self._arrive)
 
     def receive(self, req):
         """A request reaches the server (the webserver overrides this to put
