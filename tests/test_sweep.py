@@ -127,7 +127,7 @@ def test_unknown_sweep_option_is_a_config_error():
         expand_sweep(["scheduler=cfs,nope"])
 
 
-@pytest.mark.parametrize("experiment, n", [("lags_fig3", 2 * 19 * 4), ("lags_fig8", 3 * 3 * 4),
+@pytest.mark.parametrize("experiment, n", [("lags_fig3", 2 * 19 * 4), ("lags_fig8", 3 * 3 * 4 * 3),
                                            ("lags_fig11", 3 * 2 * 6)])
 def test_experiment_files_define_their_sweep(experiment, n):
     points, swept, _ = expand_sweep([f"experiment={experiment}"])
