@@ -22,7 +22,7 @@ def test_groups_and_options_match_the_documented_names():
                        "affinity_workers_this_vm", "catcloud_baselines_exp1", "catcloud_baselines_exp2",
                        "catcloud_exp1", "catcloud_exp2", "catcloud_mixed", "catcloud_vpa_defaults",
                        "cfs_params_fig1", "cfs_params_fig2", "cfs_params_fig3", "cfs_params_fig4",
-                       "cluster_pods", "cluster_sizing", "demo_density", "lags_fig11", "lags_fig3", "lags_fig5", "lags_fig8", "noisy_ablations",
+                       "cluster_pods", "cluster_sizing", "demo_density", "lags_fig11", "lags_fig3", "lags_fig5", "lags_fig6", "lags_fig8", "noisy_ablations",
                        "noisy_scenarios", "page_size",
                        "shared_partitions"],
         "host": ["e5-2430l", "epyc-7453", "generic", "silver-4314-2s", "this-vm"],

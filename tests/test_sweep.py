@@ -12,7 +12,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from cli.main import main
-from scenarios.config import CONF_DIR, expand_sweep
+from scenarios.config import CONF_DIR, compose, expand_sweep
 from scenarios.validate import ConfigError
 
 BASE = ["host=this-vm", "duration_s=1", "warmup_s=0.2", "workload.functions=2",
@@ -127,12 +127,28 @@ def test_unknown_sweep_option_is_a_config_error():
         expand_sweep(["scheduler=cfs,nope"])
 
 
-@pytest.mark.parametrize("experiment, n", [("lags_fig3", 2 * 19 * 4), ("lags_fig8", 3 * 3 * 4),
+@pytest.mark.parametrize("experiment, n", [("lags_fig3", 2 * 19 * 4), ("lags_fig8", 3 * 3 * 4 * 3),
                                            ("lags_fig11", 3 * 2 * 6)])
 def test_experiment_files_define_their_sweep(experiment, n):
     points, swept, _ = expand_sweep([f"experiment={experiment}"])
     assert len(points) == n
     assert {"workload", "workload.functions", "scheduler"} <= set(swept)
+
+
+def test_lags_fig6_sweeps_the_load_credit_window_on_one_knative_node():
+    """Fig. 6: CFS-LAGS's window over the decades around the paper's 1,000
+    ticks, three seeds, on one 100-function node; the CFS reference its
+    header documents composes as a single run."""
+    points, swept, cfgs = expand_sweep(["experiment=lags_fig6"])
+    assert len(points) == 4 * 3 and set(swept) == {"scheduler.window_ticks", "seed"}
+    assert sorted({c.scheduler.window_ticks for c in cfgs}) == [10, 100, 1000, 10000]
+    for cfg in cfgs:
+        assert (cfg.scheduler.name, cfg.cluster.name, cfg.cluster.nodes) == ("lags", "kubernetes", 1)
+        assert (cfg.workload.functions, cfg.workload.request_path) == (100, "bentoml")
+    header = (CONF_DIR / "experiment" / "lags_fig6.yaml").read_text()
+    reference = re.search(r"^#\s+colosim run (experiment=lags_fig6 scheduler=cfs .*)$", header, re.M)
+    cfg = compose(reference.group(1).split())
+    assert cfg.scheduler.name == "cfs" and cfg.workload.functions == 100
 
 
 def test_the_noisy_ablations_and_their_documented_sweeps_compose():
