@@ -173,7 +173,9 @@ def calibrate(out: str, work_dir: Path | None = None, from_bench: Path | None = 
     profile = build_profile(name, result, fingerprint, bench_meta)
     if (Path(bench_dir) / "dispatch.parquet").exists():
         fit_block = profile.pop("fit")          # the fit block stays last
-        profile.update(dispatch_costs(read_table(bench_dir, "dispatch")[0]), fit=fit_block)
+        keys = dispatch_costs(read_table(bench_dir, "dispatch")[0])
+        fit_block["uncertainty"].update(keys.pop("uncertainty", {}))
+        profile.update(keys, fit=fit_block)
     for bench_name, costs in (("loadgen", lambda t, _meta: loadgen_costs(t)),
                               ("kthreads", kthread_params)):
         # what else runs on the host (sim/loadgen.py, sim/kthreads.py), where measured
@@ -201,6 +203,12 @@ def calibrate(out: str, work_dir: Path | None = None, from_bench: Path | None = 
                    f"{profile['worker_dispatch_us']} us per request read, "
                    f"{profile['worker_thread_us']} us per thread created "
                    "(calibration/bench/dispatch.py; `workload.request_path=worker`).\n")
+        if "worker_cold_decay_ms" in profile:
+            report += (f"Each thread: {profile['worker_thread_start_us']} us before its share, "
+                       f"{profile['worker_thread_exit_us']} us after it; cold (away >> "
+                       f"{profile['worker_cold_decay_ms']} ms): x "
+                       f"{1 + profile['worker_cold_factor']:.2f} (main thread), x "
+                       f"{1 + profile['worker_cold_thread_factor']:.2f} (threads).\n")
     if resim:
         report += run_checks(result, Path(bench_dir), work_dir, host, scheduler, progress)
     (work_dir / "fit-report.md").write_text(report)

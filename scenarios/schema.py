@@ -80,6 +80,15 @@ CalibrationConfig = make_dataclass("CalibrationConfig", [
     # sim/workloads/request_path.py's defaults)
     ("worker_dispatch_us", Optional[float], field(default=None)),
     ("worker_thread_us", Optional[float], field(default=None)),
+    # the rest of that worker's own CPU (sim/workloads/request_path.py
+    # WorkerPath.set_host_costs; null: not measured, not modelled): each
+    # request thread's start-up and exit, warm, and how much more the
+    # worker's costs are once it has been away from the CPU
+    ("worker_thread_start_us", Optional[float], field(default=None)),
+    ("worker_thread_exit_us", Optional[float], field(default=None)),
+    ("worker_cold_factor", Optional[float], field(default=None)),
+    ("worker_cold_thread_factor", Optional[float], field(default=None)),
+    ("worker_cold_decay_ms", Optional[float], field(default=None)),
     # what else runs on the host, measured by `colosim calibrate` (null: not
     # measured, not modelled).  The real backend's load generator, a
     # SCHED_FIFO task of the host on the worker path (sim/loadgen.py): CPU
@@ -98,6 +107,7 @@ CalibrationConfig = make_dataclass("CalibrationConfig", [
     # them out, to show their effect)
     ("loadgen", bool, field(default=True)),
     ("kthreads", bool, field(default=True)),
+    ("worker_host_costs", bool, field(default=True)),
 ])
 CalibrationConfig.__module__ = __name__   # importable by name: pickled configs refer to it
 

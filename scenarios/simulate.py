@@ -22,7 +22,7 @@ from sim.memory.progress import empty_summary
 from sim.metrics import HostCounters, IntervalSampler
 from sim.tracing import SchedTracer, enabled as tracing, trace_config
 from sim.workloads.openmp import summary_columns as openmp_columns
-from sim.workloads.request_path import WorkerPath
+from sim.workloads.request_path import WORKER_HOST_COSTS, WorkerPath
 
 
 @dataclass
@@ -54,12 +54,17 @@ def build(cfg: dict, trace=None):
 
 def attach_host_tasks(cfg: dict, machine, workload) -> None:
     """What else runs on the host, where the calibration profile measured it
-    and its switch is on: the real backend's load generator on the worker
+    and its switch is on: the native worker's own CPU beyond its dispatch
+    (``WorkerPath.set_host_costs``), the real backend's load generator on the worker
     path, with its sampler's reads (sim/loadgen.py), and the per-CPU kernel
     threads (sim/kthreads.py).  Created after the workload, so its tasks
     keep their pids."""
     cal = cfg["calibration"]
     path = getattr(workload, "path", None)
+    if cal.get("worker_host_costs", True) and isinstance(path, WorkerPath) \
+            and cal.get("worker_cold_decay_ms") is not None:
+        path.set_host_costs(*(float(cal.get(k) or 0.0) for k in WORKER_HOST_COSTS[:-1]),
+                            float(cal["worker_cold_decay_ms"]))
     if cal.get("loadgen", True) and cal.get("loadgen_dispatch_us") is not None \
             and isinstance(path, WorkerPath):
         path.loadgen = LoadGenerator(machine, float(cal["loadgen_dispatch_us"]),

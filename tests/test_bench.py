@@ -239,9 +239,48 @@ def test_wakeup_lateness_is_never_negative(tmp_path):
     assert (df.lateness_ns >= 0).all() and (df.period_ns == 1_000_000).all()
 
 
+def _dispatch_rows(p, gaps_ms=(0.5, 1, 2, 5, 20), requests=200):
+    """Benchmark rows as the model of calibration/bench/dispatch.py gives
+    them for parameters ``p`` (its order), exactly."""
+    a, b, s, e, fm, ft, tau = p
+    rows = []
+    for hog in (False, True):
+        for g in gaps_ms:
+            for k in (1, 4):
+                cold = -np.expm1(-g / tau)
+                main = (a + b * k) * (1 + fm * cold)
+                start, exit_ = s * (1 + ft * cold), e * (1 + ft * cold)
+                spin = 20.0 * requests
+                rows.append({"hog": hog, "gap_s": g / 1e3, "threads_per_request": k,
+                             "requests": requests, "main_cpu_ns": int(main * requests * 1e3),
+                             "main_vcsw": requests,
+                             "cgroup_cpu_ns": int((main + k * (start + exit_)) * requests * 1e3
+                                                  + spin * 1e3),
+                             "spin_cpu_ns": int(spin * 1e3),
+                             "start_cpu_ns": int(k * start * requests * 1e3)})
+    return pa.Table.from_pylist(rows)
+
+
+def test_dispatch_fit_recovers_the_model_it_fits():
+    from calibration.bench import dispatch
+    truth = (23.0, 6.0, 2.5, 10.0, 2.2, 2.3, 4.3)
+    costs = dispatch.dispatch_costs(_dispatch_rows(truth))
+    names = ("worker_dispatch_us", "worker_thread_us", "worker_thread_start_us",
+             "worker_thread_exit_us", "worker_cold_factor", "worker_cold_thread_factor",
+             "worker_cold_decay_ms")
+    for name, value in zip(names, truth):
+        assert costs[name] == pytest.approx(value, rel=0.01, abs=0.01), name
+        assert costs["uncertainty"][name] < 0.05 * value + 0.05, name
+    # the first version's table (one gap, the main thread only): its two keys
+    old = pa.Table.from_pylist([{"threads_per_request": k, "requests": 100,
+                                 "main_cpu_ns": int((10 + 5 * k) * 100e3), "main_vcsw": 100}
+                                for k in (1, 4)])
+    assert dispatch.dispatch_costs(old) == {"worker_dispatch_us": 10.0, "worker_thread_us": 5.0}
+
+
 @hardware
 @pytest.mark.usefixtures("no_leftovers")
-def test_dispatch_measures_the_workers_main_thread(tmp_path):
+def test_dispatch_measures_the_workers_own_cpu(tmp_path):
     from backends.real.config import RealBackend
     from backends.real.disturbance import host_times
     from calibration.bench import dispatch
@@ -250,13 +289,18 @@ def test_dispatch_measures_the_workers_main_thread(tmp_path):
     z = host_times()
     df = t.to_pandas()
     assert sorted(df.threads_per_request.unique()) == list(dispatch.THREADS)
+    assert sorted(df.gap_s.unique()) == list(dispatch.GAPS_S_QUICK)
     costs = dispatch.dispatch_costs(t)
     # reading a line and pthread_create: microseconds, not nothing, not milliseconds
     assert 0.5 < costs["worker_dispatch_us"] + costs["worker_thread_us"] < 500, costs
+    # the cgroup pays the spins, the main thread and the threads' own start-up
+    # and exit: more than the first two, by microseconds per request
+    own = (df.cgroup_cpu_ns - df.main_cpu_ns - df.spin_cpu_ns) / df.requests
+    assert ((own > 0) & (own < 1e6)).all(), own
+    assert ((df.start_cpu_ns > 0) & (df.start_cpu_ns < own * df.requests)).all()
     # the main thread sleeps on its pipe between requests: one switch each,
     # unless other load delayed it past the next request (0.5 ms later)
-    worker_ns = int(df.main_cpu_ns.sum() + (df.requests * df.threads_per_request).sum()
-                    * dispatch.DEMAND_NS)
+    worker_ns = int(df.cgroup_cpu_ns.sum())
     other = ((z["busy_ns"] - a["busy_ns"]) - (z["self_ns"] - a["self_ns"]) - worker_ns) \
         / (z["total_ns"] - a["total_ns"])
     if other > RealBackend().disturbed_other_frac:

@@ -26,11 +26,12 @@ def test_request_line_and_its_checks():
 
 def test_parse_worker_lines():
     assert parse_line(b"D 3 100 250 140\n") == Done(3, 100, 250, 140)
+    assert parse_line(b"D 3 100 250 140 12\n") == Done(3, 100, 250, 140, 12)
     assert parse_line("K 4242") == ("K", 4242)
     assert parse_line(b"B 1 10 11 20 9") == Burst(1, 10, 11, 20, 9)
     assert parse_line(b"E bad request: R x") == ("E", "bad request: R x")
     assert parse_line(b"X 5 123") == Dropped(5, 123)
-    for bad in (b"D 1 2 3", b"D a b c d", b"hello", b""):
+    for bad in (b"D 1 2 3", b"D a b c d", b"D 1 2 3 4 5 6", b"hello", b""):
         with pytest.raises(WorkerError):
             parse_line(bad)
 
@@ -65,6 +66,8 @@ def test_requests_run_their_demand_as_thread_cpu_time(binary):
             # CPU time, not wall time: measured within 1 ms of the demand,
             # and the request took at least its critical path in wall time
             assert demand <= d.cpu_ns <= demand + 1e6
+            # each thread's start-up CPU before its share: some, well below 1 ms
+            assert 0 < d.start_cpu_ns < 1e6
         assert done[1].end_ns - done[1].start_ns >= 20e6
         assert done[2].end_ns - done[2].start_ns >= 10e6
     finally:

@@ -4,6 +4,8 @@ queue-proxy sidecar and back; ``direct`` (the default) is unchanged."""
 import hashlib
 import json
 
+import math
+
 import pytest
 
 from scenarios.simulate import build, simulate
@@ -238,6 +240,60 @@ def test_worker_dispatch_defaults_to_the_calibration_profile():
     lat = [r["latency_s"] for r in _worker(_spaced(), calibration=ideal, thread_us=0.0)
            .requests.to_pylist()]
     assert lat == pytest.approx([150e-6 + 0.002] * 20, abs=1e-9)
+
+
+def _worker_host(start_us=4.0, exit_us=10.0, factor=2.0, thread_factor=1.0, decay_ms=5.0, **kw):
+    """The ideal profile with the worker's own host costs (dispatch 20 us,
+    5 us per thread created)."""
+    return {k: 0 for k in DEFAULT_COSTS} | {
+        "name": "ideal", "cache_line_bytes": 64, "cache_decay_ns": 1,
+        "worker_dispatch_us": 20.0, "worker_thread_us": 5.0,
+        "worker_thread_start_us": start_us, "worker_thread_exit_us": exit_us,
+        "worker_cold_factor": factor, "worker_cold_thread_factor": thread_factor,
+        "worker_cold_decay_ms": decay_ms} | kw
+
+
+def _cgroup_cpu_s(res) -> float:
+    rows = [r for r in res.intervals.to_pylist() if r["cgroup"] == "/faas/f"]
+    return sum(r["usage_s"] for r in rows)
+
+
+def test_worker_threads_start_before_and_exit_after_their_share():
+    # no cold part: each request costs the dispatcher 25 us, its thread 4 us
+    # before the share (in the latency) and 10 us after it (not)
+    res = _worker(_spaced(), calibration=_worker_host(factor=0.0, thread_factor=0.0))
+    lat = [r["latency_s"] for r in res.requests.to_pylist()]
+    assert lat == pytest.approx([25e-6 + 4e-6 + 0.002] * 20, abs=1e-9)
+    assert _cgroup_cpu_s(res) == pytest.approx(20 * (25e-6 + 4e-6 + 0.002 + 10e-6), abs=1e-8)
+
+
+def test_worker_costs_grow_with_the_time_away_and_not_from_a_backlog():
+    # 50 ms apart (10 decay times): every request finds the worker cold,
+    # (20 + 5) x 3 for the dispatcher, (4 + 10) x 2 for the thread
+    cold = 1 + 2.0 * -math.expm1(-50 / 5.0)
+    thread_cold = 1 + 1.0 * -math.expm1(-50 / 5.0)
+    res = _worker(_spaced(), calibration=_worker_host())
+    lat = [r["latency_s"] for r in res.requests.to_pylist()]
+    # the first request's dispatcher is new: fully cold
+    assert lat[0] == pytest.approx(75e-6 + 8e-6 + 0.002, abs=2e-9)
+    assert lat[1:] == pytest.approx([int(25e3 * cold) * 1e-9 + int(4e3 * thread_cold) * 1e-9
+                                     + 0.002] * 19, abs=2e-9)
+    # two requests at once: the second is read from the pipe right after
+    # the first, warm (25 us), and its thread starts warm (4 us)
+    both = make_trace(["f", "f"], [0.01, 0.01], [0.002, 0.002], [1, 1])
+    lat = sorted(r["latency_s"] for r in _worker(both, cores=2,
+                                                calibration=_worker_host()).requests.to_pylist())
+    assert lat[0] == pytest.approx(75e-6 + 8e-6 + 0.002, abs=2e-9)
+    assert lat[1] == pytest.approx(75e-6 + 25e-6 + 4e-6 + 0.002, abs=2e-9)
+
+
+def test_worker_host_costs_switch_off_to_the_dispatch_alone():
+    trace = _spaced()
+    off = _worker(trace, calibration=_worker_host(worker_host_costs=False))
+    plain = {k: v for k, v in _worker_host().items()
+             if not k.startswith(("worker_thread_start", "worker_thread_exit", "worker_cold"))}
+    assert _digest(off) == _digest(_worker(trace, calibration=plain))
+    assert _digest(off) != _digest(_worker(trace, calibration=_worker_host()))
 
 
 # ``bentoml``: knative's pod running a BentoML service (API server, the

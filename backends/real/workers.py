@@ -60,6 +60,9 @@ class Done:
     start_ns: int
     end_ns: int
     cpu_ns: int
+    # the threads' CPU before their shares began (thread start-up); 0 where
+    # the worker does not say (pool mode's reused threads)
+    start_cpu_ns: int = 0
 
 
 @dataclass(frozen=True)
@@ -93,7 +96,7 @@ def parse_line(line: bytes | str):
     s = s.rstrip("\n")
     parts = s.split()
     try:
-        if parts and parts[0] == "D" and len(parts) == 5:
+        if parts and parts[0] == "D" and len(parts) in (5, 6):
             return Done(*(int(p) for p in parts[1:]))
         if parts and parts[0] == "B" and len(parts) == 6:
             return Burst(*(int(p) for p in parts[1:]))

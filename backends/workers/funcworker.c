@@ -6,7 +6,7 @@
  * CLOCK_MONOTONIC nanoseconds, the clock of Python's time.monotonic_ns):
  *
  *   P                          ping        -> "K <pid>"
- *   R <id> <demand_ns> <k>     request     -> later "D <id> <start_ns> <end_ns> <cpu_ns>"
+ *   R <id> <demand_ns> <k>     request     -> later "D <id> <start_ns> <end_ns> <cpu_ns> <start_cpu_ns>"
  *   Q                          quit now (requests in flight are abandoned)
  *   G <t0_ns>                  periodic mode: start the threads at t0
  *
@@ -15,7 +15,10 @@
  * thread spins until ITS OWN CPU time (CLOCK_THREAD_CPUTIME_ID) has grown by
  * its share, so preemption, throttling and waiting do not count as work.
  * start_ns is when the first of the request's threads began running, end_ns
- * when the last finished, cpu_ns the CPU time its threads measured.
+ * when the last finished, cpu_ns the CPU time its threads measured,
+ * start_cpu_ns the CPU time its threads had used before their shares began
+ * (thread start-up: the thread's clock counts from its creation).  Pool
+ * and accept mode's "D" lines omit start_cpu_ns (their threads are reused).
  * Malformed commands are answered with "E <message>".  EOF on stdin exits.
  *
  * Periodic mode (--periodic THREADS RUN_US SLEEP_US [--nices N0,N1,...]):
@@ -118,6 +121,7 @@ struct request {
     int pending;
     int64_t start_ns;   /* first thread's start, CLOCK_MONOTONIC */
     int64_t cpu_ns;
+    int64_t start_cpu_ns;   /* the threads' CPU before their shares began */
 };
 
 struct share {
@@ -138,12 +142,13 @@ static void *run_share(void *arg) {
     free(s);
     pthread_mutex_lock(&r->lock);
     r->cpu_ns += cpu;
+    r->start_cpu_ns += c0;
     int last = --r->pending == 0;
     pthread_mutex_unlock(&r->lock);
     if (last) {
         int64_t end = now_ns(CLOCK_MONOTONIC);
-        say("D %" PRIu64 " %" PRId64 " %" PRId64 " %" PRId64 "\n", r->id, r->start_ns, end,
-            r->cpu_ns);
+        say("D %" PRIu64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 "\n", r->id,
+            r->start_ns, end, r->cpu_ns, r->start_cpu_ns);
         pthread_mutex_destroy(&r->lock);
         free(r);
     }

@@ -185,13 +185,16 @@ class ServiceTime:
         return max(1, int(d))
 
 
-def fork_threads(machine, req, tg, nice: int, ws_bytes: int, owner, hint: int) -> int:
+def fork_threads(machine, req, tg, nice: int, ws_bytes: int, owner, hint: int,
+                 start_ns: int = 0) -> int:
     """Fork ``req.pending`` threads of ``req`` in ``tg``, the demand split
     evenly (divmod: the first takes the remainder), each placed by fork
-    balancing from where the previous one went; returns the last one's CPU."""
+    balancing from where the previous one went and running ``start_ns`` of
+    its own start-up first; returns the last one's CPU."""
     share, extra = divmod(req.demand, req.pending)
     for j in range(req.pending):
-        t = machine.new_task(req.function, tg, nice, max(1, share + (extra if j == 0 else 0)),
+        t = machine.new_task(req.function, tg, nice,
+                             max(1, share + (extra if j == 0 else 0) + start_ns),
                              ws_bytes, owner, req)
         machine.wake_up_new_task(t, hint)
         hint = t.cpu

@@ -75,6 +75,23 @@ cgroup as in ``direct``.  This is the path to compare a simulation with a
 ``direct``.  Null keys take the calibration profile's
 ``worker_dispatch_us`` and ``worker_thread_us`` (measured by ``colosim
 calibrate``'s dispatch benchmark).  Where the profile also measured the
+rest of the worker's own CPU (``set_host_costs``), each request thread
+runs ``worker_thread_start_us`` before its share (the request counts as
+started when it first runs, a few us before the real worker's clock
+starts) and ``worker_thread_exit_us`` after it (the request has ended
+then: the real worker reports the end before the thread exits), and all
+the worker's costs grow the longer its dispatcher was away from a CPU:
+x (1 + factor x (1 - exp(-away / worker_cold_decay_ms))), with
+``worker_cold_factor`` for the dispatcher's and
+``worker_cold_thread_factor`` for its threads' (away: since the
+dispatcher last ran; a request read from a backlog is warm, a new
+dispatcher's first is cold).  On a VM that is most of the cost: the same
+request costs the worker ~40 us warm and ~150 us after 10 ms away, whether
+its CPU was idle or busy meanwhile (calibration/bench/dispatch.py;
+docs/calibration-host.md), the caches and TLB the guest's code paths lose
+to the hypervisor's other work.  The spinning share itself is timed by the
+thread's CPU clock on the real host, so its own slowdown costs no CPU.
+Where the profile also measured the
 real backend's load generator, the SCHED_FIFO thread that writes each
 request to the worker's pipe runs as a task of the host too
 (sim/loadgen.py; ``WorkerPath.loadgen``).
@@ -88,6 +105,7 @@ completion; null: the worker path's default).
 from __future__ import annotations
 
 from collections import deque
+from math import expm1
 
 from sim.config import from_mapping
 from sim.engine import NSEC_PER_USEC
@@ -108,6 +126,10 @@ REQUEST_PATHS = (DIRECT, KNATIVE, BENTOML, WORKER, RDHASHD)
 # 6.18; calibration=this-vm holds the fitted values)
 DEFAULT_DISPATCH_US = 10.9
 DEFAULT_THREAD_US = 11.3
+# the calibration profile's keys for the rest of the worker's own CPU, in
+# WorkerPath.set_host_costs's order (calibration/bench/dispatch.py)
+WORKER_HOST_COSTS = ("worker_thread_start_us", "worker_thread_exit_us", "worker_cold_factor",
+                     "worker_cold_thread_factor", "worker_cold_decay_ms")
 QUEUE_PROXY = "queue-proxy"
 USER_CONTAINER = "user-container"
 API_SERVER = "api-server"
@@ -525,6 +547,34 @@ class WorkerPath:
         # the real backend's load generator (sim/loadgen.py), where modelled:
         # it sends each request to the worker's pipe
         self.loadgen = None
+        # the threads' own start-up and exit CPU and the cold factors
+        # (set_host_costs; none until the profile gives them)
+        self.start_ns = self.exit_ns = 0
+        self.cold_factor = self.cold_thread_factor = 0.0
+        self.cold_decay_ns = 1.0
+        self.cold: dict = {}          # dispatcher -> cold fraction of its current request
+        self.thread_exit: dict = {}   # request -> its threads' exit CPU
+        self.exiting: set = set()     # request threads running their exit
+
+    def set_host_costs(self, start_us: float, exit_us: float, cold_factor: float,
+                       cold_thread_factor: float, cold_decay_ms: float) -> None:
+        """The rest of the worker's own CPU, as the calibration profile
+        measured it (module docstring): each request thread's start-up
+        before its share and exit after it, and how much more everything
+        costs once the worker has been away from the CPU."""
+        for key, value in (("worker_thread_start_us", start_us),
+                           ("worker_thread_exit_us", exit_us),
+                           ("worker_cold_factor", cold_factor),
+                           ("worker_cold_thread_factor", cold_thread_factor)):
+            if value < 0:
+                raise ValueError(f"calibration.{key} = {value}: must be >= 0")
+        if cold_decay_ms <= 0:
+            raise ValueError(f"calibration.worker_cold_decay_ms = {cold_decay_ms}: must be > 0")
+        self.start_ns = start_us * NSEC_PER_USEC
+        self.exit_ns = exit_us * NSEC_PER_USEC
+        self.cold_factor = cold_factor
+        self.cold_thread_factor = cold_thread_factor
+        self.cold_decay_ns = cold_decay_ms * 1e6
 
     def add_function(self, tg) -> None:
         """The dispatcher starts with the first request (its thread exists
@@ -541,7 +591,8 @@ class WorkerPath:
             self.loadgen.dispatch(hint)
         d = self.dispatcher.get(tg)
         if d is None:
-            d = m.new_task(f"{req.function}/dispatcher", tg, self.wl.nice, self._cost(req), 0, self)
+            d = m.new_task(f"{req.function}/dispatcher", tg, self.wl.nice, self._cost(req, None),
+                           0, self)
             self.dispatcher[tg] = d
             self.job[d] = req
             m.wake_up_new_task(d, hint)
@@ -549,21 +600,54 @@ class WorkerPath:
             self.pipe[tg].append(req)
         else:
             self.job[d] = req
-            d.remaining = self._cost(req)
+            d.remaining = self._cost(req, None if d.last_ran is None
+                                     else self.engine.now - d.last_ran)
             m.wake_up(d)
         return d.cpu
 
-    def _cost(self, req) -> int:
-        return max(1, self.dispatch_ns + self.thread_ns * req.pending)
+    def _cost(self, req, away) -> int:
+        """The dispatcher's CPU for ``req``, read after ``away`` ns off the
+        CPU (None: a new dispatcher, away since ever; 0: read from a
+        backlog), and the request's cold fraction kept for its threads: the
+        decay form of the module docstring."""
+        cost = self.dispatch_ns + self.thread_ns * req.pending
+        if self.cold_factor or self.cold_thread_factor:
+            cold = 1.0 if away is None else -expm1(-away / self.cold_decay_ns)
+            self.cold[req] = cold
+            cost = int(cost * (1.0 + self.cold_factor * cold))
+        return max(1, cost)
 
     def burst_done(self, d):
+        if d not in self.job:
+            return self._thread_done(d)
         req = self.job.pop(d)
         wl = self.wl
-        fork_threads(self.machine, req, d.tg, wl.nice, wl.ws_bytes, wl, d.cpu)
+        if self.start_ns or self.exit_ns or self.cold:
+            scale = 1.0 + self.cold_thread_factor * self.cold.pop(req, 0.0)
+            fork_threads(self.machine, req, d.tg, wl.nice, wl.ws_bytes, self, d.cpu,
+                         int(self.start_ns * scale))
+            self.thread_exit[req] = int(self.exit_ns * scale)
+        else:
+            fork_threads(self.machine, req, d.tg, wl.nice, wl.ws_bytes, wl, d.cpu)
         pipe = self.pipe[d.tg]
         if pipe:
             nxt = pipe.popleft()
             self.job[d] = nxt
-            d.remaining = self._cost(nxt)
+            d.remaining = self._cost(nxt, 0)
             return 0
         return BURST_BLOCK
+
+    def _thread_done(self, t):
+        """A request thread's share ran out (the request's accounting, as
+        the workload's), then its exit; it is gone after that."""
+        if t in self.exiting:
+            self.exiting.discard(t)
+            return BURST_EXIT
+        req = t.request
+        done = self.wl.burst_done(t)
+        exit_ns = self.thread_exit[req] if req.pending else self.thread_exit.pop(req)
+        if exit_ns <= 0:
+            return done
+        self.exiting.add(t)
+        t.remaining = exit_ns
+        return 0
