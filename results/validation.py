@@ -296,8 +296,10 @@ TIMER = ("idle-exit latency, which drifts with the VM's load (fitted 61 us; 27-4
 RCU = ("the RCU grace-period kthread, woken by every exiting thread's deferred freeing (a "
        "traced f8-rho110 run: 119 preemptions/s by rcu_preempt against the kthreads "
        "benchmark's 15/s per CPU beside hogs; not modelled)")
-CACHE = ("switch cost under cache pressure (many working sets sharing the LLC) and a "
-         "request thread's own start and exit (not measured apart)")
+CACHE = ("switch cost under cache pressure (many working sets sharing the LLC; the native "
+         "worker's own CPU, warm and cold, is measured and modelled: "
+         "calibration/bench/dispatch.py), and the host's speed drifting between the "
+         "profile's microbenchmarks and this run (re-run `colosim calibrate` the same day)")
 
 
 def _value(frame: pd.DataFrame, scenario: str, metric: str, column: str) -> float:

@@ -98,6 +98,9 @@ CalibrationConfig = make_dataclass("CalibrationConfig", [
     ("loadgen_worker_us", Optional[float], field(default=None)),
     ("loadgen_sample_us", Optional[float], field(default=None)),
     ("loadgen_sample_cgroup_us", Optional[float], field(default=None)),
+    # and its CPU whatever the dispatch rate, per second and per worker per second
+    ("loadgen_background_us_per_s", Optional[float], field(default=None)),
+    ("loadgen_background_worker_us_per_s", Optional[float], field(default=None)),
     # per-CPU kernel threads (sim/kthreads.py): wake-ups per second per CPU,
     # run-time quantiles (us) at sim.kthreads.RUN_QUANTILES, their nice
     ("kthread_rate_per_s", Optional[float], field(default=None)),

@@ -72,10 +72,13 @@ def attach_host_tasks(cfg: dict, machine, workload) -> None:
                                      path.workers,
                                      float(cal.get("loadgen_sample_us") or 0.0),
                                      float(cal.get("loadgen_sample_cgroup_us") or 0.0),
-                                     lambda: path.workers() + SAMPLED_BESIDE_FUNCTIONS)
+                                     lambda: path.workers() + SAMPLED_BESIDE_FUNCTIONS,
+                                     float(cal.get("loadgen_background_us_per_s") or 0.0),
+                                     float(cal.get("loadgen_background_worker_us_per_s") or 0.0))
+        end_ns = s_to_ns(float(cfg["duration_s"]))
         path.loadgen.sample_at(s_to_ns(float(cfg.get("interval_s", 1.0))),
-                               s_to_ns(float(cfg.get("warmup_s", 0.0))),
-                               s_to_ns(float(cfg["duration_s"])))
+                               s_to_ns(float(cfg.get("warmup_s", 0.0))), end_ns)
+        path.loadgen.background_until(end_ns)
     if cal.get("kthreads", True) and cal.get("kthread_rate_per_s") is not None:
         KernelThreads(machine, float(cal["kthread_rate_per_s"]), cal["kthread_run_us"],
                       int(cal.get("kthread_nice", 0)))

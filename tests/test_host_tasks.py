@@ -205,9 +205,9 @@ def test_loadgen_matches_the_measurement():
     """The real backend's load generator, as calibration/bench/loadgen.py
     measured it on this VM, and the simulated one on the same scenarios
     with the profile keys fitted from it (its sampler's reads included):
-    its CPU per second (plus the fitted rate-independent term, its other
-    timers, which the simulator does not model) within the measured spread
-    of each point's repetitions, widened by the fit's residual scatter."""
+    its CPU per second (its rate-independent CPU included) within the
+    measured spread of each point's repetitions, widened by the fit's
+    residual scatter."""
     table, _, meta = read_bench(DATA / "loadgen.parquet")
     fit = loadgen_costs(table)
     sig = fit["measured"]
@@ -225,13 +225,14 @@ def test_loadgen_matches_the_measurement():
                        warmup_s=params["warmup_s"], scheduler={"name": "eevdf"},
                        calibration={**DEFAULT_COSTS, **{k: fit[k] for k in (
                            "loadgen_dispatch_us", "loadgen_worker_us", "loadgen_sample_us",
-                           "loadgen_sample_cgroup_us")}})
+                           "loadgen_sample_cgroup_us", "loadgen_background_us_per_s",
+                           "loadgen_background_worker_us_per_s")}})
         cfg["trace"] = {"name": "sched"}
         sched = simulate(cfg).extra["sched"].to_pandas()
         t0 = int(params["warmup_s"] * 1e9)
         t1 = int((params["duration_s"] + params["warmup_s"]) * 1e9)
         ran, ins = _loadgen_cpu(sched, t0, t1)
-        sim = ran / (t1 - t0) + (sig["timers_us_per_s"] + sig["timers_us_per_s_per_worker"] * functions) / 1e6
+        sim = ran / (t1 - t0)
         assert min(measured) - 2 * resid <= sim <= max(measured) + 2 * resid, (functions, rate)
 
 
