@@ -26,6 +26,7 @@ from calibration import simbench
 from calibration.bench.common import read_bench
 from calibration.bench.dispatch import dispatch_costs
 from calibration.bench.kthreads import kthread_params
+from calibration.bench.rcu import rcu_params
 from calibration.bench.loadgen import loadgen_costs
 from calibration.profile import PROFILE_DIR, build_profile, profile_path, write_profile
 
@@ -177,7 +178,8 @@ def calibrate(out: str, work_dir: Path | None = None, from_bench: Path | None = 
         fit_block["uncertainty"].update(keys.pop("uncertainty", {}))
         profile.update(keys, fit=fit_block)
     for bench_name, costs in (("loadgen", lambda t, _meta: loadgen_costs(t)),
-                              ("kthreads", kthread_params)):
+                              ("kthreads", kthread_params),
+                              ("rcu", lambda t, _meta: rcu_params(t))):
         # what else runs on the host (sim/loadgen.py, sim/kthreads.py), where measured
         if (Path(bench_dir) / f"{bench_name}.parquet").exists():
             fit_block = profile.pop("fit")
@@ -189,7 +191,8 @@ def calibrate(out: str, work_dir: Path | None = None, from_bench: Path | None = 
                 profile["fit"] = fit_block
                 continue
             fit_block["uncertainty"].update(keys.pop("uncertainty"))
-            fit_block[bench_name] = keys.pop("measured")
+            if "measured" in keys:
+                fit_block[bench_name] = keys.pop("measured")
             profile.update(keys, fit=fit_block)
     profile["fit"]["command"] = command
     if simulated is not None:

@@ -293,9 +293,9 @@ EEVDF_NEW = ("EEVDF's DELAY_DEQUEUE, modelled from the kernel source but not mea
 TIMER = ("idle-exit latency, which drifts with the VM's load (fitted 61 us; 27-47 us measured "
          "by the timerwake benchmark later) and timers firing early inside the slack when "
          "another interrupt lands (not modelled)")
-RCU = ("the RCU grace-period kthread, woken by every exiting thread's deferred freeing (a "
-       "traced f8-rho110 run: 119 preemptions/s by rcu_preempt against the kthreads "
-       "benchmark's 15/s per CPU beside hogs; not modelled)")
+RCU = ("the kernel's other deferred work that exiting threads cause (RCU's grace-period "
+       "kthread is modelled: calibration/bench/rcu.py, about 4 wake-ups per exit, at most "
+       "125/s)")
 CACHE = ("switch cost under cache pressure (many working sets sharing the LLC; the native "
          "worker's own CPU, warm and cold, is measured and modelled: "
          "calibration/bench/dispatch.py), and the host's speed drifting between the "

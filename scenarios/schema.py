@@ -106,10 +106,16 @@ CalibrationConfig = make_dataclass("CalibrationConfig", [
     ("kthread_rate_per_s", Optional[float], field(default=None)),
     ("kthread_run_us", Optional[List[float]], field(default=None)),
     ("kthread_nice", int, field(default=0)),
+    # RCU's grace-period kthread as exiting threads wake it (sim/kthreads.py
+    # RcuGp): wake-ups per exit while exits are rare, its period, CPU per wake-up
+    ("rcu_gp_wakeups_per_exit", Optional[float], field(default=None)),
+    ("rcu_gp_period_ms", Optional[float], field(default=None)),
+    ("rcu_gp_run_us", Optional[float], field(default=None)),
     # switches: model them where the profile measured them (false: leave
     # them out, to show their effect)
     ("loadgen", bool, field(default=True)),
     ("kthreads", bool, field(default=True)),
+    ("rcu", bool, field(default=True)),
     ("worker_host_costs", bool, field(default=True)),
 ])
 CalibrationConfig.__module__ = __name__   # importable by name: pickled configs refer to it

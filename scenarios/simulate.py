@@ -16,7 +16,7 @@ from results.schema import request_columns, run_identity
 from scenarios.validate import validate_mapping
 from sim import workloads
 from sim.engine import NSEC_PER_SEC, s_to_ns
-from sim.kthreads import KernelThreads
+from sim.kthreads import KernelThreads, RcuGp
 from sim.loadgen import SAMPLED_BESIDE_FUNCTIONS, LoadGenerator
 from sim.memory.progress import empty_summary
 from sim.metrics import HostCounters, IntervalSampler
@@ -56,7 +56,8 @@ def attach_host_tasks(cfg: dict, machine, workload) -> None:
     """What else runs on the host, where the calibration profile measured it
     and its switch is on: the native worker's own CPU beyond its dispatch
     (``WorkerPath.set_host_costs``), the real backend's load generator on the worker
-    path, with its sampler's reads (sim/loadgen.py), and the per-CPU kernel
+    path, with its sampler's reads (sim/loadgen.py), RCU's grace-period
+    kthread woken by exiting threads, and the per-CPU kernel
     threads (sim/kthreads.py).  Created after the workload, so its tasks
     keep their pids."""
     cal = cfg["calibration"]
@@ -82,6 +83,9 @@ def attach_host_tasks(cfg: dict, machine, workload) -> None:
     if cal.get("kthreads", True) and cal.get("kthread_rate_per_s") is not None:
         KernelThreads(machine, float(cal["kthread_rate_per_s"]), cal["kthread_run_us"],
                       int(cal.get("kthread_nice", 0)))
+    if cal.get("rcu", True) and cal.get("rcu_gp_period_ms") is not None:
+        RcuGp(machine, float(cal.get("rcu_gp_wakeups_per_exit") or 0.0),
+              float(cal["rcu_gp_period_ms"]), float(cal.get("rcu_gp_run_us") or 0.0))
 
 
 def _first(*values):

@@ -24,6 +24,23 @@ finds more work queued).  Each CPU draws from its own stream
 (``host/kthreads/<cpu>``), so the rest of the run's randomness is
 unchanged.
 
+``RcuGp`` is the one kernel thread a workload itself wakes: RCU's
+grace-period kthread (``rcu_preempt``).  An exiting thread's task_struct is
+freed after a grace period (release_task() -> put_task_struct_rcu_user()
+-> call_rcu()), and the kthread drives each grace period, waking several
+times along it (its start, the force-quiescent-state scans every
+``jiffies_till_next_fqs``, its end) on jiffy timeouts.  The kthreads
+benchmark's hogs never exit, so it misses this; calibration/bench/rcu.py
+measures it apart (a native worker's threads exiting at 0-400/s): here
+about 4 wake-ups per exit while exits are rare, at most one every 2
+jiffies (~125/s) once they are not, 11-20 us each.  The model: each exit
+(``Machine.on_exit``, workload tasks only) keeps the kthread waking for
+``rcu_gp_wakeups_per_exit`` periods of ``rcu_gp_period_ms`` after it; it
+wakes at tick boundaries, one period apart, while any exit's span lasts,
+and runs ``rcu_gp_run_us`` each time.  One unbound fair task of the root
+cgroup (as rcu_preempt, SCHED_OTHER nice 0 unless rcutree.kthread_prio
+is set), placed by the fair class's wake-up like any task; a host task.
+
 Not modelled: their wake-ups on idle CPUs differ from busy ones (NOHZ
 defers timers; the benchmark measures busy CPUs, and the same rate is used
 whether the CPU is busy or idle), unbound kthreads moving between CPUs,
@@ -112,5 +129,77 @@ class KernelThreads:
         if self.queued_ns[cpu]:
             self._run(cpu, self.queued_ns[cpu])
             self.queued_ns[cpu] = 0
+            return 0
+        return BURST_BLOCK
+
+
+class RcuGp:
+    """RCU's grace-period kthread, kept busy by exiting threads (module
+    docstring)."""
+
+    NAME = "rcu_preempt"
+
+    def __init__(self, machine, wakeups_per_exit: float, period_ms: float, run_us: float):
+        for key, value in (("rcu_gp_wakeups_per_exit", wakeups_per_exit),
+                           ("rcu_gp_run_us", run_us)):
+            if value < 0:
+                raise ValueError(f"calibration.{key} = {value}: must be >= 0")
+        if period_ms <= 0:
+            raise ValueError(f"calibration.rcu_gp_period_ms = {period_ms}: must be > 0")
+        self.machine = machine
+        self.engine = machine.engine
+        self.period_ns = int(period_ms * 1e6)
+        self.span_ns = int(wakeups_per_exit * period_ms * 1e6)
+        self.run_ns = max(1, int(run_us * NSEC_PER_USEC))
+        # made at the first exit: a host whose threads never exit runs (and
+        # numbers its tasks) as without it
+        self.task = None
+        self.busy_until = 0           # the last exit's span ends then
+        self.armed = False            # a wake-up is scheduled
+        self.queued_ns = 0
+        self.given_ns = 0
+        machine.on_exit = self.task_exit
+
+    def task_exit(self, task) -> None:
+        if task.host or not self.span_ns:
+            return
+        now = self.engine.now
+        self.busy_until = max(self.busy_until, now + self.span_ns)
+        if not self.armed:
+            self.armed = True
+            tick = self.machine.tick_ns
+            self.engine.call_at((now // tick + 1) * tick, self._wake)
+
+    def _wake(self) -> None:
+        m = self.machine
+        t = self.task
+        if t is None:
+            t = self.task = m.new_task(self.NAME, m.root_tg, 0, 1, 0, self)
+            t.host = True
+            self._run(self.run_ns)
+            m.wake_up_new_task(t, 0)
+        elif t.sleeping:
+            self._run(self.run_ns)
+            m.wake_up(t)
+        else:
+            self.queued_ns += self.run_ns
+        nxt = self.engine.now + self.period_ns
+        if nxt <= self.busy_until:
+            self.engine.call_at(nxt, self._wake)
+        else:
+            self.armed = False
+
+    def _run(self, ns: int) -> None:
+        self.task.remaining = ns
+        self.given_ns += ns
+
+    def ran_ns(self, task) -> int:
+        """Its CPU time so far (as of the machine's last sync)."""
+        return self.given_ns - task.remaining
+
+    def burst_done(self, task) -> int:
+        if self.queued_ns:
+            self._run(self.queued_ns)
+            self.queued_ns = 0
             return 0
         return BURST_BLOCK

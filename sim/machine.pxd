@@ -47,6 +47,7 @@ cdef class Machine:
     cdef public object host_cfg
     cdef public object tracer
     cdef public bint cputime_poll
+    cdef public object on_exit
 
     cpdef sched_class(self, Task p)
     cpdef _update_curr(self, Rq rq, Task curr)

@@ -137,6 +137,9 @@ class Machine:
         # backend's native workers do: backends/workers/funcworker.c
         # spin_cpu); set by the workload (WorkloadConfig.cputime_poll)
         self.cputime_poll = False
+        # called with every task that exits (release_task's call_rcu:
+        # sim/kthreads.py RcuGp); None costs an exit one pointer test
+        self.on_exit = None
 
     def _by_distance(self, cpu: int) -> list[int]:
         me = self.topology.cpus[cpu]
@@ -698,6 +701,8 @@ class Machine:
             self.tasks_alive -= 1
             if p.prio >= MAX_RT_PRIO:
                 self.policy.task_dead(p)
+            if self.on_exit is not None:
+                self.on_exit(p)
         elif action != BURST_BLOCK:
             self.timer_sleep(p, now + int(action), self.wake_up)
         self.schedule(rq)

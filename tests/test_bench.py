@@ -124,7 +124,7 @@ def test_help_and_arguments(mod, capsys):
 
 def test_every_bench_is_listed():
     assert set(bench.BENCHES) == {"ctx_switch", "density", "wakeup", "throttle", "dispatch",
-                                  "timerwake", "loadgen", "kthreads"}
+                                  "timerwake", "loadgen", "kthreads", "rcu"}
     assert all(m.NAME == n for n, m in bench.BENCHES.items())
     r = subprocess.run([sys.executable, "-m", "calibration.bench.wakeup", "--help"], cwd=REPO,
                        capture_output=True, text=True, timeout=60)
@@ -358,3 +358,20 @@ def test_signal_removes_cgroups_and_processes(tmp_path, sig):
             Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
     assert not list(tmp_path.glob("*.parquet"))
 
+
+
+@hardware
+@pytest.mark.usefixtures("no_leftovers")
+def test_rcu_measures_the_grace_period_kthread(tmp_path):
+    from calibration.bench import rcu
+    t = rcu.run(tmp_path, quick=True)
+    df = t.to_pandas()
+    assert list(df.rate) == list(rcu.RATES_QUICK)
+    ok = df[~df.host_disturbed]
+    if len(ok) < len(df):
+        pytest.skip(f"other load during the benchmark: {list(df.other_frac.round(3))}")
+    per_s = ok.gp_runs / ok.span_s
+    # the kthread wakes more with exits than without, and never faster than
+    # every jiffy
+    assert per_s[ok.rate == 200].iloc[0] > per_s[ok.rate == 0].iloc[0]
+    assert (per_s <= 1000).all()

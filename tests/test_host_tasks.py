@@ -247,3 +247,71 @@ def test_loadgen_costs_fit_nothing_from_a_disturbed_host():
     assert loadgen_costs(pa.Table.from_pylist(flagged, schema=table.schema)) is None
     one = [r for r in rows if r["functions"] == 8]
     assert loadgen_costs(pa.Table.from_pylist(one, schema=table.schema)) is None
+
+
+# RCU's grace-period kthread, woken by exiting threads (sim/kthreads.py RcuGp)
+
+RCU = {"rcu_gp_wakeups_per_exit": 4.0, "rcu_gp_period_ms": 8.0, "rcu_gp_run_us": 15.0}
+
+
+def _rcu_runs(calibration: dict, rate_rps: float, functions: int = 1) -> tuple[int, int, int]:
+    """The rcu_preempt task's switch-ins and CPU (ns) over a 2 s run of
+    ``functions`` functions at ``rate_rps`` each, and the threads that exited."""
+    cfg = make_cfg(poisson(functions=functions, rate_rps=rate_rps, mean_service_s=0.001),
+                   cores=2, duration_s=2.0, warmup_s=0.0, calibration=calibration)
+    cfg["trace"] = {"name": "sched"}
+    res = simulate(cfg)
+    sw = res.extra["sched"].to_pandas()
+    sw = sw[sw.event == "sched_switch"].sort_values("time_ns")
+    ins = (sw.next_comm == "rcu_preempt").sum()
+    outs = sw[sw.prev_comm == "rcu_preempt"]
+    # each run is its own burst: the time from its switch-in to its switch-out
+    ran = 0
+    for cpu, on in sw.groupby("cpu"):
+        t = on.time_ns.to_numpy()
+        idx = np.flatnonzero(on.next_comm.to_numpy() == "rcu_preempt")
+        idx = idx[idx + 1 < len(t)]
+        ran += int((t[idx + 1] - t[idx]).sum())
+    assert len(outs) >= ins - 1
+    return int(ins), ran, res.requests.num_rows
+
+
+def test_rcu_wakes_per_exit_while_exits_are_rare_and_at_its_period_when_not():
+    # 5 exits/s, 200 ms apart: 4 wake-ups each (one every 8 ms from the next tick)
+    ins, ran, exits = _rcu_runs({**IDEAL, **RCU}, 5.0)
+    assert ins == pytest.approx(4 * exits, abs=4)
+    assert ran == pytest.approx(ins * 15_000, rel=0.02)
+    # 400 exits/s: the span never ends, one wake-up every 8 ms (250 in 2 s)
+    ins, _, exits = _rcu_runs({**IDEAL, **RCU}, 100.0, functions=4)
+    assert exits > 700
+    assert ins == pytest.approx(2.0 / 0.008, abs=3)
+
+
+def test_rcu_switched_off_or_unmeasured_is_the_old_run():
+    cfg = make_cfg(poisson(functions=4, rate_rps=20.0), cores=2, duration_s=1.0,
+                   warmup_s=0.0, calibration=DEFAULT_COSTS)
+    plain = _rows(simulate(cfg))
+    off = copy.deepcopy(cfg)
+    off["calibration"] = {**DEFAULT_COSTS, **RCU, "rcu": False}
+    assert _rows(simulate(off)) == plain
+    on = copy.deepcopy(cfg)
+    on["calibration"] = {**DEFAULT_COSTS, **RCU}
+    assert _rows(simulate(on))["summary"] != plain["summary"]
+
+
+def test_rcu_params_recover_the_measured_shape():
+    """The fit on rows made from known numbers (4.2 wake-ups per exit over a
+    baseline of 3/s, 125/s saturated, 15 us each), a disturbed row ignored."""
+    from calibration.bench.rcu import rcu_params
+    rows = []
+    for rate in (0, 5, 10, 20, 50, 100, 200, 400):
+        per_s = 125.0 if rate >= 50 else 3.0 + 4.2 * rate
+        rows.append({"rep": 0, "rate": float(rate), "exits": 4 * rate, "span_s": 4.0,
+                     "gp_cpu_ns": int(per_s * 4 * 15_000), "gp_runs": int(per_s * 4),
+                     "other_frac": 0.0, "host_disturbed": False})
+    rows.append({**rows[2], "gp_runs": 10_000, "host_disturbed": True})
+    p = rcu_params(pa.Table.from_pylist(rows))
+    assert p["rcu_gp_wakeups_per_exit"] == pytest.approx(4.2, rel=0.01)
+    assert p["rcu_gp_period_ms"] == pytest.approx(8.0, rel=0.01)
+    assert p["rcu_gp_run_us"] == pytest.approx(15.0, rel=0.01)
+    assert rcu_params(pa.Table.from_pylist([r for r in rows if r["rate"] < 50])) is None

@@ -16,7 +16,7 @@ import importlib
 from calibration.bench.common import check_host
 
 NAMES = ("ctx_switch", "density", "wakeup", "throttle", "dispatch", "timerwake", "loadgen",
-         "kthreads")
+         "kthreads", "rcu")
 
 
 def __getattr__(name: str):

@@ -622,8 +622,9 @@ class WorkerPath:
             return self._thread_done(d)
         req = self.job.pop(d)
         wl = self.wl
-        if self.start_ns or self.exit_ns or self.cold:
-            scale = 1.0 + self.cold_thread_factor * self.cold.pop(req, 0.0)
+        cold = self.cold.pop(req, 0.0) if self.cold else 0.0
+        if self.start_ns or self.exit_ns:
+            scale = 1.0 + self.cold_thread_factor * cold
             fork_threads(self.machine, req, d.tg, wl.nice, wl.ws_bytes, self, d.cpu,
                          int(self.start_ns * scale))
             self.thread_exit[req] = int(self.exit_ns * scale)
