@@ -50,6 +50,7 @@ measured; those after it are counted in the benchmark's ``n_tasks``).
 from __future__ import annotations
 
 from sim.engine import NSEC_PER_SEC, NSEC_PER_USEC
+from sim.hosttask import HostWork
 from sim.task import BURST_BLOCK
 
 # the probabilities at which the profile gives the run-time quantiles
@@ -133,7 +134,7 @@ class KernelThreads:
         return BURST_BLOCK
 
 
-class RcuGp:
+class RcuGp(HostWork):
     """RCU's grace-period kthread, kept busy by exiting threads (module
     docstring)."""
 
@@ -146,18 +147,15 @@ class RcuGp:
                 raise ValueError(f"calibration.{key} = {value}: must be >= 0")
         if period_ms <= 0:
             raise ValueError(f"calibration.rcu_gp_period_ms = {period_ms}: must be > 0")
-        self.machine = machine
+        super().__init__(machine)
         self.engine = machine.engine
         self.period_ns = int(period_ms * 1e6)
         self.span_ns = int(wakeups_per_exit * period_ms * 1e6)
         self.run_ns = max(1, int(run_us * NSEC_PER_USEC))
-        # made at the first exit: a host whose threads never exit runs (and
-        # numbers its tasks) as without it
-        self.task = None
+        # its task is made at the first exit: a host whose threads never
+        # exit runs (and numbers its tasks) as without it
         self.busy_until = 0           # the last exit's span ends then
         self.armed = False            # a wake-up is scheduled
-        self.queued_ns = 0
-        self.given_ns = 0
         machine.on_exit = self.task_exit
 
     def task_exit(self, task) -> None:
@@ -171,35 +169,11 @@ class RcuGp:
             self.engine.call_at((now // tick + 1) * tick, self._wake)
 
     def _wake(self) -> None:
-        m = self.machine
-        t = self.task
-        if t is None:
-            t = self.task = m.new_task(self.NAME, m.root_tg, 0, 1, 0, self)
-            t.host = True
-            self._run(self.run_ns)
-            m.wake_up_new_task(t, 0)
-        elif t.sleeping:
-            self._run(self.run_ns)
-            m.wake_up(t)
-        else:
-            self.queued_ns += self.run_ns
+        if self.task is None:
+            self.make_task(self.NAME)
+        self.give(self.run_ns, 0)
         nxt = self.engine.now + self.period_ns
         if nxt <= self.busy_until:
             self.engine.call_at(nxt, self._wake)
         else:
             self.armed = False
-
-    def _run(self, ns: int) -> None:
-        self.task.remaining = ns
-        self.given_ns += ns
-
-    def ran_ns(self, task) -> int:
-        """Its CPU time so far (as of the machine's last sync)."""
-        return self.given_ns - task.remaining
-
-    def burst_done(self, task) -> int:
-        if self.queued_ns:
-            self._run(self.queued_ns)
-            self.queued_ns = 0
-            return 0
-        return BURST_BLOCK

@@ -54,8 +54,8 @@ dispatches late) and the progress callback (off in `colosim validate`).
 from __future__ import annotations
 
 from sim.engine import NSEC_PER_SEC, NSEC_PER_USEC
+from sim.hosttask import HostWork
 from sim.sched_class import SCHED_FIFO, SCHED_RR
-from sim.task import BURST_BLOCK
 
 # backend.loadgen_rt_priority's default (backends/real/config.py)
 LOADGEN_RT_PRIORITY = 1
@@ -68,7 +68,7 @@ BACKGROUND_PERIOD_NS = 20_000_000
 SAMPLED_BESIDE_FUNCTIONS = 2
 
 
-class LoadGenerator:
+class LoadGenerator(HostWork):
     """The replay thread (module docstring); ``workers``: a callable giving
     the number of worker processes it drains per dispatch."""
 
@@ -83,7 +83,7 @@ class LoadGenerator:
                            ("loadgen_background_worker_us_per_s", background_worker_us_per_s)):
             if value < 0:
                 raise ValueError(f"calibration.{key} = {value}: must be >= 0")
-        self.machine = machine
+        super().__init__(machine)
         self.dispatch_ns = dispatch_us * NSEC_PER_USEC
         self.worker_ns = worker_us * NSEC_PER_USEC
         self.workers = workers
@@ -94,22 +94,18 @@ class LoadGenerator:
         self.background = background_us_per_s * NSEC_PER_USEC / NSEC_PER_SEC
         self.background_worker = background_worker_us_per_s * NSEC_PER_USEC / NSEC_PER_SEC
         self.background_end_ns = 0
-        self.task = machine.new_task(NAME, machine.root_tg, 0, 1, 0, self)
-        self.task.host = True
+        self.make_task(NAME)
         rr = [pr for policy, pr in (machine.default_task_policy,
                                     *machine.group_task_policy.values()) if policy == SCHED_RR]
         prio = max(LOADGEN_RT_PRIORITY, min(99, max(rr) + 1)) if rr else LOADGEN_RT_PRIORITY
         machine.sched_setscheduler(self.task, SCHED_FIFO, prio)
-        self.forked = False
-        self.queued_ns = 0            # cost of dispatches that came while it ran
-        self.given_ns = 0             # CPU handed to it so far (ran_ns)
 
     def cost_ns(self) -> int:
         return max(1, int(self.dispatch_ns + self.worker_ns * self.workers()))
 
     def dispatch(self, hint_cpu: int) -> None:
         """A request goes out now: the thread runs its cost."""
-        self._work(self.cost_ns(), hint_cpu)
+        self.give(self.cost_ns(), hint_cpu)
 
     def sample_at(self, interval_ns: int, warmup_ns: int, end_ns: int) -> None:
         """The sampler's reads: at 0, every ``interval_ns`` before
@@ -131,39 +127,11 @@ class LoadGenerator:
         self.machine.engine.call_at(BACKGROUND_PERIOD_NS, self._background)
 
     def _background(self) -> None:
-        self._work(max(1, int((self.background + self.background_worker * self.workers())
+        self.give(max(1, int((self.background + self.background_worker * self.workers())
                               * BACKGROUND_PERIOD_NS)), 0)
         nxt = self.machine.engine.now + BACKGROUND_PERIOD_NS
         if nxt < self.background_end_ns:
             self.machine.engine.call_at(nxt, self._background)
 
     def _sample(self) -> None:
-        self._work(max(1, int(self.sample_ns + self.sample_cgroup_ns * self.cgroups())), 0)
-
-    def _work(self, ns: int, hint_cpu: int) -> None:
-        t = self.task
-        m = self.machine
-        if not self.forked:
-            self.forked = True
-            self._run(ns)
-            m.wake_up_new_task(t, hint_cpu)
-        elif t.sleeping:
-            self._run(ns)
-            m.wake_up(t)
-        else:
-            self.queued_ns += ns
-
-    def _run(self, ns: int) -> None:
-        self.task.remaining = ns
-        self.given_ns += ns
-
-    def ran_ns(self, task) -> int:
-        """Its CPU time so far (as of the machine's last sync)."""
-        return self.given_ns - task.remaining
-
-    def burst_done(self, task) -> int:
-        if self.queued_ns:
-            self._run(self.queued_ns)
-            self.queued_ns = 0
-            return 0
-        return BURST_BLOCK
+        self.give(max(1, int(self.sample_ns + self.sample_cgroup_ns * self.cgroups())), 0)

@@ -40,6 +40,7 @@ from backends.real.build import compile_c
 from backends.real.cgroupfs import CgroupError, CgroupFS
 from backends.real.detect import fingerprint
 from backends.real.perf import die_with_parent
+from backends.real.workers import WorkerProc, build_worker
 
 NATIVE_DIR = Path(__file__).resolve().parent / "native"
 BUILD_DIR = NATIVE_DIR / "build"
@@ -187,6 +188,23 @@ def hogs(cg: CgroupFS, cgroups: list[str], cpu: int | None, *, threads: int = 1,
     finally:
         for p in procs:
             p.kill()
+
+
+@contextmanager
+def worker_in_cgroup(cg: CgroupFS, cgroup: str, cpu: int, name: str,
+                     max_seconds: float) -> Iterator[tuple[WorkerProc, Callable[[], int]]]:
+    """The real backend's native worker (backends/workers/funcworker.c) in
+    ``cgroup`` (created), pinned to ``cpu``, and a reader of that cgroup's
+    CPU time (cpuacct.usage, ns); it quits on leaving."""
+    cg.create(cgroup)
+    cg.set_cpuset(cgroup, str(cpu))
+    worker = WorkerProc(build_worker(), name, max_seconds=max_seconds, cpus={cpu})
+    cg.attach(cgroup, worker.pid)
+    acct = cg.dir("cpuacct", cgroup) / "cpuacct.usage"
+    try:
+        yield worker, lambda: int(acct.read_text())
+    finally:
+        worker.quit()
 
 
 # --- cgroups and pinning ----------------------------------------------------------

@@ -42,7 +42,7 @@ import numpy as np
 import pyarrow as pa
 from scipy.optimize import least_squares
 
-from backends.real.workers import Done, WorkerProc, build_worker, parse_line, request_line
+from backends.real.workers import Done, WorkerProc, parse_line, request_line
 from calibration.bench import common
 from calibration.bench.common import Progress
 
@@ -104,7 +104,6 @@ def measure(worker: WorkerProc, usage, hog: bool, gap_s: float, threads: int,
 def run(out_dir, quick: bool = False, progress: Progress = None) -> pa.Table:
     started = common.utc_now()
     common.check_host()
-    binary = build_worker()
     cpu = common.bench_cpu()
     samples = SAMPLES_QUICK if quick else SAMPLES
     gaps = GAPS_S_QUICK if quick else GAPS_S
@@ -112,33 +111,22 @@ def run(out_dir, quick: bool = False, progress: Progress = None) -> pa.Table:
     hogs = (False,) if quick else (False, True)
     rows: list[dict] = []
     t0 = time.monotonic()
-    with common.driver_pinned(), common.bench_cgroups(NAME) as cg:
-        cg.create(ROOT)
-        cg.set_cpuset(ROOT, str(cpu))
-        worker = WorkerProc(binary, "dispatch", max_seconds=600, cpus={cpu})
-        cg.attach(ROOT, worker.pid)
-        acct = cg.dir("cpuacct", ROOT) / "cpuacct.usage"
-
-        def usage() -> int:
-            return int(acct.read_text())
-        try:
-            req_id = 0
-            for hog in hogs:
-                with contextlib.ExitStack() as stack:
-                    if hog:
-                        stack.enter_context(common.hogs(cg, [f"{ROOT}-hog"], cpu,
-                                                        ws_bytes=HOG_WS))
-                    for _ in range(samples):
-                        for gap in gaps:
-                            for threads in THREADS:
-                                common.say(progress, f"{NAME} hog={hog} gap={gap * 1e3:g} ms "
-                                                     f"threads={threads} "
-                                                     f"({time.monotonic() - t0:.0f} s)")
-                                rows.append(measure(worker, usage, hog, gap, threads,
-                                                    requests, req_id))
-                                req_id += requests
-        finally:
-            worker.quit()
+    with common.driver_pinned(), common.bench_cgroups(NAME) as cg, \
+            common.worker_in_cgroup(cg, ROOT, cpu, NAME, 600) as (worker, usage):
+        req_id = 0
+        for hog in hogs:
+            with contextlib.ExitStack() as stack:
+                if hog:
+                    stack.enter_context(common.hogs(cg, [f"{ROOT}-hog"], cpu, ws_bytes=HOG_WS))
+                for _ in range(samples):
+                    for gap in gaps:
+                        for threads in THREADS:
+                            common.say(progress, f"{NAME} hog={hog} gap={gap * 1e3:g} ms "
+                                                 f"threads={threads} "
+                                                 f"({time.monotonic() - t0:.0f} s)")
+                            rows.append(measure(worker, usage, hog, gap, threads, requests,
+                                                req_id))
+                            req_id += requests
     table = pa.Table.from_pylist(rows, schema=SCHEMA)
     params = {"requests": requests, "gaps_s": list(gaps), "demand_ns": DEMAND_NS,
               "samples": samples, "threads": list(THREADS), "hog_ws_bytes": HOG_WS}

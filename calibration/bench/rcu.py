@@ -34,7 +34,7 @@ import pyarrow as pa
 
 from backends.real.config import RealBackend
 from backends.real.disturbance import host_times
-from backends.real.workers import WorkerProc, build_worker, request_line
+from backends.real.workers import WorkerProc, request_line
 from calibration.bench import common
 from calibration.bench.common import BenchUnavailable, Progress
 
@@ -106,34 +106,23 @@ def run(out_dir, quick: bool = False, progress: Progress = None) -> pa.Table:
     started = common.utc_now()
     common.check_host()
     gp, comm = gp_kthread()
-    binary = build_worker()
     cpu = common.bench_cpu()
     rates = RATES_QUICK if quick else RATES
     seconds = SECONDS_QUICK if quick else SECONDS
     repeats = REPEATS_QUICK if quick else REPEATS
     rows: list[dict] = []
     t0 = time.monotonic()
-    with common.driver_pinned(), common.bench_cgroups(NAME) as cg:
-        cg.create(ROOT)
-        cg.set_cpuset(ROOT, str(cpu))
-        worker = WorkerProc(binary, NAME, max_seconds=60 + len(rates) * repeats * seconds * 2,
-                            cpus={cpu})
-        cg.attach(ROOT, worker.pid)
-        acct = cg.dir("cpuacct", ROOT) / "cpuacct.usage"
-
-        def usage() -> int:
-            return int(acct.read_text())
-        try:
-            req_id = 0
-            for rep in range(repeats):
-                for rate in rates:
-                    common.say(progress, f"{NAME} rep {rep + 1}/{repeats} exits={rate}/s "
-                                         f"({time.monotonic() - t0:.0f} s)")
-                    row = measure(worker, usage, gp, rate, seconds, req_id)
-                    req_id += row["exits"]
-                    rows.append({"rep": rep, **row})
-        finally:
-            worker.quit()
+    with common.driver_pinned(), common.bench_cgroups(NAME) as cg, \
+            common.worker_in_cgroup(cg, ROOT, cpu, NAME, 60 + len(rates) * repeats * seconds * 2) \
+            as (worker, usage):
+        req_id = 0
+        for rep in range(repeats):
+            for rate in rates:
+                common.say(progress, f"{NAME} rep {rep + 1}/{repeats} exits={rate}/s "
+                                     f"({time.monotonic() - t0:.0f} s)")
+                row = measure(worker, usage, gp, rate, seconds, req_id)
+                req_id += row["exits"]
+                rows.append({"rep": rep, **row})
     table = pa.Table.from_pylist(rows, schema=SCHEMA)
     params = {"rates": list(rates), "seconds": seconds, "repeats": repeats,
               "demand_ns": DEMAND_NS}
