@@ -64,8 +64,7 @@ def attach_host_tasks(cfg: dict, machine, workload) -> None:
     path = getattr(workload, "path", None)
     if cal.get("worker_host_costs", True) and isinstance(path, WorkerPath) \
             and cal.get("worker_cold_decay_ms") is not None:
-        path.set_host_costs(*(float(cal.get(k) or 0.0) for k in WORKER_HOST_COSTS[:-1]),
-                            float(cal["worker_cold_decay_ms"]))
+        path.set_host_costs(*(float(cal.get(k) or 0.0) for k in WORKER_HOST_COSTS))
     if cal.get("loadgen", True) and cal.get("loadgen_dispatch_us") is not None \
             and isinstance(path, WorkerPath):
         path.loadgen = LoadGenerator(machine, float(cal["loadgen_dispatch_us"]),

@@ -1,8 +1,9 @@
 """A task of the simulated host, outside the workload, run by what wakes it.
 
-The real backend's load generator (sim/loadgen.py) and RCU's grace-period
-kthread (sim/kthreads.py ``RcuGp``) are each one thread that something
-else hands work: a dispatch, a sampler read, a grace period's scan.
+The real backend's load generator (sim/loadgen.py), the per-CPU kernel
+threads and RCU's grace-period kthread (sim/kthreads.py) are each one
+thread that something else hands work: a dispatch, a sampler read, a
+kworker's item, a grace period's scan.
 ``HostWork`` is that thread's owner: its task is forked with the first
 work, woken with work while it sleeps, and work handed to it while it runs
 is added to the run (the real thread finds more to do before it sleeps
@@ -25,10 +26,10 @@ class HostWork:
         self.queued_ns = 0            # work handed to it while it ran
         self.given_ns = 0             # CPU handed to it so far (ran_ns)
 
-    def make_task(self, name: str):
-        """Its task, fair at nice 0 in the root cgroup until the owner says
+    def make_task(self, name: str, nice: int = 0):
+        """Its task, fair at ``nice`` in the root cgroup until the owner says
         otherwise; not running until it is given work."""
-        t = self.machine.new_task(name, self.machine.root_tg, 0, 1, 0, self)
+        t = self.machine.new_task(name, self.machine.root_tg, nice, 1, 0, self)
         t.host = True
         self.task = t
         return t

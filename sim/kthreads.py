@@ -51,7 +51,6 @@ from __future__ import annotations
 
 from sim.engine import NSEC_PER_SEC, NSEC_PER_USEC
 from sim.hosttask import HostWork
-from sim.task import BURST_BLOCK
 
 # the probabilities at which the profile gives the run-time quantiles
 RUN_QUANTILES = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0)
@@ -73,20 +72,13 @@ class KernelThreads:
         self.engine = machine.engine
         self.mean_gap_ns = NSEC_PER_SEC / rate_per_s if rate_per_s > 0 else 0.0
         self.run_ns = [x * NSEC_PER_USEC for x in run_us]
-        self.tasks = []
+        self.cpus: list[HostWork] = []   # each CPU's kthread task and its work
         self.rngs = []
-        self.queued_ns = []
-        self.given_ns = []            # CPU handed to each so far (ran_ns)
-        self.forked = []
         for cpu in range(len(machine.rqs)):
-            t = machine.new_task(f"kthread/{cpu}", machine.root_tg, nice, 1, 0, self)
-            t.host = True
-            t.cpus_allowed = frozenset((cpu,))
-            self.tasks.append(t)
+            work = HostWork(machine)
+            work.make_task(f"kthread/{cpu}", nice).cpus_allowed = frozenset((cpu,))
+            self.cpus.append(work)
             self.rngs.append(self.engine.rng(f"host/kthreads/{cpu}"))
-            self.queued_ns.append(0)
-            self.given_ns.append(0)
-            self.forked.append(False)
         if self.mean_gap_ns:
             for cpu, rng in enumerate(self.rngs):
                 self.engine.call_later(int(rng.exponential(self.mean_gap_ns)), self._wake, cpu)
@@ -103,35 +95,8 @@ class KernelThreads:
 
     def _wake(self, cpu: int) -> None:
         rng = self.rngs[cpu]
-        run = self.draw_run_ns(rng.uniform())
-        t = self.tasks[cpu]
-        m = self.machine
-        if not self.forked[cpu]:
-            self.forked[cpu] = True
-            self._run(cpu, run)
-            m.wake_up_new_task(t, cpu)
-        elif t.sleeping:
-            self._run(cpu, run)
-            m.wake_up(t)
-        else:
-            self.queued_ns[cpu] += run
+        self.cpus[cpu].give(self.draw_run_ns(rng.uniform()), cpu)
         self.engine.call_later(int(rng.exponential(self.mean_gap_ns)), self._wake, cpu)
-
-    def _run(self, cpu: int, ns: int) -> None:
-        self.tasks[cpu].remaining = ns
-        self.given_ns[cpu] += ns
-
-    def ran_ns(self, task) -> int:
-        """``task``'s CPU time so far (as of the machine's last sync)."""
-        return self.given_ns[task.cpu] - task.remaining
-
-    def burst_done(self, task) -> int:
-        cpu = task.cpu
-        if self.queued_ns[cpu]:
-            self._run(cpu, self.queued_ns[cpu])
-            self.queued_ns[cpu] = 0
-            return 0
-        return BURST_BLOCK
 
 
 class RcuGp(HostWork):

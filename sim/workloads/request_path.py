@@ -552,7 +552,7 @@ class WorkerPath:
         self.start_ns = self.exit_ns = 0
         self.cold_factor = self.cold_thread_factor = 0.0
         self.cold_decay_ns = 1.0
-        self.cold: dict = {}          # dispatcher -> cold fraction of its current request
+        self.cold: dict = {}          # request being read -> its cold fraction
         self.thread_exit: dict = {}   # request -> its threads' exit CPU
         self.exiting: set = set()     # request threads running their exit
 
