@@ -285,9 +285,9 @@ FORMATTERS = {"text": format_text, "markdown": format_markdown, "csv": format_cs
 BACKGROUND = ("this VM's own user-space activity (its tool back-ends woke 27-60 times/s "
               "per busy CPU beside one hog per CPU; not modelled: it varies with the VM's "
               "other sessions)")
-LOADGEN = ("the load generator's wake-ups every 20 ms when nothing is due and its progress "
-           "timer (the loadgen benchmark's remaining rate-independent term, 11.7 ms/s + "
-           "0.11 ms/s per worker; not modelled; its sampler's reads are)")
+LOADGEN = ("the load generator's CPU as its benchmark measured it, which drifts with the VM "
+           "within hours (its rate-independent part is charged as measured, every 20 ms: "
+           "which code spends it is not known; re-run the loadgen benchmark the same hour)")
 EEVDF_NEW = ("EEVDF's DELAY_DEQUEUE, modelled from the kernel source but not measured on "
              "this host (its probe was inconclusive)")
 TIMER = ("idle-exit latency, which drifts with the VM's load (fitted 61 us; 27-47 us measured "
