@@ -39,6 +39,7 @@ COMPILED_MODULES = (
     "sim.task",
     "sim.sched_class",
     "sim.costmodel",
+    "sim.rt",
     "sim.machine",
     "sim.workloads.hashd",
     "policies.kernel.cfs",

@@ -6,6 +6,7 @@ from sim.task cimport Task, Request
 from sim.sched_class cimport KernelScheduler
 from sim.engine cimport Calendar
 from sim.costmodel cimport CostModel
+from sim.rt cimport RtClass
 
 # constants the hot paths use, as C integers rather than module globals
 cdef long MAX_RT_PRIO, CPU_IDLE, CPU_NEWLY_IDLE, CPU_NOT_IDLE, DEQUEUE_SLEEP, DEQUEUE_DELAYED
@@ -29,7 +30,7 @@ cdef class Machine:
     cdef public TaskGroup root_tg
     cdef public dict groups
     cdef public KernelScheduler policy
-    cdef public object rt
+    cdef public RtClass rt
     cdef public list rt_rqs
     cdef public tuple default_task_policy
     cdef public dict group_task_policy

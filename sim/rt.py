@@ -44,18 +44,21 @@ def rt_prio(rt_priority: int) -> int:
 class RtRq:
     """kernel ``struct rt_rq`` (root level; no RT group scheduling)."""
 
-    __slots__ = ("queue", "rt_nr_running", "rt_time", "rt_throttled", "exec_start")
+    __slots__ = ("queue", "rt_nr_running", "highest", "rt_time", "rt_throttled", "exec_start")
 
     def __init__(self):
         self.queue: dict[int, deque] = {}    # prio -> tasks in run order (curr included)
         self.rt_nr_running = 0
+        # rt_rq->highest_prio.curr, kept as the kernel keeps it (inc/dec_rt_prio):
+        # placement reads every CPU's at each RT wake-up
+        self.highest = MAX_RT_PRIO
         self.rt_time = 0                     # runtime used in this period, ns
         self.rt_throttled = False
         self.exec_start = 0                  # when curr's RT time was last accounted
 
     def highest_prio(self) -> int:
         """rt_rq->highest_prio.curr (MAX_RT_PRIO: none queued)."""
-        return min(self.queue) if self.queue else MAX_RT_PRIO
+        return self.highest
 
 
 class RtClass:
@@ -71,7 +74,10 @@ class RtClass:
         self.rt_period = int(cfg.sched_rt_period_us) * USEC
         runtime = int(cfg.sched_rt_runtime_us)
         self.rt_runtime = None if runtime < 0 else runtime * USEC   # None: RUNTIME_INF
+        self._runtime = -1 if runtime < 0 else runtime * USEC       # the same, as a C integer
         self.rt_rqs = [RtRq() for _ in machine.rqs]
+        self.rqs = machine.rqs
+        self.cpus_by_distance = machine.cpus_by_distance
         self._period_timer_armed = False
         self.nr_pushes = 0
         self.nr_pulls = 0
@@ -80,7 +86,13 @@ class RtClass:
     # queue
     def enqueue_task(self, rq, p, flags: int) -> None:
         rt_rq = self.rt_rqs[rq.cpu]
-        rt_rq.queue.setdefault(p.prio, deque()).append(p)
+        prio = p.prio
+        q = rt_rq.queue.get(prio)
+        if q is None:
+            q = rt_rq.queue[prio] = deque()
+            if prio < rt_rq.highest:
+                rt_rq.highest = prio
+        q.append(p)
         rt_rq.rt_nr_running += 1
         rq.nr_running += 1
         p.rt_time_slice = p.rt_time_slice or self.rr_timeslice
@@ -92,10 +104,13 @@ class RtClass:
         rt_rq = self.rt_rqs[rq.cpu]
         if rq.curr is p:
             self.update_curr(rq)
-        q = rt_rq.queue[p.prio]
+        prio = p.prio
+        q = rt_rq.queue[prio]
         q.remove(p)
         if not q:
-            del rt_rq.queue[p.prio]
+            del rt_rq.queue[prio]
+            if prio == rt_rq.highest:
+                rt_rq.highest = min(rt_rq.queue) if rt_rq.queue else MAX_RT_PRIO
         rt_rq.rt_nr_running -= 1
         rq.nr_running -= 1
 
@@ -106,7 +121,7 @@ class RtClass:
     def pick_next_task(self, rq):
         """pick_next_rt_entity(): the head of the highest-priority list."""
         rt_rq = self.rt_rqs[rq.cpu]
-        p = rt_rq.queue[min(rt_rq.queue)][0]
+        p = rt_rq.queue[rt_rq.highest][0]
         rt_rq.exec_start = self.clock._now
         return p
 
@@ -127,11 +142,11 @@ class RtClass:
             return
         rt_rq.exec_start = now
         curr.tg.usage_ns += delta            # cpuacct_charge()
-        if self.rt_runtime is None:
+        if self._runtime < 0:
             return
         rt_rq.rt_time += delta
         # sched_rt_runtime_exceeded()
-        if not rt_rq.rt_throttled and rt_rq.rt_time > self.rt_runtime:
+        if not rt_rq.rt_throttled and rt_rq.rt_time > self._runtime:
             rt_rq.rt_throttled = True
             rq.need_resched = True
 
@@ -176,23 +191,26 @@ class RtClass:
     def cpupri(self, cpu: int) -> int:
         """The CPU's priority as cpupri sees it: its highest runnable RT
         prio, or MAX_RT_PRIO when it runs fair tasks or nothing."""
-        rt_rq = self.rt_rqs[cpu]
-        return rt_rq.highest_prio() if rt_rq.rt_nr_running else MAX_RT_PRIO
+        return self.rt_rqs[cpu].highest
 
     def find_lowest_rq(self, p, cpu: int):
         """A CPU whose cpupri is the lowest one below p's priority: ``cpu``
         (p's CPU) if it qualifies, else the nearest (cpumask of the smallest
         sched domain first); None if every CPU runs RT work at least as
-        important."""
+        important.  One pass in distance order (``cpu`` first), keeping the
+        first CPU of each better cpupri."""
         allowed = p.cpus_allowed
-        pri = {c: self.cpupri(c) for c in range(len(self.rt_rqs))
-               if allowed is None or c in allowed}
-        below = [c for c, v in pri.items() if v > p.prio]
-        if not below:
-            return None
-        lowest = max(pri[c] for c in below)
-        return next(c for c in self.machine.cpus_by_distance[cpu]
-                    if c in pri and pri[c] == lowest and pri[c] > p.prio)
+        best = -1
+        best_pri = p.prio            # a candidate must rank strictly below p
+        for c in self.cpus_by_distance[cpu]:
+            if allowed is not None and c not in allowed:
+                continue
+            pri = self.rt_rqs[c].highest
+            if pri > best_pri:
+                best, best_pri = c, pri
+                if pri == MAX_RT_PRIO:
+                    break            # no RT work at all: nothing ranks lower
+        return None if best < 0 else best
 
     def select_task_rq(self, p, prev_cpu: int, wake_flags: int) -> int:
         """select_task_rq_rt()"""
@@ -201,7 +219,7 @@ class RtClass:
             prev_cpu = min(allowed)
         if not wake_flags & (WF_TTWU | WF_FORK):
             return prev_cpu
-        curr = self.machine.rqs[prev_cpu].curr
+        curr = self.rqs[prev_cpu].curr
         if curr is not None and curr.prio < MAX_RT_PRIO and curr.prio <= p.prio:
             target = self.find_lowest_rq(p, prev_cpu)
             if target is not None and p.prio < self.cpupri(target):
@@ -242,7 +260,7 @@ class RtClass:
 
     def need_pull(self, rq, prev) -> bool:
         """need_pull_rt_task(): prev left and what remains is less important."""
-        return self.rt_rqs[rq.cpu].highest_prio() > prev.prio
+        return self.rt_rqs[rq.cpu].highest > prev.prio
 
     def pull_rt_task(self, this_rq) -> int:
         """pull_rt_task(): take queued RT tasks more important than ours
@@ -256,7 +274,7 @@ class RtClass:
             p = self._pushable(src)
             if p is None or (p.cpus_allowed is not None and this_rq.cpu not in p.cpus_allowed):
                 continue
-            if not p.prio < self.rt_rqs[this_rq.cpu].highest_prio():
+            if not p.prio < self.rt_rqs[this_rq.cpu].highest:
                 continue
             if src.curr is not None and p.prio < src.curr.prio:
                 continue   # p is about to preempt there
