@@ -253,6 +253,33 @@ def test_order_follows_credits_that_drift_while_queued():
     assert m.policy.stats["tick_preemptions"] == 1
 
 
+def test_credit_order_within_an_instant_follows_queue_and_credit_changes():
+    """The first entity by credit is memoised per instant (CreditQueue); an
+    enqueue or a written credit at that same instant must still change it."""
+    engine = Engine(1)
+    m = Machine(engine, Topology(1, 1), LAGS, LagsConfig(name="lags"), CostModel())
+    tgs = {n: m.create_group(f"faas.slice/{n}") for n in "abcd"}
+    for n, credit in zip("abcd", (100.0, 200.0, 300.0, 5.0)):
+        m.policy.set_load_credit(tgs[n], credit)
+    for n in "cba":
+        engine.call_at(0, m.wake_up_new_task, m.new_task(n, tgs[n], 0, 10**9, 0, _Exit()), 0)
+    engine.run(1_000_000)
+    cfs_rq = m.groups["/faas.slice"].cfs_rq[0]
+
+    def first():
+        return m.policy._pick_first_entity(cfs_rq).my_q.tg.name
+
+    assert m.rqs[0].curr.name == "a"
+    assert first() == first() == "/faas.slice/b"
+    m.policy.set_load_credit(tgs["c"], 150.0)
+    assert first() == "/faas.slice/c"
+    # d (credit 5) wakes at the same instant and preempts a at once: a
+    # goes back to the queue, ahead of c and b
+    m.wake_up_new_task(m.new_task("d", tgs["d"], 0, 10**9, 0, _Exit()), 0)
+    assert m.rqs[0].curr.name == "d"
+    assert first() == "/faas.slice/a"
+
+
 def test_hrtick_does_not_refire_while_a_function_stays_first():
     groups = [{"name": "light", "threads": 1, "run_ms": 10.0, "sleep_ms": 40.0},
               {"name": "heavy", "threads": 2, "run_ms": 50.0, "sleep_ms": 0.0}]

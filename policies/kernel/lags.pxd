@@ -18,6 +18,11 @@ cdef class LoadCredit:
     cdef public double D
     cdef public long long T
 
+cdef class CreditQueue:
+    cdef public dict entities
+    cdef public SchedEntity first
+    cdef public long long first_at
+
 cdef class LAGS(CFS):
     cdef public bint leaves
     cdef public list globs
@@ -35,6 +40,9 @@ cdef class LAGS(CFS):
     cdef public bint lags_balancing
     cdef public double _lambda
     cdef public double _beta
+    cdef public long long _fold_dt
+    cdef public double _fold_y
+    cdef public double _fold_z
     cdef public bint _runnable
     cdef public bint _fifo
     cdef public bint _aware_first
@@ -59,7 +67,7 @@ cdef class LAGS(CFS):
     cpdef _fold(self, LoadCredit lc, long long now)
     cpdef double load_credit(self, TaskGroup tg)
     cpdef double _credit(self, LoadCredit lc, long long now)
-    @cython.locals(lc=LoadCredit)
+    @cython.locals(lc=LoadCredit, cq=CreditQueue)
     cpdef set_load_credit(self, TaskGroup tg, double value)
     @cython.locals(lc=LoadCredit)
     cpdef _fold_chain(self, tuple chain, long long now)
@@ -97,15 +105,15 @@ cdef class LAGS(CFS):
     cpdef update_cfs_group(self, SchedEntity se)
     @cython.locals(aa=bint, ab=bint, c=cython.long)
     cpdef entity_before(self, SchedEntity a, SchedEntity b)
-    @cython.locals(seq=cython.longlong, q=dict)
+    @cython.locals(seq=cython.longlong, cq=CreditQueue)
     cpdef _enqueue_timeline(self, CfsRq cfs_rq, SchedEntity se)
-    @cython.locals(q=dict)
+    @cython.locals(cq=CreditQueue)
     cpdef _dequeue_timeline(self, CfsRq cfs_rq, SchedEntity se)
-    @cython.locals(left=SchedEntity, first=SchedEntity, q=dict)
+    @cython.locals(left=SchedEntity, first=SchedEntity, cq=CreditQueue)
     cpdef _pick_first_entity(self, CfsRq cfs_rq)
-    @cython.locals(now=cython.longlong, low=cython.double, lc=LoadCredit, se=SchedEntity,
+    @cython.locals(q=dict, now=cython.longlong, low=cython.double, lc=LoadCredit, se=SchedEntity,
                    best=SchedEntity)
-    cpdef SchedEntity _credit_first(self, dict q)
+    cpdef SchedEntity _credit_first(self, CreditQueue cq)
     @cython.locals(c=cython.long)
     cpdef wakeup_preempt_buddy(self, SchedEntity buddy, SchedEntity left)
     @cython.locals(left=SchedEntity, aware_curr=bint, aware_left=bint, c=cython.long)

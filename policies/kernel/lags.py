@@ -70,9 +70,10 @@ disable it [§2.1], and none of its experiments set cpu.max.
 Ordering data structure.  Credits drift continuously, so a heap keyed by
 credit would go stale while entities wait.  Each cfs_rq keeps CFS's vruntime
 heap for entities that are not latency-aware, and a set of its queued
-latency-aware group entities that is scanned when the leftmost entity is
-needed: O(k) credit evaluations (memoised per instant) for k queued
-function entities on that cfs_rq.
+latency-aware group entities (CreditQueue) that is scanned when the
+leftmost entity is needed: O(k) credit evaluations for k queued function
+entities on that cfs_rq, once per instant and queue (the answer is
+memoised until the queue changes).
 
 LAGS overrides CFS's timeline hooks (``_enqueue_timeline``,
 ``_dequeue_timeline``, ``_pick_first_entity``: the kernel's
@@ -242,6 +243,26 @@ class LoadCredit:
         self.T = now
 
 
+class CreditQueue:
+    """A cfs_rq's queued latency-aware group entities (``entities``: se ->
+    its function's LoadCredit), with the first of them by credit memoised
+    for the instant it was found (``first``, ``first_at``).  With smoothing
+    a credit's value at an instant is fixed once read (folding is one-way,
+    and re-reading the load signal changes only where the EMA goes next),
+    and a queued entity's vruntime and rb_seq change only through its own
+    dequeue and enqueue, which clear the memo; so within one instant the
+    answer is the same until the queue changes.  update_curr() asks it at
+    every level on every accounting (update_min_vruntime), many times per
+    instant."""
+
+    __slots__ = ("entities", "first", "first_at")
+
+    def __init__(self):
+        self.entities = {}
+        self.first = None
+        self.first_at = -1
+
+
 class LAGS(CFS):
     name = "lags"
     stats_prefix = "lags"         # the summary's lags_<counter> columns
@@ -270,6 +291,11 @@ class LAGS(CFS):
 
         self._lambda = math.log(2) / PELT_HALFLIFE_NS
         self._beta = ema_rate(self.ema_form, self.window_ticks, machine.tick_ns)
+        # the decay factors of the last fold's interval: the credits a scan
+        # folds were mostly last folded together, so they share it
+        self._fold_dt = 0
+        self._fold_y = 1.0
+        self._fold_z = 1.0
         self._runnable = self.load_signal == "runnable"
         ncpus = machine.topology.nr_cpus
         self._aware: set = set()              # latency-aware task groups
@@ -279,7 +305,7 @@ class LAGS(CFS):
         self._credit_of: dict = {}            # TaskGroup -> LoadCredit
         self._chains: dict = {}               # TaskGroup -> credits of aware tgs, itself upward
         self._contrib: dict = {}              # CfsRq -> (weight, load_avg, t) last read
-        self._aware_q: dict = {}              # CfsRq -> {queued aware gse: its credit}
+        self._aware_q: dict = {}              # CfsRq -> CreditQueue of its aware gses
         self._curr_credit = [None] * ncpus    # (task, its function's credit) per CPU
         self._running = [None] * ncpus        # the fair task counted running per CPU
         # how often each mechanism acted: entities queued by credit, credit
@@ -332,12 +358,16 @@ class LAGS(CFS):
         if dt <= 0:
             return
         lam, beta = self._lambda, self._beta
-        y = exp(-lam * dt)
+        if dt != self._fold_dt:
+            self._fold_dt = dt
+            self._fold_y = exp(-lam * dt)
+            self._fold_z = exp(-beta * dt) if beta != INF else 0.0
+        y = self._fold_y
         W, D = lc.W, lc.D
         if beta == INF:
             lc.ema = W + D * y
         else:
-            z = exp(-beta * dt)
+            z = self._fold_z
             if abs(beta - lam) > 1e-9 * lam:
                 c = beta * D / (beta - lam)
                 lc.ema = W + c * y + (lc.ema - W - c) * z
@@ -365,6 +395,8 @@ class LAGS(CFS):
         lc = self._credit_of[tg]
         self._fold(lc, self.clock._now)
         lc.ema = float(value)
+        for cq in self._aware_q.values():
+            cq.first = None           # the order at this instant may change
 
     def _fold_chain(self, chain, now):
         for lc in chain:
@@ -549,36 +581,40 @@ class LAGS(CFS):
         if self.lags_ordering and self._aware_se(se):
             # the queueing order lives in se.rb_seq, as on CFS's timeline
             se.rb_seq = self._next_seq()
-            q = self._aware_q.get(cfs_rq)
-            if q is None:
-                q = self._aware_q[cfs_rq] = {}
-            q[se] = self._credit_of[se.my_q.tg]
+            cq = self._aware_q.get(cfs_rq)
+            if cq is None:
+                cq = self._aware_q[cfs_rq] = CreditQueue()
+            cq.entities[se] = self._credit_of[se.my_q.tg]
+            cq.first = None
             self.stats["credit_queued"] += 1
             return
         CFS._enqueue_timeline(self, cfs_rq, se)
 
     def _dequeue_timeline(self, cfs_rq, se):
         se.rb_seq = 0
-        q = self._aware_q.get(cfs_rq)
-        if q:
-            q.pop(se, None)
+        cq = self._aware_q.get(cfs_rq)
+        if cq is not None and cq.entities.pop(se, None) is not None:
+            cq.first = None
 
     def _pick_first_entity(self, cfs_rq):
         left = CFS._pick_first_entity(self, cfs_rq)
-        q = self._aware_q.get(cfs_rq)
-        if not q:
+        cq = self._aware_q.get(cfs_rq)
+        if cq is None or not cq.entities:
             return left
-        first = self._credit_first(q)
+        first = self._credit_first(cq)
         if left is None or self._aware_first or first.vruntime < left.vruntime:
             return first
         return left
 
-    def _credit_first(self, q):
+    def _credit_first(self, cq):
         """The queued function entity with the lowest Load Credit; ties
         (within tie_margin of the lowest) by vruntime or queueing order."""
+        q = cq.entities
         if len(q) == 1:
             return next(iter(q))
         now = self.clock._now
+        if cq.first is not None and cq.first_at == now and self._beta != INF:
+            return cq.first
         low = INF
         for lc in q.values():
             low = min(low, self._credit(lc, now))
@@ -597,6 +633,7 @@ class LAGS(CFS):
                 elif se.vruntime > best.vruntime:
                     continue
             best = se
+        cq.first, cq.first_at = best, now
         return best
 
     def wakeup_preempt_buddy(self, buddy, left):
