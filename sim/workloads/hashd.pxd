@@ -12,6 +12,14 @@ cdef class _Function:
     cdef public list idle
     cdef public long spawned
 
+cdef class _Part:
+    cdef public Request req
+    cdef public long long part
+    cdef public long long third
+    cdef public long step
+
+    cpdef long long cpu(self, long step)
+
 cdef class HashdPath:
     cdef public object wl
     cdef public Machine machine
@@ -30,9 +38,9 @@ cdef class HashdPath:
     @cython.locals(fn=_Function, req=Request)
     cpdef _dispatched(self, Task d)
     @cython.locals(m=Machine, share=cython.longlong, extra=cython.longlong,
-                   third=cython.longlong, j=cython.long, part=cython.longlong, w=Task)
+                   third=cython.longlong, j=cython.long, plan=_Part, w=Task)
     cpdef _launch(self, _Function fn, Request req, long hint)
     @cython.locals(mean=cython.double, u1=cython.double, u2=cython.double, x=cython.double)
     cpdef long long _sleep_third(self)
-    @cython.locals(fn=_Function, plan=list, req=Request, i=cython.long, sleep=cython.longlong)
+    @cython.locals(fn=_Function, plan=_Part, req=Request, i=cython.long)
     cpdef burst_done(self, Task task)

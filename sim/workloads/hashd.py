@@ -63,6 +63,28 @@ class _Function:
         self.spawned = 0
 
 
+class _Part:
+    """A worker's share of one request, as HasherThread::run does it.  With
+    a sleep (``third``: a third of sleep_dur) it runs four CPU bursts, each
+    of the first three followed by a third of the sleep: a syscall, a
+    syscall, its ``part`` of the hashing, a last syscall; without, the
+    hashing alone.  ``step`` is the burst running.  (One object per part,
+    not a list of tuples: an overloaded host keeps thousands in flight,
+    and the cyclic collector scans each new object once.)"""
+
+    __slots__ = ("req", "part", "third", "step")
+
+    def __init__(self, req, part: int, third: int):
+        self.req = req
+        self.part = part
+        self.third = third
+        self.step = 0
+
+    def cpu(self, step: int) -> int:
+        """The CPU demand of burst ``step``."""
+        return self.part if step == (2 if self.third else 0) else SYSCALL_NS
+
+
 class HashdPath:
     """rd-hashd's dispatch thread and worker pool in front of a ForkJoin
     workload's functions."""
@@ -88,7 +110,7 @@ class HashdPath:
         self.sleep_sd_ns = ratio * self.sleep_mean_ns
         self.rng = self.engine.rng("workload/rdhashd/sleep")
         self.functions: dict = {}     # function cgroup -> _Function
-        self.plan: dict = {}          # worker -> [request, its bursts, index of the current one]
+        self.plan: dict = {}          # worker -> its _Part
 
     def add_function(self, tg) -> None:
         self.functions[tg] = _Function(tg)
@@ -136,24 +158,19 @@ class HashdPath:
         share, extra = divmod(req.demand, req.pending)
         third = self._sleep_third()
         for j in range(req.pending):
-            part = max(1, share + (extra if j == 0 else 0))
-            # (CPU burst, sleep after it): HasherThread::run with the
-            # hashing replaced by the CPU demand
-            if third:
-                bursts = ((SYSCALL_NS, third), (SYSCALL_NS, third), (part, third), (SYSCALL_NS, 0))
-            else:
-                bursts = ((part, 0),)
+            # HasherThread::run with the hashing replaced by the CPU demand
+            plan = _Part(req, max(1, share + (extra if j == 0 else 0)), third)
             if fn.idle:
                 w = fn.idle.pop()
                 w.request = req
-                w.remaining = bursts[0][0]
-                self.plan[w] = [req, bursts, 0]
+                w.remaining = plan.cpu(0)
+                self.plan[w] = plan
                 m.wake_up(w)
             else:
                 w = m.new_task(f"{fn.tg.name}/worker-{fn.spawned}", fn.tg, wl.nice,
-                               bursts[0][0], wl.ws_bytes, self, req)
+                               plan.cpu(0), wl.ws_bytes, self, req)
                 fn.spawned += 1
-                self.plan[w] = [req, bursts, 0]
+                self.plan[w] = plan
                 m.wake_up_new_task(w, hint)
                 hint = w.cpu
 
@@ -175,13 +192,14 @@ class HashdPath:
         if task is fn.dispatcher:
             return self._dispatched(task)
         plan = self.plan[task]
-        req, bursts, i = plan
-        sleep = bursts[i][1]
-        if sleep:
-            plan[2] = i + 1
-            task.remaining = bursts[i + 1][0]
-            return sleep
+        i = plan.step
+        if plan.third and i < 3:
+            # a third of the sleep after each of the first three bursts
+            plan.step = i + 1
+            task.remaining = plan.cpu(i + 1)
+            return plan.third
         # the request's part is done: report it to the dispatcher
+        req = plan.req
         del self.plan[task]
         task.request = None
         fn.idle.append(task)
