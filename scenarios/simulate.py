@@ -15,7 +15,7 @@ from policies.control import build as build_controller
 from results.schema import request_columns, run_identity
 from scenarios.validate import validate_mapping
 from sim import workloads
-from sim.engine import NSEC_PER_SEC, s_to_ns
+from sim.engine import NSEC_PER_SEC, quiet_gc, s_to_ns
 from sim.kthreads import KernelThreads, RcuGp
 from sim.loadgen import SAMPLED_BESIDE_FUNCTIONS, LoadGenerator
 from sim.memory.progress import empty_summary
@@ -146,35 +146,37 @@ def simulate(cfg, progress=None, trace=None) -> SimResult:
     if progress is not None:
         def report(t_ns, until_ns):
             progress(t_ns / NSEC_PER_SEC, until_ns / NSEC_PER_SEC)
-    events = engine.run(duration_ns, report, max(duration_ns // 100, 1))
-    sampler.sample(reschedule=False)
-    totals = HostCounters.read(machine) - at_warmup[0]
-    wall = time.perf_counter() - wall0
-    requests = recorder.table()
-    summary = _summary(cfg, machine, recorder, requests, totals,
-                       (duration_ns - warmup_ns) / NSEC_PER_SEC, wall, events)
-    for column, value in cpu_limit_columns(machine, warmup_ns, duration_ns).items():
-        summary = summary.append_column(column, pa.array([value], pa.float64()))
-    for column, value in memory_columns(machine).items():
-        summary = summary.append_column(column, pa.array([value], pa.float64()))
-    prefix = machine.policy.stats_prefix
-    for key, value in policy_stats(machine).items():
-        summary = summary.append_column(f"{prefix}_{key}",
-                                        pa.array([value - stats_at_warmup.get(key, 0)], pa.int64()))
-    window_ns = (duration_ns - warmup_ns) * machine.topology.nr_cpus
-    for column, value in openmp_columns({k: v - path_at_warmup[k]
-                                         for k, v in path_stats(workload).items()},
-                                        window_ns).items():
-        summary = summary.append_column(column, pa.array([value]))
-    if controller is not None:
-        for column, value in controller.summary().items():
+    # the run, then its tables: the run's objects stay frozen until both are done
+    with quiet_gc():
+        events = engine.run(duration_ns, report, max(duration_ns // 100, 1))
+        sampler.sample(reschedule=False)
+        totals = HostCounters.read(machine) - at_warmup[0]
+        wall = time.perf_counter() - wall0
+        requests = recorder.table()
+        summary = _summary(cfg, machine, recorder, requests, totals,
+                           (duration_ns - warmup_ns) / NSEC_PER_SEC, wall, events)
+        for column, value in cpu_limit_columns(machine, warmup_ns, duration_ns).items():
+            summary = summary.append_column(column, pa.array([value], pa.float64()))
+        for column, value in memory_columns(machine).items():
+            summary = summary.append_column(column, pa.array([value], pa.float64()))
+        prefix = machine.policy.stats_prefix
+        for key, value in policy_stats(machine).items():
+            summary = summary.append_column(f"{prefix}_{key}",
+                                            pa.array([value - stats_at_warmup.get(key, 0)], pa.int64()))
+        window_ns = (duration_ns - warmup_ns) * machine.topology.nr_cpus
+        for column, value in openmp_columns({k: v - path_at_warmup[k]
+                                             for k, v in path_stats(workload).items()},
+                                            window_ns).items():
             summary = summary.append_column(column, pa.array([value]))
-    extra = dict(workload.tables())
-    if tracer is not None:
-        extra["sched"] = tracer.table()
-        summary = summary.append_column("sched_trace_events", pa.array([extra["sched"].num_rows]))
-        summary = summary.append_column("sched_trace_truncated", pa.array([tracer.truncated]))
-    return SimResult(summary, requests, sampler.table(), cfg, extra)
+        if controller is not None:
+            for column, value in controller.summary().items():
+                summary = summary.append_column(column, pa.array([value]))
+        extra = dict(workload.tables())
+        if tracer is not None:
+            extra["sched"] = tracer.table()
+            summary = summary.append_column("sched_trace_events", pa.array([extra["sched"].num_rows]))
+            summary = summary.append_column("sched_trace_truncated", pa.array([tracer.truncated]))
+        return SimResult(summary, requests, sampler.table(), cfg, extra)
 
 
 def attach_tracer(cfg: dict, machine) -> SchedTracer | None:

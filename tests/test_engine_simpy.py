@@ -4,12 +4,14 @@ kernel model's callbacks in one documented order, and can drive load into
 the simulated machine."""
 from __future__ import annotations
 
+import gc
+
 import pytest
 import simpy
 
 from policies.kernel.cfs import CFS, CfsConfig
 from sim.costmodel import CostModel
-from sim.engine import Engine
+from sim.engine import GC_YOUNG_THRESHOLD, Engine, quiet_gc
 from sim.machine import Machine
 from sim.task import BURST_EXIT, Request
 from sim.topology import Topology
@@ -253,3 +255,23 @@ def test_closed_loop_sharing_the_cpu_obeys_the_response_time_law():
 def test_a_simpy_driven_run_is_deterministic():
     runs = [run_clients(4, 2, 2 * MS, 1 * MS, 100 * MS)[2] for _ in range(2)]
     assert runs[0] == runs[1] and len(runs[0]) > 40
+
+
+def test_quiet_gc_freezes_what_a_nested_block_made_and_restores_the_collector():
+    """quiet_gc (sim/engine.py): a run inside a reporting block leaves its
+    survivors frozen for the rest of the block; the outermost exit
+    unfreezes and gives the thresholds back."""
+    before = gc.get_threshold()
+    assert gc.get_freeze_count() == 0
+    with quiet_gc():
+        assert gc.get_threshold()[0] == GC_YOUNG_THRESHOLD
+        frozen = gc.get_freeze_count()
+        with quiet_gc():
+            made = [[i] for i in range(1000)]        # tracked containers
+        assert gc.get_freeze_count() >= frozen + len(made)
+    assert gc.get_freeze_count() == 0
+    assert gc.get_threshold() == before
+    engine = Engine(1)
+    engine.call_later(10, lambda: None)
+    engine.run(100)
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
