@@ -135,10 +135,15 @@ cdef class LAGS(CFS):
     @cython.locals(moved=cython.long)
     cpdef load_balance(self, Rq dst_rq, span, long idle)
     @cython.locals(dst_idle=bint, now=cython.longlong, order=list, n=cython.long, i=cython.long,
-                   credit=cython.double, run=set, rqs=list, cpu=cython.long, src=Rq)
+                   j=cython.long, k=cython.long, credit=cython.double, rqs=list, cpu=cython.long,
+                   src=Rq, sources=list, lc=LoadCredit)
     cpdef long _lc_pull(self, Rq dst_rq, span, long idle)
+    @cython.locals(tg=TaskGroup, src=Rq)
+    cpdef bint _waits_in(self, LoadCredit lc, list sources)
+    @cython.locals(h=cython.long, curr=Task)
+    cpdef bint _waits_on(self, TaskGroup tg, Rq src)
     @cython.locals(lc=LoadCredit)
     cpdef list _credit_order(self, long long now)
-    @cython.locals(m=Machine, dst_cpu=cython.long, cpu=cython.long, src=Rq, curr=Task,
-                   waiting=bint, lc=LoadCredit, h=cython.long, p=Task, chain=tuple)
-    cpdef bint _pull_first(self, Rq dst_rq, span, set run, long long now)
+    @cython.locals(m=Machine, dst_cpu=cython.long, src=Rq, curr=Task,
+                   waiting=bint, lc=LoadCredit, p=Task, chain=tuple, tgs=set)
+    cpdef bint _pull_first(self, Rq dst_rq, list sources, set run, long long now)

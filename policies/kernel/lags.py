@@ -809,11 +809,14 @@ class LAGS(CFS):
             if cached is None:
                 return 0
         rqs = self.machine.rqs
+        # the CPUs something could be pulled from, in span order: nothing
+        # moves until the pull, so they are found once per call
+        sources = []
         for cpu in span:
             src = rqs[cpu]
             if src is not dst_rq and src.nr_running >= 2:
-                break
-        else:
+                sources.append(src)
+        if not sources:
             return 0            # nothing waits anywhere: no need to rank the functions
         now = self.clock._now
         order = self._credit_order(now)
@@ -823,13 +826,34 @@ class LAGS(CFS):
             credit = order[i][0]
             if cached is not None and not cached - credit > self.tie_margin:
                 return 0        # credits only rise from here
-            run = set()
-            while i < n and order[i][0] == credit:
-                run.add(order[i][1])
-                i += 1
-            if self._pull_first(dst_rq, span, run, now):
+            j = i + 1
+            while j < n and order[j][0] == credit:
+                j += 1
+            if j == i + 1:
+                # a function alone at its credit (the usual case): most
+                # have no task waiting in the span, which one pass tells
+                lc = order[i][1]
+                if self._waits_in(lc, sources) and self._pull_first(dst_rq, sources, {lc}, now):
+                    return 1
+            elif self._pull_first(dst_rq, sources, {order[k][1] for k in range(i, j)}, now):
                 return 1
+            i = j
         return 0
+
+    def _waits_in(self, lc, sources):
+        """Whether ``lc``'s function has a task waiting on one of the rqs
+        ``sources``."""
+        tg = lc.tg
+        for src in sources:
+            if self._waits_on(tg, src):
+                return True
+        return False
+
+    def _waits_on(self, tg, src):
+        """Whether group ``tg`` has a task waiting (queued, not running) on rq ``src``."""
+        h = tg.cfs_rq[src.cpu].h_nr_running
+        curr = src.curr
+        return h > 1 or (h == 1 and (curr is None or curr.tg is not tg))
 
     def _credit_order(self, now):
         """(credit, LoadCredit) of every latency-aware group, lowest first.
@@ -843,37 +867,40 @@ class LAGS(CFS):
         self._order, self._order_at = order, now
         return order
 
-    def _pull_first(self, dst_rq, span, run, now):
-        """Pull the first movable waiting task, in scan order, of a function
-        whose credit is in ``run``."""
+    def _pull_first(self, dst_rq, sources, run, now):
+        """Pull the first movable waiting task, in scan order (the rqs
+        ``sources`` in order), of a function whose credit is in ``run``."""
         m = self.machine
         dst_cpu = dst_rq.cpu
-        for cpu in span:
-            src = m.rqs[cpu]
-            if src is dst_rq or src.nr_running < 2:
-                continue
+        tgs = None              # the run's groups, once a queue is scanned
+        for src in sources:
             curr = src.curr
             waiting = False
             for lc in run:
-                h = lc.tg.cfs_rq[cpu].h_nr_running
-                if h > 1 or (h == 1 and (curr is None or curr.tg is not lc.tg)):
+                if self._waits_on(lc.tg, src):
                     waiting = True
                     break
             if not waiting:
                 continue
+            if tgs is None:
+                tgs = {lc.tg for lc in run}
             for p in src.cfs_tasks:
                 if p is curr:
                     continue
-                chain = self._chain(p.tg)
-                if not chain or chain[0] not in run:
-                    continue
+                if self.leaves:
+                    # a leaf has no child cgroups: chain[0] is the task's own group
+                    if p.tg not in tgs:
+                        continue
+                else:
+                    chain = self._chain(p.tg)
+                    if not chain or chain[0] not in run:
+                        continue
                 if not self.can_migrate_task(p, dst_cpu, src, now):
                     continue
                 m.move_queued_task(p, src, dst_rq)
                 self.stats["pulls"] += 1
                 return True
         return False
-
 
 def _first(pair):
     return pair[0]
