@@ -36,9 +36,11 @@ def experiments() -> list[str]:
 
 
 def sample(points: list[list[str]], n: int) -> list[list[str]]:
-    """n points spread over the grid, first and last included."""
+    """n points spread over the grid, first and last included (n = 1: the first)."""
     if len(points) <= n:
         return points
+    if n == 1:
+        return points[:1]
     picks = sorted({round(i * (len(points) - 1) / (n - 1)) for i in range(n)})
     return [points[i] for i in picks]
 
@@ -79,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--points", type=int, default=3, help="points per experiment (record)")
     parser.add_argument("--only", default="", help="comma-separated experiment names")
     args = parser.parse_args(argv)
+    if args.points < 1:
+        parser.error(f"--points {args.points}: must be at least 1")
     names = [n for n in args.only.split(",") if n] or experiments()
     path = args.dir / "golden.json"
     if args.action == "record":
