@@ -36,11 +36,13 @@ class NodeAllocation:
                 and self.memory_requested + memory <= self.memory_mb)
 
     def score(self, strategy: str, cpu: int, memory: int) -> float:
-        used = ((self.cpu_requested + cpu) / self.cpu_mcpu,
-                (self.memory_requested + memory) / self.memory_mb)
+        # the mean over CPU and memory, summed in that order (place() calls
+        # this for every node at every placement: no tuples or generators)
+        used_cpu = (self.cpu_requested + cpu) / self.cpu_mcpu
+        used_memory = (self.memory_requested + memory) / self.memory_mb
         if strategy == "most_allocated":
-            return 100.0 * sum(used) / 2
-        return 100.0 * sum(1.0 - u for u in used) / 2
+            return 100.0 * (used_cpu + used_memory) / 2
+        return 100.0 * ((1.0 - used_cpu) + (1.0 - used_memory)) / 2
 
     def bind(self, cpu: int, memory: int) -> None:
         self.cpu_requested += cpu
