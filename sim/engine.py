@@ -39,7 +39,13 @@ NSEC_PER_MSEC = 1_000_000
 NSEC_PER_USEC = 1_000
 # allocations between young-generation collections while a run executes
 GC_YOUNG_THRESHOLD = 100_000
-_quiet_depth = [0]            # nesting of quiet_gc(), and the thresholds to restore
+# a SimPy priority p schedules its event (p - NORMAL) strides from NORMAL in
+# the calendar's sequence numbers: URGENT events precede every NORMAL one due
+# at the same instant, since no run schedules 2**56 calls
+PRIORITY_STRIDE = 1 << 56
+# run(until=None) or run(until=event): no time limit
+NO_LIMIT_NS = (1 << 63) - 1
+_quiet_depth = [0]            # how many quiet_gc() blocks are open
 
 
 @contextmanager
@@ -68,12 +74,6 @@ def quiet_gc():
             gc.unfreeze()
         else:
             gc.freeze()
-# a SimPy priority p schedules its event (p - NORMAL) strides from NORMAL in
-# the calendar's sequence numbers: URGENT events precede every NORMAL one due
-# at the same instant, since no run schedules 2**56 calls
-PRIORITY_STRIDE = 1 << 56
-# run(until=None) or run(until=event): no time limit
-NO_LIMIT_NS = (1 << 63) - 1
 
 
 def s_to_ns(seconds: float) -> int:

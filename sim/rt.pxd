@@ -7,6 +7,7 @@ from sim.rq cimport Rq
 from sim.task cimport Task
 
 cdef long WF_FORK, WF_TTWU
+cdef long long RUNTIME_INF
 cdef object SCHED_RR
 
 cdef class RtRq:
@@ -24,8 +25,7 @@ cdef class RtClass:
     cdef public Calendar clock
     cdef public long rr_timeslice
     cdef public long long rt_period
-    cdef public object rt_runtime
-    cdef public long long _runtime
+    cdef public long long rt_runtime
     cdef public list rt_rqs
     cdef public list rqs
     cdef public list cpus_by_distance

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections import deque
 
+from sim.bandwidth import RUNTIME_INF
 from sim.sched_class import SCHED_RR
 from sim.sched_flags import WF_FORK, WF_TTWU
 
@@ -73,8 +74,7 @@ class RtClass:
         self.rr_timeslice = max(1, round(timeslice_ns / tick))
         self.rt_period = int(cfg.sched_rt_period_us) * USEC
         runtime = int(cfg.sched_rt_runtime_us)
-        self.rt_runtime = None if runtime < 0 else runtime * USEC   # None: RUNTIME_INF
-        self._runtime = -1 if runtime < 0 else runtime * USEC       # the same, as a C integer
+        self.rt_runtime = RUNTIME_INF if runtime < 0 else runtime * USEC
         self.rt_rqs = [RtRq() for _ in machine.rqs]
         self.rqs = machine.rqs
         self.cpus_by_distance = machine.cpus_by_distance
@@ -96,7 +96,7 @@ class RtClass:
         rt_rq.rt_nr_running += 1
         rq.nr_running += 1
         p.rt_time_slice = p.rt_time_slice or self.rr_timeslice
-        if not self._period_timer_armed and self.rt_runtime is not None:
+        if not self._period_timer_armed and self.rt_runtime != RUNTIME_INF:
             self._period_timer_armed = True
             self.machine.engine.call_later(self.rt_period, self._sched_rt_period_timer)
 
@@ -142,11 +142,11 @@ class RtClass:
             return
         rt_rq.exec_start = now
         curr.tg.usage_ns += delta            # cpuacct_charge()
-        if self._runtime < 0:
+        if self.rt_runtime == RUNTIME_INF:
             return
         rt_rq.rt_time += delta
         # sched_rt_runtime_exceeded()
-        if not rt_rq.rt_throttled and rt_rq.rt_time > self._runtime:
+        if not rt_rq.rt_throttled and rt_rq.rt_time > self.rt_runtime:
             rt_rq.rt_throttled = True
             rq.need_resched = True
 

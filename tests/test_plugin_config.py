@@ -16,6 +16,7 @@ from policies.kernel.eevdf import EevdfConfig
 from policies.kernel.lags import LAGS, LagsConfig
 from scenarios.config import CONF_DIR
 from scenarios.simulate import build, simulate
+from sim.bandwidth import RUNTIME_INF
 from sim.config import from_mapping
 from sim.sched_class import KernelScheduler, SchedConfig
 from tests.simcfg import make_cfg, periodic, poisson
@@ -55,7 +56,7 @@ def test_the_machine_and_its_classes_read_the_typed_config():
     assert m.policy.migration_cost == 250_000
     assert all(rq.avg_idle == 500_000 for rq in m.rqs)     # 2 x migration cost
     assert m.rt.rr_timeslice == 2                          # 8 ms in 4 ms ticks
-    assert m.rt.rt_runtime is None                         # -1: RUNTIME_INF
+    assert m.rt.rt_runtime == RUNTIME_INF                  # -1
     assert m.policy.bandwidth.slice == 1_000_000
     assert m.default_task_policy == ("rr", 7)
 

@@ -872,7 +872,7 @@ class LAGS(CFS):
         ``sources`` in order), of a function whose credit is in ``run``."""
         m = self.machine
         dst_cpu = dst_rq.cpu
-        tgs = None              # the run's groups, once a queue is scanned
+        tgs = None              # leaves: the run's groups, once a queue is scanned
         for src in sources:
             curr = src.curr
             waiting = False
@@ -882,7 +882,7 @@ class LAGS(CFS):
                     break
             if not waiting:
                 continue
-            if tgs is None:
+            if tgs is None and self.leaves:
                 tgs = {lc.tg for lc in run}
             for p in src.cfs_tasks:
                 if p is curr:
@@ -901,6 +901,7 @@ class LAGS(CFS):
                 self.stats["pulls"] += 1
                 return True
         return False
+
 
 def _first(pair):
     return pair[0]

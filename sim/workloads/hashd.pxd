@@ -19,6 +19,7 @@ cdef class _Part:
     cdef public long step
 
     cpdef long long cpu(self, long step)
+    cpdef long long sleep(self, long step)
 
 cdef class HashdPath:
     cdef public object wl
@@ -42,5 +43,5 @@ cdef class HashdPath:
     cpdef _launch(self, _Function fn, Request req, long hint)
     @cython.locals(mean=cython.double, u1=cython.double, u2=cython.double, x=cython.double)
     cpdef long long _sleep_third(self)
-    @cython.locals(fn=_Function, plan=_Part, req=Request, i=cython.long)
+    @cython.locals(fn=_Function, plan=_Part, req=Request, i=cython.long, sleep=cython.longlong)
     cpdef burst_done(self, Task task)

@@ -84,6 +84,10 @@ class _Part:
         """The CPU demand of burst ``step``."""
         return self.part if step == (2 if self.third else 0) else SYSCALL_NS
 
+    def sleep(self, step: int) -> int:
+        """The sleep after burst ``step`` (0: the part is done)."""
+        return self.third if step < 3 else 0
+
 
 class HashdPath:
     """rd-hashd's dispatch thread and worker pool in front of a ForkJoin
@@ -193,11 +197,11 @@ class HashdPath:
             return self._dispatched(task)
         plan = self.plan[task]
         i = plan.step
-        if plan.third and i < 3:
-            # a third of the sleep after each of the first three bursts
+        sleep = plan.sleep(i)
+        if sleep:
             plan.step = i + 1
             task.remaining = plan.cpu(i + 1)
-            return plan.third
+            return sleep
         # the request's part is done: report it to the dispatcher
         req = plan.req
         del self.plan[task]
