@@ -10,9 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from backends.host import plain_config
+from scenarios.config import compose
 from scenarios.simulate import simulate
 from sim import compiled
 from sim.sched_class import KernelScheduler
+from sim.workloads import workload_class
 from tests.simcfg import DEFAULT_COSTS, make_cfg, periodic, poisson
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,18 +93,50 @@ SCENARIOS = {
                        cores=2, threads_per_core=2, duration_s=1.0, warmup_s=0.1,
                        calibration=DEFAULT_COSTS),
 }
+# EEVDF as Linux 6.6 had it (no PREEMPT_SHORT, no delayed dequeue)
+SCENARIOS["eevdf66"] = make_cfg(poisson(functions=4, rate_rps=80.0), cores=2, duration_s=1.0,
+                                warmup_s=0.1, calibration=DEFAULT_COSTS,
+                                scheduler={"name": "eevdf66", "policy": "eevdf", "kernel": "6.6",
+                                           "preempt_short": False, "place_rel_deadline": False,
+                                           "delay_dequeue": False, "delay_zero": False})
+# Every controller (policies/control), composed as a user would, with its
+# intervals shortened so it acts within a few simulated seconds, and the
+# summary column that shows it acted.  Trace-driven ones replay the trace
+# their seed generates, as `colosim run` does.
+_EBIZZY = ["workload=ebizzy", "host=this-vm", "duration_s=3", "warmup_s=0.5"]
+_NOISY = ["experiment=noisy_scenarios", "workload.scenario=exceeding_demand", "duration_s=20"]
+CONTROLLERS = {
+    "static": (["workload=poisson", "workload.functions=4", "workload.rate_rps=40",
+                "controller.quota_us=5000", "duration_s=1", "warmup_s=0.1"], "nr_throttled"),
+    "catcloud": (_EBIZZY, "catcloud_cpu_max_writes"),
+    "vpa": (_EBIZZY + ["controller.interval_s=0.1", "controller.recommender_interval_s=0.5",
+                       "controller.update_interval_s=1"], "vpa_target_mcpu_mean"),
+    "holt_winters": (_EBIZZY + ["controller.interval_s=0.05", "controller.recommend_interval_s=0.6",
+                                "controller.warmup_s=1.2", "controller.history_s=1.2"],
+                     "holt_winters_recommendations"),
+    "lags_static": (["workload=azure2021", "workload.functions=24", "host=e5-2430l",
+                     "controller.interval_s=0.5", "controller.min_requests=5", "duration_s=3",
+                     "warmup_s=0.5"], "lags_static_rr_functions"),
+    "least_loaded": (_NOISY, "least_loaded_admitted"),
+    "dynamic_priority": (_NOISY + ["controller.warmup_s=0.5", "controller.probe_s=2"],
+                         "dynamic_priority_allocations"),
+}
 # the schedule trace (sim/tracing.py) of a run with throttling, one with SMT
 # and one with host tasks
 SCENARIOS["quota"]["trace"] = SCENARIOS["cfs-smt"]["trace"] = {"name": "sched"}
 SCENARIOS["host-tasks"]["trace"] = {"name": "sched"}
 _DUMP = """
 import json, sys
+from backends.host import plain_config
+from scenarios.config import compose
 from scenarios.simulate import simulate
 from sim import compiled
-cfgs = json.load(sys.stdin)
+from omegaconf import OmegaConf
+from scenarios.runner import replayed_trace
+cfgs, traced = json.load(sys.stdin)
 out = {"compiled": [m for m in compiled.COMPILED_MODULES if compiled.is_compiled(m)]}
 for name, cfg in cfgs.items():
-    r = simulate(cfg)
+    r = simulate(cfg, trace=replayed_trace(OmegaConf.create(cfg)) if name in traced else None)
     s = r.summary.to_pylist()[0]
     for measured in ("wall_time_s", "sim_s_per_wall_s", "run_id"):
         s.pop(measured)
@@ -112,12 +147,22 @@ json.dump(out, sys.stdout, default=str)
 """
 
 
+def _scenarios() -> tuple[dict, list[str]]:
+    """Every scenario as a plain config, and the names of those that replay a trace."""
+    cfgs = dict(SCENARIOS)
+    for name, (overrides, _) in CONTROLLERS.items():
+        cfgs[name] = plain_config(compose([f"controller={name}", *overrides]))
+    traced = [name for name, cfg in cfgs.items() if name in CONTROLLERS
+              and workload_class(cfg["workload"]).generate_trace is not None]
+    return cfgs, traced
+
+
 def _run(pure: bool) -> dict:
     env = dict(os.environ)
     env.pop(compiled.PURE_ENV, None)
     if pure:
         env[compiled.PURE_ENV] = "1"
-    proc = subprocess.run([sys.executable, "-c", _DUMP], input=json.dumps(SCENARIOS),
+    proc = subprocess.run([sys.executable, "-c", _DUMP], input=json.dumps(_scenarios()),
                           capture_output=True, text=True, cwd=ROOT, env=env, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     # NaN (a metric the run does not model) compares unequal to itself
@@ -133,6 +178,10 @@ def test_compiled_and_python_sources_give_identical_results():
     assert fast.pop("compiled") == list(compiled.COMPILED_MODULES)
     for name in SCENARIOS:
         assert fast[name]["summary"]["ctx_switches"] > 0, name
+        assert fast[name] == pure[name], name
+    for name, (_, acted) in CONTROLLERS.items():
+        assert fast[name]["summary"]["controllers"] == name
+        assert fast[name]["summary"][acted] > 0, (name, acted)
         assert fast[name] == pure[name], name
     assert len(fast["quota"]["sched"]) > 100
 
