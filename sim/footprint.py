@@ -19,10 +19,12 @@ with the compiled core, on the 2-CPU development VM:
 | poisson, 1 function, ~no requests, 1 and 16 CPUs | 133 MB both | the base |
 | 2,000 functions, 1 CPU / 16 CPUs | 151 / 165 MB | 8.6 / 15.7 KB |
 | 10,000 functions, 4 CPUs | 230 MB | 9.7 KB |
-| 200,000 / 500,000 requests, 1 function | 219 / 340 MB | 0.43 / 0.41 KB |
+| 200,000 / 500,000 requests, 1 function | 170 / 222 MB | 0.19 / 0.18 KB |
 | 20,000 periodic threads | 164 MB | 1.5 KB |
 
-so a cgroup costs about 8 KB + 0.5 KB per CPU.  The constants below round
+so a cgroup costs about 8 KB + 0.5 KB per CPU (requests re-measured on
+2026-11-26 after the records became typed columns: 0.43 KB before; what
+a run holds while it goes: docs/performance.md, "Memory").  The constants below round
 the measurements up; the estimate is what a run needs at least.
 """
 from __future__ import annotations
@@ -34,7 +36,7 @@ BASE_BYTES = 140 << 20          # the interpreter, numpy, pyarrow and the simula
 CGROUP_BYTES = 9 << 10
 CGROUP_CPU_BYTES = 512
 THREAD_BYTES = 1600
-REQUEST_BYTES = 450
+REQUEST_BYTES = 200
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ host counters the one-row summary is built from.  Times leave here in
 seconds (float64); inside the simulator they are integer nanoseconds."""
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,14 +15,22 @@ from sim.engine import NSEC_PER_SEC
 
 
 class Recorder:
-    """Collects requests; those arriving before warmup are excluded."""
+    """Collects requests; those arriving before warmup are excluded.
+
+    A long run keeps millions of them, so each is stored as one entry of
+    seven typed columns (41 bytes: four int64 times, two uint32 indices
+    into the names seen, a byte for dropped) rather than as a tuple of
+    Python ints (about 230 bytes); docs/performance.md, "Memory"."""
 
     def __init__(self, warmup_ns: int):
         self.warmup_ns = warmup_ns
-        self.rows: list[tuple] = []
         self.arrived = 0
         # called with every finished request, warm-up included (controllers)
         self.observers: list = []
+        self._names: dict[str, int] = {}
+        self._function, self._cgroup = array("I"), array("I")
+        self._arrival, self._start, self._end, self._demand = (array("q") for _ in range(4))
+        self._dropped = array("b")
 
     def request_arrived(self, req) -> None:
         if req.arrival >= self.warmup_ns:
@@ -31,25 +40,43 @@ class Recorder:
         for observe in self.observers:
             observe(req)
         if req.arrival >= self.warmup_ns:
-            self.rows.append((req.function, req.cgroup, req.arrival, req.start, req.end,
-                              req.demand, req.dropped))
+            names = self._names
+            self._function.append(names.setdefault(req.function, len(names)))
+            self._cgroup.append(names.setdefault(req.cgroup, len(names)))
+            self._arrival.append(req.arrival)
+            self._start.append(req.start)
+            self._end.append(req.end)
+            self._demand.append(req.demand)
+            self._dropped.append(req.dropped)
+
+    @property
+    def rows(self) -> list[tuple]:
+        """The requests recorded so far as (function, cgroup, arrival,
+        start, end, demand, dropped) tuples, times in ns."""
+        names = list(self._names)
+        return [(names[f], names[c], a, s, e, d, bool(x)) for f, c, a, s, e, d, x in
+                zip(self._function, self._cgroup, self._arrival, self._start, self._end,
+                    self._demand, self._dropped)]
 
     def table(self) -> pa.Table:
-        cols = list(zip(*self.rows)) if self.rows else [[]] * 7
-        arrival = np.asarray(cols[2], dtype=np.float64) / NSEC_PER_SEC
-        start = np.asarray(cols[3], dtype=np.float64) / NSEC_PER_SEC
-        end = np.asarray(cols[4], dtype=np.float64) / NSEC_PER_SEC
-        dropped = np.asarray(cols[6], dtype=bool)
+        def seconds(column):
+            return np.frombuffer(column, dtype=np.int64).astype(np.float64) / NSEC_PER_SEC
+
+        def names(column):
+            return pa.array(list(self._names), pa.string()).take(
+                pa.array(np.frombuffer(column, dtype=np.uint32)))
+        arrival, start, end = seconds(self._arrival), seconds(self._start), seconds(self._end)
+        dropped = np.frombuffer(self._dropped, dtype=np.int8).astype(bool)
         start[dropped] = np.nan
         end[dropped] = np.nan
         return pa.table({
-            "function": pa.array(cols[0], pa.string()),
-            "cgroup": pa.array(cols[1], pa.string()),
+            "function": names(self._function),
+            "cgroup": names(self._cgroup),
             "arrival_s": arrival,
             "start_s": start,
             "end_s": end,
             "latency_s": end - arrival,
-            "cpu_demand_s": np.asarray(cols[5], dtype=np.float64) / NSEC_PER_SEC,
+            "cpu_demand_s": seconds(self._demand),
             "dropped": pa.array(dropped, pa.bool_()),
         })
 
@@ -106,6 +133,21 @@ def cpu_stat(tg) -> tuple[int, int, int, int, int]:
     return b.nr_periods, b.nr_throttled, b.throttled_time, b.nr_burst, b.burst_time
 
 
+# The interval table's columns, each kept as a typed array while the run
+# goes ("d" float64, "q" int64, "i" an index into the cgroup names): a long
+# run of a dense host has a row per cgroup per interval, ~130 bytes this way
+# against ~320 as a tuple of Python objects (docs/performance.md, "Memory").
+# Nulls: the host-wide counters are only on the root row, quota_us is null
+# where no limit is set (kept as -1).
+INTERVAL_COLUMNS = (("interval_start_s", "d"), ("interval_end_s", "d"), ("cgroup", "i"),
+                    ("usage_s", "d"), ("usage_frac", "d"), ("ctx_switches", "q"),
+                    ("sched_overhead_s", "d"), ("migrations", "q"), ("nr_periods", "q"),
+                    ("nr_throttled", "q"), ("throttled_time_s", "d"), ("nr_bursts", "q"),
+                    ("burst_time_s", "d"), ("quota_us", "q"), ("period_us", "q"))
+ROOT_ONLY = ("ctx_switches", "sched_overhead_s", "migrations")
+_NUMPY = {"d": np.float64, "q": np.int64, "i": np.int32}
+
+
 class IntervalSampler:
     """cpuacct.usage per cgroup (hierarchical) every ``interval_ns``, the
     cgroup's own cpu.stat bandwidth counters over the interval and the
@@ -118,7 +160,8 @@ class IntervalSampler:
     def __init__(self, machine, interval_ns: int):
         self.machine = machine
         self.interval_ns = interval_ns
-        self.rows: list[tuple] = []
+        self._columns = [array(code) for _, code in INTERVAL_COLUMNS]
+        self._cgroups: dict[str, int] = {}            # name -> its index in the cgroup column
         self._last_usage: dict[str, int] = {}
         self._last_stat: dict[str, tuple] = {}
         self._last_host = HostCounters()
@@ -151,9 +194,10 @@ class IntervalSampler:
             t0, t1 = self._last_t / NSEC_PER_SEC, now / NSEC_PER_SEC
             stats = {}
             memory = m.memory.interval_columns() if m.memory is not None else {}
+            cgroups, columns = self._cgroups, self._columns
             for name, ns in usage.items():
                 if name in memory:
-                    self._memory_rows[len(self.rows)] = memory[name]
+                    self._memory_rows[len(columns[0])] = memory[name]
                 used = ns - self._last_usage.get(name, 0)
                 root = name == "/"
                 tg = m.groups[name]
@@ -161,42 +205,41 @@ class IntervalSampler:
                 stat = stats[name] = cpu_stat(tg)
                 periods, throttled, throttled_ns, bursts, burst_ns = (
                     a - b for a, b in zip(stat, self._last_stat.get(name, (0,) * 5)))
-                self.rows.append((t0, t1, name, used / NSEC_PER_SEC, used / capacity,
-                                  d.switches if root else None,
-                                  d.overhead_ns / NSEC_PER_SEC if root else None,
-                                  d.migrations if root else None,
-                                  periods, throttled, throttled_ns / NSEC_PER_SEC,
-                                  bursts, burst_ns / NSEC_PER_SEC,
-                                  None if cfs_b.quota == RUNTIME_INF
-                                  else cfs_b.quota // NSEC_PER_USEC,
-                                  cfs_b.period // NSEC_PER_USEC))
+                row = (t0, t1, cgroups.setdefault(name, len(cgroups)),
+                       used / NSEC_PER_SEC, used / capacity,
+                       d.switches if root else 0,
+                       d.overhead_ns / NSEC_PER_SEC if root else 0.0,
+                       d.migrations if root else 0,
+                       periods, throttled, throttled_ns / NSEC_PER_SEC,
+                       bursts, burst_ns / NSEC_PER_SEC,
+                       -1 if cfs_b.quota == RUNTIME_INF else cfs_b.quota // NSEC_PER_USEC,
+                       cfs_b.period // NSEC_PER_USEC)
+                for column, value in zip(columns, row):
+                    column.append(value)
             self._last_usage, self._last_host, self._last_t = usage, host, now
             self._last_stat = stats
         if reschedule:
             m.engine.call_later(self.interval_ns, self.sample)
 
     def table(self) -> pa.Table:
-        cols = list(zip(*self.rows)) if self.rows else [[]] * 15
-        table = pa.table({
-            "interval_start_s": pa.array(cols[0], pa.float64()),
-            "interval_end_s": pa.array(cols[1], pa.float64()),
-            "cgroup": pa.array(cols[2], pa.string()),
-            "usage_s": pa.array(cols[3], pa.float64()),
-            "usage_frac": pa.array(cols[4], pa.float64()),
-            "ctx_switches": pa.array(cols[5], pa.int64()),
-            "sched_overhead_s": pa.array(cols[6], pa.float64()),
-            "migrations": pa.array(cols[7], pa.int64()),
-            "nr_periods": pa.array(cols[8], pa.int64()),
-            "nr_throttled": pa.array(cols[9], pa.int64()),
-            "throttled_time_s": pa.array(cols[10], pa.float64()),
-            "nr_bursts": pa.array(cols[11], pa.int64()),
-            "burst_time_s": pa.array(cols[12], pa.float64()),
-            "quota_us": pa.array(cols[13], pa.int64()),   # null: no limit
-            "period_us": pa.array(cols[14], pa.int64()),
-        })
+        data = {name: np.frombuffer(column, dtype=_NUMPY[code])
+                for (name, code), column in zip(INTERVAL_COLUMNS, self._columns)}
+        cgroup = data["cgroup"]
+        root = cgroup == self._cgroups.get("/", -1)
+        arrays = {}
+        for name, values in data.items():
+            if name == "cgroup":
+                arrays[name] = pa.array(list(self._cgroups), pa.string()).take(pa.array(values))
+            elif name in ROOT_ONLY:
+                arrays[name] = pa.array(values, mask=~root)
+            elif name == "quota_us":
+                arrays[name] = pa.array(values, mask=values < 0)      # null: no limit
+            else:
+                arrays[name] = pa.array(values)
+        table = pa.table(arrays)
         if self._memory_rows:
             empty = (None,) * len(MEMORY_INTERVAL_COLUMNS)
-            mem = list(zip(*(self._memory_rows.get(i, empty) for i in range(len(self.rows)))))
+            mem = list(zip(*(self._memory_rows.get(i, empty) for i in range(len(cgroup)))))
             for name, values in zip(MEMORY_INTERVAL_COLUMNS, mem):
                 table = table.append_column(
                     name, pa.array(values, INTERVALS_OPTIONAL.field(name).type))

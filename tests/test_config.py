@@ -279,7 +279,7 @@ def test_a_run_larger_than_this_machines_memory_is_refused_with_the_estimate():
     message = _error(["workload.functions=1000000", "workload.rate_rps=1000",
                       "duration_s=1e6"])
     assert message.startswith("workload.rate_rps = 1000.0 is invalid: the run would need "
-                              "about 419,095,")
+                              "about 186,264,")
     assert "of memory and this machine has" in message and "GB available" in message
 
 

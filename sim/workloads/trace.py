@@ -17,6 +17,7 @@ is wrong, before anything runs.
 """
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 from typing import Optional
 
@@ -134,23 +135,38 @@ class TraceWorkload(ForkJoin, Workload):
             if self.path is not None:
                 self.path.add_function(self.groups[name])
             self.hints[name] = len(self.hints) % ncpus
-        self.rows = list(zip(arrivals.tolist(), names, demands.tolist(),
-                             trace.column("threads").to_pylist()))
+        # the invocations to come, one typed entry per column (24 bytes an
+        # invocation, against ~160 as a tuple of Python objects): a long
+        # replay holds millions (docs/performance.md, "Memory")
+        self.names = list(self.groups)
+        index = {name: i for i, name in enumerate(self.names)}
+        self.arrivals, self.demands = _typed("q", arrivals), _typed("q", demands)
+        self.function_of = array("i", (index[n] for n in names))
+        self.threads = _typed("i", trace.column("threads").to_numpy())
         self.next = 0
 
     def start(self):
-        if self.rows:
-            self.engine.call_at(self.rows[0][0], self._arrive)
+        if self.arrivals:
+            self.engine.call_at(self.arrivals[0], self._arrive)
 
     def _arrive(self):
-        rows, now = self.rows, self.engine.now
-        while self.next < len(rows) and rows[self.next][0] <= now:
-            _, name, demand, k = rows[self.next]
+        arrivals, now = self.arrivals, self.engine.now
+        while self.next < len(arrivals) and arrivals[self.next] <= now:
+            i = self.next
             self.next += 1
-            self.hints[name] = self.fork_request(name, self.groups[name], demand, k,
-                                                 self.hints[name])
-        if self.next < len(rows):
-            self.engine.call_at(rows[self.next][0], self._arrive)
+            name = self.names[self.function_of[i]]
+            self.hints[name] = self.fork_request(name, self.groups[name], self.demands[i],
+                                                 self.threads[i], self.hints[name])
+        if self.next < len(arrivals):
+            self.engine.call_at(arrivals[self.next], self._arrive)
+
+
+def _typed(code: str, values: np.ndarray) -> array:
+    """``values`` as an array.array of ``code`` (same item size): Python
+    ints on indexing, without a Python object per entry."""
+    out = array(code)
+    out.frombytes(np.ascontiguousarray(values).tobytes())
+    return out
 
 
 WORKLOAD = TraceWorkload
