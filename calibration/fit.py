@@ -257,11 +257,30 @@ def _sweep_medians(values: np.ndarray, repeat: np.ndarray) -> np.ndarray:
     return np.array([np.median(values[repeat == r]) for r in np.unique(repeat)])
 
 
+def quiet_sweeps(table: pa.Table) -> pa.Table:
+    """The rows of the timerwake sweeps (repeats) in which no configuration
+    was measured on a disturbed host (``host_disturbed``; tables written
+    before the benchmark measured it have no such column and are taken
+    whole).  ValueError if every sweep was disturbed."""
+    if "host_disturbed" not in table.column_names:
+        return table
+    repeat = table.column("repeat").to_numpy()
+    bad = np.unique(repeat[table.column("host_disturbed").to_numpy(zero_copy_only=False)])
+    keep = ~np.isin(repeat, bad)
+    if not keep.any():
+        raise ValueError(f"timerwake: all {np.unique(repeat).size} sweeps were measured on a "
+                         "disturbed host (steal or other load above the real backend's "
+                         "disturbed_* bounds): run the benchmark again on a quiet host")
+    return table.filter(pa.array(keep))
+
+
 def timer_points(table: pa.Table, depth: int) -> list[Point]:
     """The points of a timerwake.parquet table (calibration/bench/
     timerwake.py): per sweep the median lateness, their mean over the
     sweeps, its error the sweeps' standard error (or a sweep's own, if
-    larger); the slack point pairs each sweep's two medians."""
+    larger); the slack point pairs each sweep's two medians.  Sweeps
+    measured on a disturbed host are left out (``quiet_sweeps``)."""
+    table = quiet_sweeps(table)
     cols = {c: table.column(c).to_numpy(zero_copy_only=False)
             for c in ("repeat", "sleeper", "load", "kind", "lateness_ns")}
     wake = cols["kind"] == "wake"
@@ -289,7 +308,9 @@ def timer_points(table: pa.Table, depth: int) -> list[Point]:
 def work_after_sleep(table: pa.Table) -> dict[str, float]:
     """Per load, the median wall time of the fixed work right after a
     sleep over the same work run back to back, minus 1 (the timerwake
-    benchmark's work rows): what a sleep costs the work that follows."""
+    benchmark's work rows): what a sleep costs the work that follows;
+    undisturbed sweeps only (``quiet_sweeps``)."""
+    table = quiet_sweeps(table)
     cols = {c: table.column(c).to_numpy(zero_copy_only=False)
             for c in ("kind", "load", "work_wall_ns")}
     out = {}

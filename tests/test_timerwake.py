@@ -129,6 +129,46 @@ def test_timer_points_recover_slack_and_interrupt():
         assert F.predict(p, pt, []) == pytest.approx(pt.value_ns, abs=4 * pt.se_ns + 50)
 
 
+def test_a_disturbed_sweep_is_left_out_of_the_fit():
+    """A sweep with one configuration measured beside other load is dropped
+    whole (the slack point pairs a sweep's medians); all disturbed: refused."""
+    rng = np.random.default_rng(1)
+    configs = [("other-1ns", "idle"), ("fifo-50us", "same"), ("other-1ns", "same"),
+               ("other-50us", "same")]
+    table = _table({c: [20_000 + rng.normal(0, 300, 200) for _ in range(3)] for c in configs})
+    # sweep 1's busy configuration ran beside a disturbance: 50 us later
+    late = table.column("lateness_ns").to_numpy().copy()
+    hit = ((table.column("repeat").to_numpy() == 1)
+           & (table.column("sleeper").to_numpy(zero_copy_only=False) == "fifo-50us"))
+    late[hit] += 50_000
+    table = table.set_column(table.column_names.index("lateness_ns"), "lateness_ns",
+                             pa.array(late))
+    disturbed = table.append_column("host_disturbed", pa.array(hit))
+    kept = F.quiet_sweeps(disturbed)
+    assert sorted(set(kept.column("repeat").to_pylist())) == [0, 2]
+    busy = {p.kind: p for p in F.timer_points(disturbed, 3)}["timer"]
+    assert busy.value_ns == pytest.approx(20_000, abs=200)
+    assert {p.kind: p for p in F.timer_points(table, 3)}["timer"].value_ns > 30_000
+    everything = table.append_column("host_disturbed", pa.array([True] * table.num_rows))
+    with pytest.raises(ValueError, match="all 3 sweeps were measured on a disturbed host"):
+        F.timer_points(everything, 3)
+
+
+def test_the_benchmark_flags_other_load_and_steal():
+    from calibration.bench.timerwake import disturbance
+    s = 1_000_000_000
+    h0 = {"busy_ns": 0, "steal_ns": 0, "total_ns": 0, "self_ns": 0}
+    quiet = disturbance(h0, {"busy_ns": 1 * s, "steal_ns": 0, "total_ns": 2 * s,
+                             "self_ns": s // 100}, own_ns=s - s // 50)
+    assert quiet["other_frac"] == pytest.approx(0.005) and not quiet["host_disturbed"]
+    busy = disturbance(h0, {"busy_ns": 2 * s, "steal_ns": 0, "total_ns": 2 * s, "self_ns": 0},
+                       own_ns=s)
+    assert busy["other_frac"] == pytest.approx(0.5) and busy["host_disturbed"]
+    stolen = disturbance(h0, {"busy_ns": s, "steal_ns": s // 10, "total_ns": 2 * s,
+                              "self_ns": 0}, own_ns=s)
+    assert stolen["steal_frac"] == pytest.approx(0.05) and stolen["host_disturbed"]
+
+
 def _sim_wakeup_us(tmp_path, sleeper: str, **costs) -> float:
     """The median wake-up latency (us) of the benchmark's busy
     configuration run by rt-app on the simulator with the this-vm profile

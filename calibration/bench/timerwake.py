@@ -29,9 +29,18 @@ Every configuration is run in ``REPEATS`` sweeps (column ``repeat``): the
 first 50 wake-ups of each are discarded, then 2000 (quick 300) or as many as
 come in 3 s (quick 0.6 s).
 
+Each configuration's measurement also reads the host's CPU times
+(/proc/stat) and the benchmark's cgroups' CPU time around it: steal and
+the busy time of anything else on the guest, over the host's CPU time
+(``steal_frac``, ``other_frac``); above the real backend's bounds
+(``backend.disturbed_steal_frac``, ``disturbed_other_frac``) the sweep's
+rows are ``host_disturbed`` and the fit leaves that sweep out
+(calibration/fit.py ``timer_points``).
+
 Columns: repeat, sleeper, load, kind ("wake", "work", "hot"), period_ns,
 lateness_ns (null for hot rows), work_wall_ns, work_cpu_ns (null for wake
-rows); one row per wake-up or per hot run.
+rows), steal_frac, other_frac, host_disturbed (per configuration of a
+sweep); one row per wake-up or per hot run.
 """
 from __future__ import annotations
 
@@ -39,6 +48,8 @@ import time
 
 import pyarrow as pa
 
+from backends.real.config import RealBackend
+from backends.real.disturbance import host_times
 from calibration.bench import common
 from calibration.bench.common import MIN_SHARES, NativeProc, Progress
 
@@ -67,6 +78,7 @@ SCHEMA = pa.schema([
     ("repeat", pa.int64()), ("sleeper", pa.string()), ("load", pa.string()),
     ("kind", pa.string()), ("period_ns", pa.int64()), ("lateness_ns", pa.int64()),
     ("work_wall_ns", pa.int64()), ("work_cpu_ns", pa.int64()),
+    ("steal_frac", pa.float64()), ("other_frac", pa.float64()), ("host_disturbed", pa.bool_()),
 ])
 
 
@@ -83,6 +95,22 @@ def _rt_runtime(cg, chain: list[str]) -> None:
         f = cg.dir("cpu", path) / "cpu.rt_runtime_us"
         if f.exists() and int(f.read_text()) < RT_RUNTIME_US:
             cg._write(f, str(RT_RUNTIME_US))
+
+
+def disturbance(h0: dict, h1: dict, own_ns: int) -> dict:
+    """Steal and other load over the host's CPU time between two
+    host_times() readings, ``own_ns`` being the benchmark's cgroups' CPU
+    time (sleeper and hog) in between; flagged against the real backend's
+    bounds."""
+    total = h1["total_ns"] - h0["total_ns"]
+    if total <= 0:
+        return {"steal_frac": float("nan"), "other_frac": float("nan"), "host_disturbed": True}
+    other = h1["busy_ns"] - h0["busy_ns"] - own_ns - (h1["self_ns"] - h0["self_ns"])
+    steal, other = (h1["steal_ns"] - h0["steal_ns"]) / total, max(0, other) / total
+    bounds = RealBackend()
+    return {"steal_frac": steal, "other_frac": other,
+            "host_disturbed": not (steal <= bounds.disturbed_steal_frac
+                                   and other <= bounds.disturbed_other_frac)}
 
 
 def measure(cg, cpu: int, other_cpu: int, kind: str, sleeper: str, load: str, count: int,
@@ -107,12 +135,15 @@ def measure(cg, cpu: int, other_cpu: int, kind: str, sleeper: str, load: str, co
                                   "--slack-ns", slack, *args, *work], max_seconds=budget_s)
         try:
             cg.attach(path, p.pids[0])
+            h0, u0 = host_times(), cg.usage_ns(ROOT)
             p.go()
             lines = p.output(timeout_s=budget_s)
+            h1, u1 = host_times(), cg.usage_ns(ROOT)
         finally:
             p.kill()
     rows = []
-    base = {"repeat": repeat, "sleeper": sleeper, "load": load, "period_ns": period}
+    base = {"repeat": repeat, "sleeper": sleeper, "load": load, "period_ns": period,
+            **disturbance(h0, h1, u1 - u0)}
     for line in lines:
         parts = line.split()
         if kind == "wake" and len(parts) == 2 and parts[0] == "L":
