@@ -313,7 +313,9 @@ def closed_loop(workers: list[RequestWorker], client_worker, demand: list, think
             continue
         if target >= end_ns:
             break
-        while ready and ready[0][0] <= mono() - t0_ns:
+        # the end is checked again at each send: a loop descheduled after its
+        # spin (a loaded host) must not send past it
+        while ready and ready[0][0] <= mono() - t0_ns < end_ns:
             d, c = heapq.heappop(ready)
             rid = len(client_of)
             client_of.append(c)
@@ -327,6 +329,8 @@ def closed_loop(workers: list[RequestWorker], client_worker, demand: list, think
                 continue    # never answered: the client stops
             in_flight += 1
             max_in_flight = max(max_in_flight, in_flight)
+        if mono() - t0_ns >= end_ns:
+            break
     _drain(workers, on_msg, errors)
     return ClosedLoopResult(np.asarray(client_of, np.int64), np.asarray(due, np.int64),
                             np.asarray(dispatch, np.int64), np.asarray(demands, np.int64),
