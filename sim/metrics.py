@@ -135,7 +135,7 @@ def cpu_stat(tg) -> tuple[int, int, int, int, int]:
 
 # The interval table's columns, each kept as a typed array while the run
 # goes ("d" float64, "q" int64, "i" an index into the cgroup names): a long
-# run of a dense host has a row per cgroup per interval, ~130 bytes this way
+# run of a dense host has a row per cgroup per interval, ~120 bytes this way
 # against ~320 as a tuple of Python objects (docs/performance.md, "Memory").
 # Nulls: the host-wide counters are only on the root row, quota_us is null
 # where no limit is set (kept as -1).
