@@ -127,8 +127,6 @@ SCENARIOS["quota"]["trace"] = SCENARIOS["cfs-smt"]["trace"] = {"name": "sched"}
 SCENARIOS["host-tasks"]["trace"] = {"name": "sched"}
 _DUMP = """
 import json, sys
-from backends.host import plain_config
-from scenarios.config import compose
 from scenarios.simulate import simulate
 from sim import compiled
 from omegaconf import OmegaConf

@@ -50,6 +50,7 @@ import pyarrow as pa
 
 from backends.real.config import RealBackend
 from backends.real.disturbance import host_times
+from backends.real.disturbance import measure as measure_disturbance
 from calibration.bench import common
 from calibration.bench.common import MIN_SHARES, NativeProc, Progress
 
@@ -99,14 +100,12 @@ def _rt_runtime(cg, chain: list[str]) -> None:
 
 def disturbance(h0: dict, h1: dict, own_ns: int) -> dict:
     """Steal and other load over the host's CPU time between two
-    host_times() readings, ``own_ns`` being the benchmark's cgroups' CPU
-    time (sleeper and hog) in between; flagged against the real backend's
-    bounds."""
-    total = h1["total_ns"] - h0["total_ns"]
-    if total <= 0:
-        return {"steal_frac": float("nan"), "other_frac": float("nan"), "host_disturbed": True}
-    other = h1["busy_ns"] - h0["busy_ns"] - own_ns - (h1["self_ns"] - h0["self_ns"])
-    steal, other = (h1["steal_ns"] - h0["steal_ns"]) / total, max(0, other) / total
+    host_times() readings (the real backend's measure), ``own_ns`` being the
+    benchmark's cgroups' CPU time (sleeper and hog) in between; flagged
+    against the real backend's bounds (and where nothing was measured)."""
+    fracs = measure_disturbance({"host": h0, ROOT: {"usage_ns": 0}},
+                                {"host": h1, ROOT: {"usage_ns": own_ns}}, ROOT)
+    steal, other = fracs["host_steal_frac"], fracs["host_other_frac"]
     bounds = RealBackend()
     return {"steal_frac": steal, "other_frac": other,
             "host_disturbed": not (steal <= bounds.disturbed_steal_frac
