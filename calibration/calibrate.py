@@ -27,6 +27,7 @@ from calibration.bench.common import read_bench
 from calibration.bench.dispatch import dispatch_costs
 from calibration.bench.kthreads import kthread_params
 from calibration.bench.rcu import rcu_params
+from calibration.bench.rtapp_loop import rtapp_params
 from calibration.bench.loadgen import loadgen_costs
 from calibration.profile import PROFILE_DIR, build_profile, profile_path, write_profile
 
@@ -179,8 +180,10 @@ def calibrate(out: str, work_dir: Path | None = None, from_bench: Path | None = 
         profile.update(keys, fit=fit_block)
     for bench_name, costs in (("loadgen", lambda t, _meta: loadgen_costs(t)),
                               ("kthreads", kthread_params),
-                              ("rcu", lambda t, _meta: rcu_params(t))):
-        # what else runs on the host (sim/loadgen.py, sim/kthreads.py), where measured
+                              ("rcu", lambda t, _meta: rcu_params(t)),
+                              ("rtapp_loop", lambda t, _meta: rtapp_params(t))):
+        # what else runs on the host (sim/loadgen.py, sim/kthreads.py), and
+        # what rt-app's busy loop costs there (sim/workloads/rtapp.py), where measured
         if (Path(bench_dir) / f"{bench_name}.parquet").exists():
             fit_block = profile.pop("fit")
             table_, _, meta_ = read_table(bench_dir, bench_name)

@@ -111,12 +111,18 @@ CalibrationConfig = make_dataclass("CalibrationConfig", [
     ("rcu_gp_wakeups_per_exit", Optional[float], field(default=None)),
     ("rcu_gp_period_ms", Optional[float], field(default=None)),
     ("rcu_gp_run_us", Optional[float], field(default=None)),
+    # rt-app's busy loop on this host (sim/workloads/rtapp.py; null: not
+    # measured, a run of X us is X us of CPU): CPU ns per iteration, and the
+    # pLoad (ns per iteration) rt-app's own calibration gives here, its median
+    ("rtapp_loop_ns", Optional[float], field(default=None)),
+    ("rtapp_calibration_ns", Optional[int], field(default=None)),
     # switches: model them where the profile measured them (false: leave
     # them out, to show their effect)
     ("loadgen", bool, field(default=True)),
     ("kthreads", bool, field(default=True)),
     ("rcu", bool, field(default=True)),
     ("worker_host_costs", bool, field(default=True)),
+    ("rtapp_loops", bool, field(default=True)),
 ])
 CalibrationConfig.__module__ = __name__   # importable by name: pickled configs refer to it
 

@@ -23,6 +23,7 @@ from sim.metrics import HostCounters, IntervalSampler
 from sim.tracing import SchedTracer, enabled as tracing, trace_config
 from sim.workloads.openmp import summary_columns as openmp_columns
 from sim.workloads.request_path import WORKER_HOST_COSTS, WorkerPath
+from sim.workloads.rtapp import RtAppWorkload
 
 
 @dataclass
@@ -58,7 +59,8 @@ def attach_host_tasks(cfg: dict, machine, workload) -> None:
     (``WorkerPath.set_host_costs``), the real backend's load generator on the worker
     path, with its sampler's reads (sim/loadgen.py), RCU's grace-period
     kthread woken by exiting threads, and the per-CPU kernel
-    threads (sim/kthreads.py).  Created after the workload, so its tasks
+    threads (sim/kthreads.py); and what rt-app's busy loop costs there
+    (``RtAppWorkload.set_host_loop``).  Created after the workload, so its tasks
     keep their pids."""
     cal = cfg["calibration"]
     path = getattr(workload, "path", None)
@@ -82,6 +84,9 @@ def attach_host_tasks(cfg: dict, machine, workload) -> None:
     if cal.get("kthreads", True) and cal.get("kthread_rate_per_s") is not None:
         KernelThreads(machine, float(cal["kthread_rate_per_s"]), cal["kthread_run_us"],
                       int(cal.get("kthread_nice", 0)))
+    if cal.get("rtapp_loops", True) and cal.get("rtapp_loop_ns") is not None \
+            and isinstance(workload, RtAppWorkload):
+        workload.set_host_loop(float(cal["rtapp_loop_ns"]), cal.get("rtapp_calibration_ns"))
     if cal.get("rcu", True) and cal.get("rcu_gp_period_ms") is not None:
         RcuGp(machine, float(cal.get("rcu_gp_wakeups_per_exit") or 0.0),
               float(cal["rcu_gp_period_ms"]), float(cal.get("rcu_gp_run_us") or 0.0))

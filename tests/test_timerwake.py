@@ -155,7 +155,7 @@ def test_a_disturbed_sweep_is_left_out_of_the_fit():
 
 
 def test_the_benchmark_flags_other_load_and_steal():
-    from calibration.bench.timerwake import disturbance
+    from calibration.bench.common import disturbance
     s = 1_000_000_000
     h0 = {"busy_ns": 0, "steal_ns": 0, "total_ns": 0, "self_ns": 0}
     quiet = disturbance(h0, {"busy_ns": 1 * s, "steal_ns": 0, "total_ns": 2 * s,

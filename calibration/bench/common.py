@@ -38,7 +38,9 @@ import pyarrow.parquet as pq
 from backends.real import cgroupfs
 from backends.real.build import compile_c
 from backends.real.cgroupfs import CgroupError, CgroupFS
+from backends.real.config import RealBackend
 from backends.real.detect import fingerprint
+from backends.real.disturbance import measure as measure_disturbance
 from backends.real.perf import die_with_parent
 from backends.real.workers import WorkerProc, build_worker
 
@@ -83,6 +85,20 @@ def check_host() -> None:
     if missing:
         raise BenchUnavailable("the calibration benchmarks cannot run here; missing: "
                                + "; ".join(missing))
+
+
+def disturbance(h0: dict, h1: dict, own_ns: int) -> dict:
+    """Steal and other load over the host's CPU time between two
+    host_times() readings (the real backend's measure), ``own_ns`` being the
+    benchmark's own cgroups' CPU time in between; flagged against the real
+    backend's bounds (and where nothing was measured)."""
+    fracs = measure_disturbance({"host": h0, "bench": {"usage_ns": 0}},
+                                {"host": h1, "bench": {"usage_ns": own_ns}}, "bench")
+    steal, other = fracs["host_steal_frac"], fracs["host_other_frac"]
+    bounds = RealBackend()
+    return {"steal_frac": steal, "other_frac": other,
+            "host_disturbed": not (steal <= bounds.disturbed_steal_frac
+                                   and other <= bounds.disturbed_other_frac)}
 
 
 class NativeProc:

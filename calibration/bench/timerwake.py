@@ -48,11 +48,9 @@ import time
 
 import pyarrow as pa
 
-from backends.real.config import RealBackend
 from backends.real.disturbance import host_times
-from backends.real.disturbance import measure as measure_disturbance
 from calibration.bench import common
-from calibration.bench.common import MIN_SHARES, NativeProc, Progress
+from calibration.bench.common import MIN_SHARES, NativeProc, Progress, disturbance
 
 NAME = "timerwake"
 ROOT = "timerwake"
@@ -96,20 +94,6 @@ def _rt_runtime(cg, chain: list[str]) -> None:
         f = cg.dir("cpu", path) / "cpu.rt_runtime_us"
         if f.exists() and int(f.read_text()) < RT_RUNTIME_US:
             cg._write(f, str(RT_RUNTIME_US))
-
-
-def disturbance(h0: dict, h1: dict, own_ns: int) -> dict:
-    """Steal and other load over the host's CPU time between two
-    host_times() readings (the real backend's measure), ``own_ns`` being the
-    benchmark's cgroups' CPU time (sleeper and hog) in between; flagged
-    against the real backend's bounds (and where nothing was measured)."""
-    fracs = measure_disturbance({"host": h0, ROOT: {"usage_ns": 0}},
-                                {"host": h1, ROOT: {"usage_ns": own_ns}}, ROOT)
-    steal, other = fracs["host_steal_frac"], fracs["host_other_frac"]
-    bounds = RealBackend()
-    return {"steal_frac": steal, "other_frac": other,
-            "host_disturbed": not (steal <= bounds.disturbed_steal_frac
-                                   and other <= bounds.disturbed_other_frac)}
 
 
 def measure(cg, cpu: int, other_cpu: int, kind: str, sleeper: str, load: str, count: int,

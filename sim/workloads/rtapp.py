@@ -10,10 +10,16 @@ docs/rtapp.md):
 - ``run``: CPU work, X us at the speed of the CPU rt-app calibrated on
   (speed 1 here), in rt-app's whole loops when ``calibration`` gives ns
   per loop; it takes longer when the task waits or runs slower (SMT,
-  memory contention);
+  memory contention).  With a profile that measured rt-app's loop on its
+  host (``calibration.rtapp_loop_ns``, ``rtapp_calibration_ns``:
+  calibration/bench/rtapp_loop.py) the work is what rt-app really runs
+  there: X us / pLoad iterations (pLoad the file's number, or for
+  ``"CPU<n>"`` what rt-app's own calibration gives on that host) of
+  ``rtapp_loop_ns`` each;
 - ``runtime``: runs in 32 us slices of work until X us of wall time have
   passed since the event began, as rt-app's loop does;
-- ``sleep``: blocks X us;
+- ``sleep``: blocks X us, as nanosleep() does, also for X = 0 (the
+  hrtimer still has its slack);
 - ``timer``: blocks until the timer's next expiry, timer_next += period
   from the first use (rt-app starts every timer at the use case's start
   plus the thread's delay); a late thread does not block, and a relative
@@ -131,6 +137,8 @@ class RtAppWorkload(Workload):
         self.rtapp = load(cfg.file)
         simulable(self.rtapp, machine.topology.nr_cpus)
         self.p_load = self.rtapp.ns_per_loop
+        # CPU ns of one of rt-app's iterations on the host (None: p_load, speed 1)
+        self.loop_ns: float | None = None
         self.running = True           # rt-app's continue_running
         self.timers: dict = {}
         self.rows: list = []
@@ -149,6 +157,19 @@ class RtAppWorkload(Workload):
                 p.cpus_allowed = frozenset(t.cpus)
             self.tasks.append(p)
             self.bodies[p.pid] = self._thread_body(p, th)
+
+    def set_host_loop(self, loop_ns: float, calibration_ns: int | None) -> None:
+        """What rt-app's busy loop is on the modelled host (module
+        docstring, ``run``): ``loop_ns`` per iteration, and the pLoad its
+        calibration gives there when the file does not fix one."""
+        if not loop_ns > 0:
+            raise ValueError(f"calibration.rtapp_loop_ns = {loop_ns}: must be > 0")
+        if calibration_ns is not None and calibration_ns < 1:
+            raise ValueError(f"calibration.rtapp_calibration_ns = {calibration_ns}: must be "
+                             f">= 1 (rt-app's pLoad, whole ns)")
+        self.loop_ns = float(loop_ns)
+        if self.p_load is None and calibration_ns is not None:
+            self.p_load = int(calibration_ns)
 
     def start(self):
         # t_zero and main_app_start: the use case starts now for every thread
@@ -191,7 +212,8 @@ class RtAppWorkload(Workload):
         p_load = self.p_load
         secs, rest = divmod(us, 1_000_000)   # whole seconds in bursts, as rt-app
         loops = secs * (NSEC_PER_SEC // p_load) + rest * NSEC_PER_USEC // p_load
-        return loops * p_load, us // p_load
+        work = loops * p_load if self.loop_ns is None else int(loops * self.loop_ns)
+        return work, us // p_load
 
     def _thread_body(self, p, th):
         """thread_body() and run_event() of one rt-app thread: yields
@@ -245,8 +267,7 @@ class RtAppWorkload(Workload):
                         log.perf += perf
                     log.duration += _usec(engine.now - t0)
                 elif e.kind == SLEEP:
-                    if e.duration_us > 0:
-                        yield SLEEP, engine.now + e.duration_us * NSEC_PER_USEC
+                    yield SLEEP, engine.now + e.duration_us * NSEC_PER_USEC
                 else:
                     yield from self._timer(e, th, t_first, log, cumulative)
             t_end = engine.now
