@@ -3,6 +3,7 @@ and command lines without hardware; tiny real runs marked ``hardware``."""
 from __future__ import annotations
 
 import glob
+import shutil
 import os
 import signal
 import subprocess
@@ -375,3 +376,24 @@ def test_rcu_measures_the_grace_period_kthread(tmp_path):
     # every jiffy
     assert per_s[ok.rate == 200].iloc[0] > per_s[ok.rate == 0].iloc[0]
     assert (per_s <= 1000).all()
+
+
+@hardware
+@pytest.mark.usefixtures("no_leftovers")
+def test_rtapp_loop_measures_the_loop_rtapp_calibrated(tmp_path):
+    from backends.real.rtapp import BINARY
+    from calibration.bench import rtapp_loop
+    if shutil.which(BINARY) is None:
+        pytest.skip("rt-app is not installed (make test installs it as root)")
+    t = rtapp_loop.run(tmp_path, quick=True)
+    df = t.to_pandas()
+    assert sorted(df.rep.unique()) == list(range(rtapp_loop.REPEATS_QUICK))
+    # each whole loop ran the iterations rt-app computes from its pLoad
+    whole = df[df.run_us >= df.c_duration_us // 2]
+    assert (whole.loops == rtapp_loop.RUN_US * 1000 // whole.pload_ns).all()
+    if df.host_disturbed.any():
+        pytest.skip(f"other load during the benchmark: {sorted(df.other_frac.round(3).unique())}")
+    # rt-app's calibration times the same loop: an iteration costs about pLoad
+    # (it keeps whole ns and its fastest trial: here 0.9-1.2x, allow 0.5-2x)
+    keys = rtapp_loop.rtapp_params(t)
+    assert 0.5 <= keys["rtapp_loop_ns"] / keys["rtapp_calibration_ns"] <= 2.0, keys
