@@ -257,9 +257,8 @@ SCHED_METRICS_FILE = "sched_metrics.parquet"
 # alike by the simulator (sim/workloads/rtapp.py) and the real backend (from
 # rt-app's logs).  Columns after the first six are the log's, in its order,
 # in its integer microseconds (the unit in the name): rt-app's values,
-# exactly, rather than seconds rounded twice.  start_us and end_us are on
-# rt-app's clock (CLOCK_MONOTONIC on a real host, the simulated clock from
-# t0 in the simulator); rel_st_us is since the use case began on both.
+# exactly, rather than seconds rounded twice.  start_us, end_us and
+# rel_st_us are since the use case began (the threads' start), on both.
 RTAPP = pa.schema(
     [
         ("task", pa.string()),          # rt-app's thread name, <task>-<index>

@@ -290,9 +290,12 @@ LOADGEN = ("the load generator's CPU as its benchmark measured it, which drifts 
            "which code spends it is not known; re-run the loadgen benchmark the same hour)")
 EEVDF_NEW = ("EEVDF's DELAY_DEQUEUE, modelled from the kernel source but not measured on "
              "this host (its probe was inconclusive)")
-TIMER = ("idle-exit latency, which drifts with the VM's load (fitted 61 us; 27-47 us measured "
-         "by the timerwake benchmark later) and timers firing early inside the slack when "
-         "another interrupt lands (not modelled)")
+TIMER = ("an idle CPU's wake-up, which grows with how long it was idle (measured: about 40 us "
+         "after 0.25 ms idle, 120 us after 20 ms, calibration/bench/idle_exit.py; modelled by "
+         "the cost model's idle_exit_cold_ns, which the this-vm profile does not carry yet: it "
+         "has one idle exit, 61 us) and, on a busy CPU, the timer interrupt, which the host "
+         "spreads over tens of us where the profile has one value; timers firing early inside "
+         "the slack when another interrupt lands (not modelled)")
 RCU = ("the kernel's other deferred work that exiting threads cause (RCU's grace-period "
        "kthread is modelled: calibration/bench/rcu.py, about 4 wake-ups per exit, at most "
        "125/s)")

@@ -190,7 +190,7 @@ def attach_tracer(cfg: dict, machine) -> SchedTracer | None:
     tcfg = trace_config(cfg)
     if not tracing(tcfg):
         return None
-    tracer = SchedTracer(tcfg, machine.cost.idle_exit_ns)
+    tracer = SchedTracer(tcfg)
     machine.tracer = tracer
     bandwidth = getattr(machine.policy, "bandwidth", None)
     if bandwidth is not None:

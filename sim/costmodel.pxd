@@ -19,6 +19,8 @@ cdef class CostModel:
     cdef readonly double reinsert_ns_per_log2
     cdef readonly tuple cache_levels
     cdef readonly double idle_exit_ns
+    cdef readonly double idle_exit_cold_ns
+    cdef readonly long long idle_exit_decay_ns
     cdef readonly double timer_slack_ns
     cdef readonly double timer_irq_ns
 
@@ -29,12 +31,15 @@ cdef class CostModel:
                    ns_per_line=cython.double, shared=cython.bint, resident=cython.double)
     cpdef double refill_ns(self, long long ws_bytes, away_ns, bint migrated,
                            long long touched=*, long long touched_shared=*)
+    cpdef double idle_exit(self, long long idle_ns, bint whole_ns=*)
     @cython.locals(cost=cython.double)
     cpdef double switch_cost(self, long levels, long long ws_bytes, away_ns, bint migrated,
                              long nr_running=*, long long touched=*, long long touched_shared=*,
-                             double reinsert_log2=*, bint from_idle=*, bint whole_ns=*)
+                             double reinsert_log2=*, bint from_idle=*, bint whole_ns=*,
+                             long long idle_ns=*)
     cpdef long long switch_cost_ns(self, long levels, long long ws_bytes, away_ns,
                                    bint migrated, long nr_running=*, long long touched=*,
                                    long long touched_shared=*, double reinsert_log2=*,
-                                   bint from_idle=*)
+                                   bint from_idle=*, long long idle_ns=*)
+    cpdef long long idle_exit_ns_at(self, long long idle_ns)
     cpdef long long switch_to_idle_ns(self, long levels)

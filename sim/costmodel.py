@@ -142,6 +142,11 @@ PARAMS = (
     CostParam("idle_exit_ns", COST, "ns", 0, False, 0,
               "wake-up of an idle CPU (interrupt, idle-state exit), charged to the switch "
               "out of idle"),
+    CostParam("idle_exit_cold_ns", COST, "ns", 0, False, 0,
+              "what that wake-up grows by the longer the CPU was idle (a deeper idle state; "
+              "on a VM the halted vCPU's host side): + cold x (1 - exp(-idle / decay))"),
+    CostParam("idle_exit_decay_ns", TIME, "ns", 1, False, 1,
+              "time constant of that growth with the CPU's idle time"),
     CostParam("timer_slack_ns", COST, "ns", 0, False, 0,
               "hrtimer slack of a SCHED_OTHER task's timed sleep: its timer expires this "
               "much late (RT tasks: none)"),
@@ -198,6 +203,8 @@ class CostModel:
         # as the fits move them
         self.cache_levels = tuple((float(c), float(r), bool(sh)) for c, r, sh in v["cache_levels"])
         self.idle_exit_ns = v["idle_exit_ns"]
+        self.idle_exit_cold_ns = v["idle_exit_cold_ns"]
+        self.idle_exit_decay_ns = v["idle_exit_decay_ns"]
         self.timer_slack_ns = v["timer_slack_ns"]
         self.timer_irq_ns = v["timer_irq_ns"]
 
@@ -262,12 +269,21 @@ class CostModel:
             total += resident / self.cache_line_bytes * evicted * ns_per_line
         return total
 
+    def idle_exit(self, idle_ns: int, whole_ns: bool = True) -> float:
+        """The wake-up of a CPU idle for ``idle_ns``: ``idle_exit_ns``, plus
+        the cold term grown with the idle time (truncated as charged)."""
+        if self.idle_exit_cold_ns == 0:
+            return self.idle_exit_ns
+        return self.idle_exit_ns + _charged(
+            -self.idle_exit_cold_ns * expm1(-idle_ns / self.idle_exit_decay_ns), whole_ns)
+
     def switch_cost(self, levels: int, ws_bytes: int, away_ns: int | None, migrated: bool,
                     nr_running: int = 0, touched: int = 0, touched_shared: int = 0,
                     reinsert_log2: float = 0.0, from_idle: bool = False,
-                    whole_ns: bool = True) -> float:
+                    whole_ns: bool = True, idle_ns: int = 0) -> float:
         """The cost of a switch to a task (the formula of the module
-        docstring); ``whole_ns``: each rate's term truncated as charged."""
+        docstring); ``whole_ns``: each rate's term truncated as charged;
+        ``idle_ns``: how long the CPU was idle, for a switch ``from_idle``."""
         cost = self.walk_ns(levels)
         if self.reinsert_ns_per_log2:
             cost += _charged(self.reinsert_ns_per_log2 * reinsert_log2, whole_ns)
@@ -278,17 +294,21 @@ class CostModel:
         cost += _charged(self.refill_ns(ws_bytes, away_ns, migrated, touched, touched_shared),
                          whole_ns)
         if from_idle:
-            cost += self.idle_exit_ns
+            cost += self.idle_exit(idle_ns, whole_ns)
         return cost
 
     def switch_cost_ns(self, levels: int, ws_bytes: int, away_ns: int | None,
                        migrated: bool, nr_running: int = 0, touched: int = 0,
                        touched_shared: int = 0, reinsert_log2: float = 0.0,
-                       from_idle: bool = False) -> int:
+                       from_idle: bool = False, idle_ns: int = 0) -> int:
         """What the machine charges for a switch to a task, in whole ns."""
         return cython.cast(cython.longlong, self.switch_cost(
             levels, ws_bytes, away_ns, migrated, nr_running, touched, touched_shared,
-            reinsert_log2, from_idle, True))
+            reinsert_log2, from_idle, True, idle_ns))
+
+    def idle_exit_ns_at(self, idle_ns: int) -> int:
+        """The whole ns of idle exit a switch out of ``idle_ns`` of idleness is charged."""
+        return cython.cast(cython.longlong, self.idle_exit(idle_ns, True))
 
     def switch_to_idle_ns(self, levels: int) -> int:
         """What the machine charges for a switch to the idle task: the walk

@@ -527,10 +527,11 @@ class Machine:
             reinserted = reinsert_log2(prev.se, nxt.se)
         migrated = nxt.last_cpu >= 0 and nxt.last_cpu != rq.cpu
         away = None if nxt.last_ran is None else now - nxt.last_ran
+        idle = now - rq.idle_since if prev is None else 0
         c = cost.switch_cost_ns(levels, nxt.ws_bytes, away, migrated, rq.nr_running,
                                 rq.touched_bytes - nxt.touch_mark,
                                 self.touched_bytes - nxt.touch_mark_shared, reinserted,
-                                prev is None)
+                                prev is None, idle)
         # it touches its working set once on this run (the cache_levels model)
         rq.touched_bytes += nxt.ws_bytes
         self.touched_bytes += nxt.ws_bytes
@@ -538,7 +539,8 @@ class Machine:
         nxt.touch_mark_shared = self.touched_bytes
         rq.overhead_ns += c
         if self.tracer is not None:
-            self.tracer.sched_switch(now, rq.cpu, prev, nxt, c)
+            self.tracer.sched_switch(now, rq.cpu, prev, nxt, c,
+                                     cost.idle_exit_ns_at(idle) if prev is None else 0)
         rq.curr = nxt
         nxt.on_cpu = True
         if not nxt.host:

@@ -129,21 +129,19 @@ class SchedTracer(SchedRows):
     """The simulator's hooks: each appends the event the kernel's
     tracepoint would record.
 
-    ``idle_exit_ns`` (the cost model's): the machine charges an idle CPU's
-    wake-up to the switch out of idle, as a delay before the task runs; the
-    kernel's sched_switch fires in __schedule(), after the CPU has left its
-    idle state, so a switch from idle is recorded that much later, with the
-    rest of the charged cost as its ``cost_ns``."""
+    ``idle_exit`` (of a switch out of idle, the cost model's): the machine
+    charges an idle CPU's wake-up to the switch out of idle, as a delay
+    before the task runs; the kernel's sched_switch fires in __schedule(),
+    after the CPU has left its idle state, so a switch from idle is
+    recorded that much later, with the rest of the charged cost as its
+    ``cost_ns``."""
 
-    def __init__(self, cfg: TraceConfig, idle_exit_ns: int = 0):
-        super().__init__(cfg)
-        self.idle_exit_ns = int(idle_exit_ns)
-
-    def sched_switch(self, now: int, cpu: int, prev, nxt, cost: int) -> None:
+    def sched_switch(self, now: int, cpu: int, prev, nxt, cost: int,
+                     idle_exit: int = 0) -> None:
         """``prev``/``nxt``: Task or None (the idle task)."""
         if prev is None and nxt is not None:
-            now += self.idle_exit_ns
-            cost -= self.idle_exit_ns
+            now += idle_exit
+            cost -= idle_exit
         if self.keep(now):
             state = "R" if prev is None else ("X" if prev.dead else
                                               "S" if prev.sleeping else "R")

@@ -16,7 +16,8 @@ import pyarrow as pa
 import pytest
 
 from calibration import bench
-from calibration.bench import common, ctx_switch, density, kthreads, loadgen, throttle, wakeup
+from calibration.bench import (common, ctx_switch, density, kthreads, loadgen, rtapp_loop,
+                             throttle, wakeup)
 from calibration.bench.common import BenchUnavailable
 from tests.hardware import cgroups_unavailable, default_sigint
 
@@ -109,7 +110,8 @@ def test_parquet_metadata_round_trip(tmp_path):
         common.read_bench(plain)
 
 
-@pytest.mark.parametrize("mod", [ctx_switch, density, wakeup, throttle, loadgen, kthreads])
+@pytest.mark.parametrize("mod", [ctx_switch, density, wakeup, throttle, loadgen, kthreads,
+                                 rtapp_loop])
 def test_help_and_arguments(mod, capsys):
     with pytest.raises(SystemExit) as e:
         mod.main(["--help"])
@@ -382,7 +384,6 @@ def test_rcu_measures_the_grace_period_kthread(tmp_path):
 @pytest.mark.usefixtures("no_leftovers")
 def test_rtapp_loop_measures_the_loop_rtapp_calibrated(tmp_path):
     from backends.real.rtapp import BINARY
-    from calibration.bench import rtapp_loop
     if shutil.which(BINARY) is None:
         pytest.skip("rt-app is not installed (make test installs it as root)")
     t = rtapp_loop.run(tmp_path, quick=True)
@@ -397,3 +398,18 @@ def test_rtapp_loop_measures_the_loop_rtapp_calibrated(tmp_path):
     # (it keeps whole ns and its fastest trial: here 0.9-1.2x, allow 0.5-2x)
     keys = rtapp_loop.rtapp_params(t)
     assert 0.5 <= keys["rtapp_loop_ns"] / keys["rtapp_calibration_ns"] <= 2.0, keys
+
+
+@hardware
+@pytest.mark.usefixtures("no_leftovers")
+def test_idle_exit_wakes_later_after_a_longer_idle(tmp_path):
+    from calibration.bench import idle_exit
+    t = idle_exit.run(tmp_path, quick=True)
+    df = t.to_pandas()
+    assert sorted(df.period_ns.unique()) == sorted(idle_exit.PERIODS_NS_QUICK)
+    assert (df.lateness_ns >= 0).all()
+    if df.host_disturbed.any():
+        pytest.skip(f"other load during the benchmark: {sorted(df.other_frac.round(3).unique())}")
+    med = df.groupby("period_ns").lateness_ns.median()
+    # measured here: about 47 us after 0.5 ms idle, 105 us after 10 ms
+    assert med[max(med.index)] > med[min(med.index)], med.to_dict()

@@ -91,6 +91,22 @@ def test_charged_cost_truncates_each_rate_term_and_the_fit_does_not():
     assert model.switch_to_idle_ns(3) == 1300
 
 
+def test_idle_exit_grows_with_the_idle_time_to_its_cold_value():
+    warm, cold, tau = 30_000, 70_000, 2_000_000
+    model = CostModel(idle_exit_ns=warm, idle_exit_cold_ns=cold, idle_exit_decay_ns=tau)
+    assert model.idle_exit(0) == warm
+    assert model.idle_exit(tau, whole_ns=False) == pytest.approx(warm + cold * (1 - math.exp(-1)))
+    assert model.idle_exit_ns_at(tau) == warm + math.trunc(cold * (1 - math.exp(-1)))
+    assert model.idle_exit(100 * tau) == pytest.approx(warm + cold)
+    # charged on the switch out of idle only, at the idle time given
+    args = (2, 0, None, False)
+    assert model.switch_cost_ns(*args, from_idle=True, idle_ns=tau) == \
+        model.switch_cost_ns(*args) + model.idle_exit_ns_at(tau)
+    # without the cold term the idle time does not matter
+    flat = CostModel(idle_exit_ns=warm)
+    assert flat.idle_exit(0) == flat.idle_exit(10**9) == warm
+
+
 def test_schema_has_one_key_per_parameter():
     fields = {f.name: f for f in dataclasses.fields(CalibrationConfig)}
     cost = [n for n in fields if n in NAMES]

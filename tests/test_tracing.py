@@ -149,3 +149,25 @@ def test_a_switch_from_idle_is_recorded_after_the_idle_exit():
     ev = sched.to_pandas()
     from_idle = ev[(ev.event == "sched_switch") & (ev.prev_pid == 0)]
     assert (from_idle.cost_ns > 0).all() and (from_idle.cost_ns < exit_ns).all()
+
+
+def test_an_idle_exit_grown_with_the_idle_time_is_recorded_whole():
+    """With the cold term the idle exit depends on how long the CPU was
+    idle (5 ms here, the thread's sleep): the trace still shows all of it
+    as the wake-up latency."""
+    from results.sched import analyse
+    from sim.costmodel import CostModel
+    costs = {**DEFAULT_COSTS, "idle_exit_ns": 30_000, "idle_exit_cold_ns": 70_000,
+             "idle_exit_decay_ns": 2_000_000}
+    cfg = make_cfg(periodic(threads=1, run_ms=1.0, sleep_ms=5.0), duration_s=0.2, warmup_s=0,
+                   calibration=costs) | {"trace": TRACE}
+    sched = simulate(cfg).extra["sched"]
+    lat = np.concatenate(list(analyse(sched).wakeup_latencies("task").values()))
+    model = CostModel("x", **{k: v for k, v in costs.items() if k.startswith("idle_exit")})
+    # the first wake-up (the fork, at t = 0) finds the CPU idle for no time
+    assert lat[0] == pytest.approx(model.idle_exit_ns_at(0) / 1e9)
+    # then the CPU went idle after the switch to idle, a few us after each sleep began
+    lo, hi = model.idle_exit_ns_at(4_990_000), model.idle_exit_ns_at(5_000_000)
+    lat = lat[1:]
+    assert lat.size > 20 and ((lat >= lo / 1e9 - 1e-9) & (lat <= hi / 1e9 + 1e-9)).all(), \
+        (lat.min(), lat.max(), lo, hi)

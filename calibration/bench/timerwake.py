@@ -97,14 +97,18 @@ def _rt_runtime(cg, chain: list[str]) -> None:
 
 
 def measure(cg, cpu: int, other_cpu: int, kind: str, sleeper: str, load: str, count: int,
-            duration_s: float, repeat: int) -> list[dict]:
-    path = f"{ROOT}/sleeper"
+            duration_s: float, repeat: int, period_ns: int | None = None,
+            root: str = ROOT) -> list[dict]:
+    """One configuration: its rows.  ``period_ns``: the sleeper's period
+    (default: the kind's); ``root``: the benchmark's cgroup (another
+    benchmark's sleeper, calibration/bench/idle_exit.py)."""
+    path = f"{root}/sleeper"
     cg.create(path)
     args, slack = SLEEPERS[sleeper]
     if args:
-        _rt_runtime(cg, ["", ROOT, path])
-    period = WORK_PERIOD_NS if kind == "work" else PERIOD_NS
-    hog_paths = [] if load == "idle" else [f"{ROOT}/hog"]
+        _rt_runtime(cg, ["", root, path])
+    period = period_ns or (WORK_PERIOD_NS if kind == "work" else PERIOD_NS)
+    hog_paths = [] if load == "idle" else [f"{root}/hog"]
     for p in hog_paths:
         cg.create(p)
         cg.set_shares(p, MIN_SHARES)
@@ -118,10 +122,10 @@ def measure(cg, cpu: int, other_cpu: int, kind: str, sleeper: str, load: str, co
                                   "--slack-ns", slack, *args, *work], max_seconds=budget_s)
         try:
             cg.attach(path, p.pids[0])
-            h0, u0 = host_times(), cg.usage_ns(ROOT)
+            h0, u0 = host_times(), cg.usage_ns(root)
             p.go()
             lines = p.output(timeout_s=budget_s)
-            h1, u1 = host_times(), cg.usage_ns(ROOT)
+            h1, u1 = host_times(), cg.usage_ns(root)
         finally:
             p.kill()
     rows = []

@@ -172,10 +172,19 @@ class RtAppWorkload(Workload):
             self.p_load = int(calibration_ns)
 
     def start(self):
-        # t_zero and main_app_start: the use case starts now for every thread
-        self.t_zero = self.engine.now
+        # t_zero and main_app_start: the use case starts for every thread at
+        # once, anywhere between two of the host's ticks, as a real rt-app's
+        # does (the real backend's starts 200 ms after an arbitrary instant).
+        # Started on a tick, every timer whose period is a multiple of the
+        # tick would expire just after one, always against a task that has
+        # just been picked and still holds its slice
+        phase = int(self.engine.rng("rtapp.t_zero").uniform() * self.machine.tick_ns)
+        self.t_zero = self.engine.now + phase
         if self.rtapp.duration_s > 0:
             self.engine.call_at(self.t_zero + self.rtapp.duration_s * NSEC_PER_SEC, self._shutdown)
+        self.engine.call_at(self.t_zero, self._fork_threads)
+
+    def _fork_threads(self):
         ncpus = self.machine.topology.nr_cpus
         for i, p in enumerate(self.tasks):
             hint = min(p.cpus_allowed) if p.cpus_allowed is not None else i % ncpus
@@ -274,7 +283,8 @@ class RtAppWorkload(Workload):
             if self.running:
                 self.rows.append((th.name, p.tg.name, th.index, thread_loop, phase, phase_loop,
                                   log.perf, log.duration, _usec(t_end - t_start),
-                                  _usec(t_start), _usec(t_end), _usec(t_start - self.t_zero),
+                                  _usec(t_start - self.t_zero), _usec(t_end - self.t_zero),
+                                  _usec(t_start - self.t_zero),
                                   log.slack, log.c_duration, log.c_period, log.wu_latency))
 
     def _timer(self, e, th, t_first: int, log: _Log, cumulative: bool):

@@ -1,0 +1,110 @@
+"""How long an idle CPU takes to wake, against how long it was idle ->
+idle_exit.parquet (not part of ``colosim calibrate``'s run).
+
+The timerwake benchmark's SCHED_FIFO sleeper (native/wakeup.c; an RT
+task's timer has no slack) sleeps alone on the idle benchmark CPU with
+clock_nanosleep(TIMER_ABSTIME) to deadlines ``PERIODS_NS`` apart, one
+period per configuration, and records its lateness: the timer interrupt,
+the CPU's exit from idle and the switch to the sleeper.  Between two
+wake-ups the CPU is idle for the period less the sleeper's few us.
+
+What it shows on this VM (2026-11-26, Linux 6.18, Firecracker guest,
+cpuidle haltpoll with guest polling off): the wake-up grows with the
+idle time, from about 40 us after 0.25 ms idle to about 105 us after 7
+ms or more (p50; rt-app's own timers show the same: 41, 56, 75, 96, 112,
+108 us at 0.3, 1, 2, 4, 7, 10 ms).  A constant ``idle_exit_ns`` cannot
+hold both the suites' short idle gaps and rt-app's 10 ms periods.
+:func:`idle_exit_params` fits ``a + b (1 - exp(-idle / tau))`` to the
+medians (the cost model's ``idle_exit_ns``, ``idle_exit_cold_ns``,
+``idle_exit_decay_ns``, less the switch itself).
+
+Columns: timerwake's (repeat, sleeper, load, kind, period_ns,
+lateness_ns, ..., steal_frac, other_frac, host_disturbed), one row per
+wake-up.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pyarrow as pa
+from scipy.optimize import curve_fit
+
+from calibration.bench import common, timerwake
+from calibration.bench.common import Progress
+
+NAME = "idle_exit"
+ROOT = "idle_exit"
+SLEEPER = "fifo-50us"
+PERIODS_NS = (250_000, 500_000, 1_000_000, 2_000_000, 4_000_000, 7_000_000, 10_000_000,
+              20_000_000)
+PERIODS_NS_QUICK = (500_000, 10_000_000)
+COUNT, COUNT_QUICK = 1000, 200
+DURATION_S, DURATION_S_QUICK = 2.0, 0.6
+REPEATS, REPEATS_QUICK = 3, 1
+
+
+def run(out_dir, quick: bool = False, progress: Progress = None) -> pa.Table:
+    """Every period, ``REPEATS`` sweeps; writes idle_exit.parquet."""
+    started = common.utc_now()
+    common.check_host()
+    common.build_native("wakeup")
+    cpu = common.bench_cpu()
+    other_cpu = min(common.driver_cpus())
+    periods = PERIODS_NS_QUICK if quick else PERIODS_NS
+    count = COUNT_QUICK if quick else COUNT
+    duration_s = DURATION_S_QUICK if quick else DURATION_S
+    repeats = REPEATS_QUICK if quick else REPEATS
+    rows: list[dict] = []
+    t0 = time.monotonic()
+    with common.driver_pinned(), common.bench_cgroups(NAME) as cg:
+        cg.create(ROOT)
+        for r in range(repeats):
+            for i, period in enumerate(periods, 1):
+                common.say(progress, f"{NAME} repeat {r + 1}/{repeats} [{i}/{len(periods)}] "
+                                     f"period {period / 1e6:g} ms ({time.monotonic() - t0:.0f} s)")
+                rows += timerwake.measure(cg, cpu, other_cpu, "wake", SLEEPER, "idle", count,
+                                          duration_s, r, period_ns=period, root=ROOT)
+    table = pa.Table.from_pylist(rows, schema=timerwake.SCHEMA)
+    params = {"periods_ns": list(periods), "repeats": repeats, "count_cap": count,
+              "duration_cap_s": duration_s, "skip": timerwake.SKIP, "sleeper": SLEEPER}
+    return common.finish(table, out_dir, NAME, params, quick, started, t0, cpu=cpu,
+                         config_hz=common.config_hz())
+
+
+def wake_ns(idle_ns, a: float, b: float, tau: float):
+    """The wake-up of a CPU idle ``idle_ns``: ``a`` at once, growing by up
+    to ``b`` with time constant ``tau``."""
+    return a - b * np.expm1(-np.asarray(idle_ns, float) / tau)
+
+
+def idle_exit_params(table: pa.Table, switch_ns: float = 0.0) -> dict | None:
+    """``a``, ``b``, ``tau`` of :func:`wake_ns` by least squares on the
+    undisturbed sweeps' medians per period (idle time = the period: the
+    sleeper runs a few us), ``a`` less ``switch_ns`` (the switch to the
+    sleeper, which the cost model charges apart), with 1-sigma; None with
+    fewer than 4 periods."""
+    df = table.to_pandas()
+    df = df[~df.host_disturbed & df.lateness_ns.notna()]
+    med = df.groupby(["repeat", "period_ns"]).lateness_ns.median().reset_index()
+    if med.period_ns.nunique() < 4:
+        return None
+    x, y = med.period_ns.to_numpy(float), med.lateness_ns.to_numpy(float)
+    (a, b, tau), cov = curve_fit(wake_ns, x, y, p0=(y.min(), y.max() - y.min(), 2e6),
+                                 bounds=([0, 0, 1e4], [1e6, 1e6, 1e9]))
+    sd = np.sqrt(np.diag(cov))
+    return {"idle_exit_ns": round(max(0.0, float(a) - switch_ns), 1),
+            "idle_exit_cold_ns": round(float(b), 1), "idle_exit_decay_ns": round(float(tau), 1),
+            "uncertainty": {"idle_exit_ns": float(f"{sd[0]:.3g}"),
+                            "idle_exit_cold_ns": float(f"{sd[1]:.3g}"),
+                            "idle_exit_decay_ns": float(f"{sd[2]:.3g}")},
+            "measured": {"median_ns_by_period": {int(p): float(v) for p, v in
+                                                 med.groupby("period_ns").lateness_ns.median()
+                                                 .items()}}}
+
+
+main = common.main_of(__doc__, run, NAME)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
