@@ -417,6 +417,7 @@ def validate(profile: str, suite: Suite, names: list[str], out: Path, quick: boo
         if not reals:
             say(f"[{k}/{total}] {name} sim: skipped (the real run failed)")
         else:
+            same_rtapp_calibration(configs[name, "sim"], reals, notes)
             sim = _timed(say, f"[{k}/{total}] {name} sim", configs[name, "sim"],
                          out / RUNS / f"{name}-sim", notes, "sim")
         rows += _compare(name, reals, sim, configs[name, "real"], notes, repeat)
@@ -428,6 +429,28 @@ def validate(profile: str, suite: Suite, names: list[str], out: Path, quick: boo
     if (frame["real_run"] != "").any():
         write_report(out)
     return frame
+
+
+def same_rtapp_calibration(cfg, reals: list[RunDir], notes: list[str]) -> None:
+    """Give the simulator the rt-app invocation the real runs made.  A file
+    with ``"calibration": "CPU<n>"`` runs as many loop iterations as rt-app's
+    calibration before the run told it (``rtapp_ns_per_loop``: 15-18 ns from
+    one run to the next here, a 20 % swing in every ``run``'s CPU); the
+    simulator then uses the real runs' value (the lower median) instead of
+    the profile's ``rtapp_calibration_ns``, as it replays their requests.
+    A file's own integer is the same on both backends already."""
+    if str(cfg.workload.name) != "rtapp":
+        return
+    summaries = [r.summary.to_pylist()[0] for r in reals]
+    measured = sorted(int(s["rtapp_ns_per_loop"]) for s in summaries
+                      if str(s.get("rtapp_calibration") or "").startswith("CPU")
+                      and s.get("rtapp_ns_per_loop") is not None)
+    if not measured:
+        return
+    pload = measured[(len(measured) - 1) // 2]
+    cfg.calibration.rtapp_calibration_ns = pload
+    notes.append(f"rt-app's calibration in the real runs: {', '.join(map(str, measured))} ns "
+                 f"per loop; the simulator ran with {pload}")
 
 
 def _timed(say, label: str, cfg, out_dir: Path, notes: list[str], what: str) -> RunDir | None:

@@ -295,3 +295,30 @@ def test_validate_quick_on_one_tiny_scenario(tmp_path, capsys):
     assert disturbed == ("disturbed" in measured.loc["throughput_rps", "note"])
     assert (out / "runs" / "tiny-real" / "trace.parquet").is_file()
     assert (out / "report.html").is_file()
+
+
+def test_rtapp_points_simulate_the_real_runs_calibration():
+    """A "CPU<n>" file runs the iterations rt-app's calibration before each
+    real run told it; the simulator takes the real runs' value (lower
+    median), the profile's otherwise, and says so; a file's own number and
+    other workloads are left alone."""
+    from results.rundir import RunDir
+
+    def real(pload, how="CPU0, measured by rt-app before the run"):
+        return RunDir(None, pa.Table.from_pylist([{"rtapp_ns_per_loop": float(pload),
+                                                   "rtapp_calibration": how}]), None, None, {})
+    cfg = compose(["workload=rtapp", "workload.file=scenarios/rtapp/periodic.json",
+                   "host=this-vm", "calibration=this-vm"])
+    notes = []
+    v.same_rtapp_calibration(cfg, [real(16), real(15), real(18)], notes)
+    assert cfg.calibration.rtapp_calibration_ns == 16
+    assert notes == ["rt-app's calibration in the real runs: 15, 16, 18 ns per loop; "
+                     "the simulator ran with 16"]
+    cfg = compose(["workload=rtapp", "workload.file=scenarios/rtapp/periodic.json",
+                   "host=this-vm", "calibration=this-vm"])
+    profile = cfg.calibration.rtapp_calibration_ns
+    v.same_rtapp_calibration(cfg, [real(25, "the file's ns per loop")], notes := [])
+    assert cfg.calibration.rtapp_calibration_ns == profile and notes == []
+    poisson = compose(["workload=poisson", "calibration=this-vm"])
+    v.same_rtapp_calibration(poisson, [real(16)], notes)
+    assert poisson.calibration.rtapp_calibration_ns == profile and notes == []
