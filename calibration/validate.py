@@ -434,7 +434,7 @@ def validate(profile: str, suite: Suite, names: list[str], out: Path, quick: boo
 def same_rtapp_calibration(cfg, reals: list[RunDir], notes: list[str]) -> None:
     """Give the simulator the rt-app invocation the real runs made.  A file
     with ``"calibration": "CPU<n>"`` runs as many loop iterations as rt-app's
-    calibration before the run told it (``rtapp_ns_per_loop``: 15-18 ns from
+    calibration before the run told it (``rtapp_ns_per_loop``: 15-20 ns from
     one run to the next here, a 20 % swing in every ``run``'s CPU); the
     simulator then uses the real runs' value (the lower median) instead of
     the profile's ``rtapp_calibration_ns``, as it replays their requests.

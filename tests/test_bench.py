@@ -274,6 +274,13 @@ def test_dispatch_fit_recovers_the_model_it_fits():
     for name, value in zip(names, truth):
         assert costs[name] == pytest.approx(value, rel=0.01, abs=0.01), name
         assert costs["uncertainty"][name] < 0.05 * value + 0.05, name
+    # a disturbed sample (here twice the CPU everywhere) is left out
+    rows = _dispatch_rows(truth).to_pylist()
+    rows = [{**r, "host_disturbed": False} for r in rows] + \
+        [{**r, "main_cpu_ns": 2 * r["main_cpu_ns"], "cgroup_cpu_ns": 2 * r["cgroup_cpu_ns"],
+          "host_disturbed": True} for r in rows]
+    assert dispatch.dispatch_costs(pa.Table.from_pylist(rows))["worker_dispatch_us"] == \
+        pytest.approx(truth[0], rel=0.01)
     # the first version's table (one gap, the main thread only): its two keys
     old = pa.Table.from_pylist([{"threads_per_request": k, "requests": 100,
                                  "main_cpu_ns": int((10 + 5 * k) * 100e3), "main_vcsw": 100}
@@ -284,12 +291,8 @@ def test_dispatch_fit_recovers_the_model_it_fits():
 @hardware
 @pytest.mark.usefixtures("no_leftovers")
 def test_dispatch_measures_the_workers_own_cpu(tmp_path):
-    from backends.real.config import RealBackend
-    from backends.real.disturbance import host_times
     from calibration.bench import dispatch
-    a = host_times()
     t = dispatch.run(tmp_path, quick=True)
-    z = host_times()
     df = t.to_pandas()
     assert sorted(df.threads_per_request.unique()) == list(dispatch.THREADS)
     assert sorted(df.gap_s.unique()) == list(dispatch.GAPS_S_QUICK)
@@ -302,14 +305,14 @@ def test_dispatch_measures_the_workers_own_cpu(tmp_path):
     assert ((own > 0) & (own < 1e6)).all(), own
     assert ((df.start_cpu_ns > 0) & (df.start_cpu_ns < own * df.requests)).all()
     # the main thread sleeps on its pipe between requests: one switch each,
-    # unless other load delayed it past the next request (0.5 ms later)
-    worker_ns = int(df.cgroup_cpu_ns.sum())
-    other = ((z["busy_ns"] - a["busy_ns"]) - (z["self_ns"] - a["self_ns"]) - worker_ns) \
-        / (z["total_ns"] - a["total_ns"])
-    if other > RealBackend().disturbed_other_frac:
-        pytest.skip(f"other load {other:.1%} of the host's CPU during the benchmark: "
-                    f"main thread switches per request {list(df.main_vcsw / df.requests)}")
-    assert ((df.main_vcsw / df.requests).between(0.9, 1.1)).all()
+    # unless other load delayed it past the next request (0.5 ms later):
+    # judged on the samples the host was quiet for (each measures its own)
+    quiet = df[~df.host_disturbed]
+    if quiet.empty:
+        pytest.skip(f"other load during every sample: {list(df.other_frac.round(3))}")
+    assert ((quiet.main_vcsw / quiet.requests).between(0.9, 1.1)).all(), \
+        list(zip(quiet.gap_s, quiet.threads_per_request, quiet.main_vcsw / quiet.requests,
+                 quiet.other_frac.round(4)))
 
 
 @hardware

@@ -29,8 +29,11 @@ worker's cgroup CPU (``cpuacct.usage``), and from the worker's "D" lines
 the threads' measured spin CPU and their start-up CPU.
 
 Columns: hog, gap_s, threads_per_request, requests, main_cpu_ns, main_vcsw,
-cgroup_cpu_ns, spin_cpu_ns, start_cpu_ns (one row per sample; 3 samples
-per point, quick: 1 sample of fewer requests at three gaps, no hog).
+cgroup_cpu_ns, spin_cpu_ns, start_cpu_ns, steal_frac, other_frac,
+host_disturbed (the host's steal and other load over the sample, against
+the real backend's bounds; common.disturbance) (one row per sample; 3
+samples per point, quick: 1 sample of fewer requests at three gaps, no
+hog).
 """
 from __future__ import annotations
 
@@ -42,6 +45,7 @@ import numpy as np
 import pyarrow as pa
 from scipy.optimize import least_squares
 
+from backends.real.disturbance import host_times
 from backends.real.workers import Done, WorkerProc, parse_line, request_line
 from calibration.bench import common
 from calibration.bench.common import Progress
@@ -61,7 +65,8 @@ SCHEMA = pa.schema([("hog", pa.bool_()), ("gap_s", pa.float64()),
                     ("threads_per_request", pa.int64()), ("requests", pa.int64()),
                     ("main_cpu_ns", pa.int64()), ("main_vcsw", pa.int64()),
                     ("cgroup_cpu_ns", pa.int64()), ("spin_cpu_ns", pa.int64()),
-                    ("start_cpu_ns", pa.int64())])
+                    ("start_cpu_ns", pa.int64()), ("steal_frac", pa.float64()),
+                    ("other_frac", pa.float64()), ("host_disturbed", pa.bool_())])
 
 
 def _main_thread(pid: int) -> tuple[int, int]:
@@ -76,12 +81,15 @@ def _done(worker: WorkerProc) -> list[Done]:
 
 
 def measure(worker: WorkerProc, usage, hog: bool, gap_s: float, threads: int,
-            requests: int, req_id: int) -> dict:
+            requests: int, req_id: int, bench_usage=None) -> dict:
     """One sample: ``requests`` requests ``gap_s`` apart; every one is
-    answered before the counters are read again."""
+    answered before the counters are read again.  ``bench_usage``: the CPU
+    time of the benchmark's cgroups, worker and hog (default: ``usage``),
+    which is not a disturbance."""
+    bench_usage = bench_usage or usage
     _done(worker)
     cpu0, vcsw0 = _main_thread(worker.pid)
-    u0 = usage()
+    h0, u0, b0 = host_times(), usage(), bench_usage()
     done: list[Done] = []
     for i in range(requests):
         worker.send(request_line(req_id + i, DEMAND_NS, threads))
@@ -95,10 +103,12 @@ def measure(worker: WorkerProc, usage, hog: bool, gap_s: float, threads: int,
         raise common.BenchUnavailable(f"{NAME}: the worker answered {len(done)} of "
                                       f"{requests} requests within 2 s")
     cpu1, vcsw1 = _main_thread(worker.pid)
+    h1, u1 = host_times(), usage()
     return {"hog": hog, "gap_s": gap_s, "threads_per_request": threads, "requests": requests,
             "main_cpu_ns": cpu1 - cpu0, "main_vcsw": vcsw1 - vcsw0,
-            "cgroup_cpu_ns": usage() - u0, "spin_cpu_ns": sum(d.cpu_ns for d in done),
-            "start_cpu_ns": sum(d.start_cpu_ns for d in done)}
+            "cgroup_cpu_ns": u1 - u0, "spin_cpu_ns": sum(d.cpu_ns for d in done),
+            "start_cpu_ns": sum(d.start_cpu_ns for d in done),
+            **common.disturbance(h0, h1, bench_usage() - b0)}
 
 
 def run(out_dir, quick: bool = False, progress: Progress = None) -> pa.Table:
@@ -125,7 +135,7 @@ def run(out_dir, quick: bool = False, progress: Progress = None) -> pa.Table:
                                                  f"threads={threads} "
                                                  f"({time.monotonic() - t0:.0f} s)")
                             rows.append(measure(worker, usage, hog, gap, threads, requests,
-                                                req_id))
+                                                req_id, lambda: cg.usage_ns("")))
                             req_id += requests
     table = pa.Table.from_pylist(rows, schema=SCHEMA)
     params = {"requests": requests, "gaps_s": list(gaps), "demand_ns": DEMAND_NS,
@@ -147,11 +157,14 @@ def _per_request(df):
 
 def dispatch_costs(table: pa.Table) -> dict:
     """The profile's ``worker_*`` keys from the benchmark's rows, by least
-    squares on every row (module docstring: warm costs, cold factors, one
-    decay time), with their 1-sigma under ``uncertainty``.  A table of the
-    first version (the main thread at one gap only) gives the two main
-    thread costs."""
+    squares on every undisturbed row (module docstring: warm costs, cold
+    factors, one decay time), with their 1-sigma under ``uncertainty``.  A
+    table of the first version (the main thread at one gap only) gives the
+    two main thread costs; tables before the disturbance columns count as
+    undisturbed."""
     df = table.to_pandas()
+    if "host_disturbed" in df:
+        df = df[~df.host_disturbed]
     if "gap_s" not in df:
         per_req: dict[int, list[float]] = {}
         for r in df.itertuples():

@@ -7,21 +7,24 @@ iteration rt-app measured at start-up on the file's ``calibration`` CPU
 backends/real/rtapp.py ``calibrate``), or the file's own number.  A ``run``
 of X us therefore costs X us of CPU only if pLoad is what one iteration
 really costs.  rt-app 1.0 keeps pLoad in whole ns and takes the fastest of
-its calibration trials; on this VM (about 20 ns an iteration) it came out
-15-19 ns from one invocation to the next, so a ``run`` of 10 ms took
-10.4-13.3 ms of CPU (2026-11-26).
+its calibration trials; on this VM (18.5-22.2 ns an iteration) it came
+out 15-20 ns from one invocation to the next, so a ``run`` of 10 ms took
+10.5-14.8 ms of CPU (2026-11-26).
 
-Per repetition (``REPEATS``, alternating the calibration CPU over the
-online CPUs) the benchmark (1) runs rt-app's calibration as the real
-backend does; (2) runs one rt-app thread alone on the benchmark CPU with
-that pLoad, ``run`` RUN_US then ``sleep`` SLEEP_US, for ``SECONDS``, in its
-own cgroup, and reads its log: per loop the iterations (``perf``) and the
-wall time of the run event, which alone on a CPU is its CPU time; and the
-host's steal and other load meanwhile (calibration/bench/common.py
-``disturbance``).
+Per repetition (``REPEATS``; the calibration's CPU and the loop's each go
+round the online CPUs, the loop's every other repetition, so that every
+pair is measured: on this VM one vCPU can run the loop 10 % slower than
+the other for minutes) the benchmark (1) runs rt-app's calibration as the
+real backend does; (2) runs one rt-app thread alone on the loop's CPU,
+the other CPUs idle, with that pLoad, ``run`` RUN_US then ``sleep``
+SLEEP_US, for ``SECONDS``, in its own cgroup, and reads its log: per loop
+the iterations (``perf``) and the wall time of the run event, which alone
+on a CPU is its CPU time; and the host's steal and other load meanwhile
+(calibration/bench/common.py ``disturbance``).
 
-Columns: rep, cal_cpu, pload_ns, loops, run_us, c_duration_us (one row
-per logged loop), steal_frac, other_frac, host_disturbed (per repetition).
+Columns: rep, cal_cpu, cpu (the loop's), pload_ns, loops, run_us,
+c_duration_us (one row per logged loop), steal_frac, other_frac,
+host_disturbed (per repetition).
 :func:`rtapp_params` turns it into the profile's ``rtapp_loop_ns`` and
 ``rtapp_calibration_ns`` (sim/workloads/rtapp.py).
 """
@@ -47,12 +50,13 @@ NAME = "rtapp_loop"
 ROOT = "rtapp_loop"
 RUN_US, SLEEP_US = 10_000, 10_000
 SECONDS, SECONDS_QUICK = 3, 2
-REPEATS, REPEATS_QUICK = 6, 2
+REPEATS, REPEATS_QUICK = 8, 2
 # a loop shorter than this share of its asked run (rt-app's shutdown cuts
 # the last one) is not a whole loop
 WHOLE = 0.5
 
-SCHEMA = pa.schema([("rep", pa.int64()), ("cal_cpu", pa.int64()), ("pload_ns", pa.int64()),
+SCHEMA = pa.schema([("rep", pa.int64()), ("cal_cpu", pa.int64()), ("cpu", pa.int64()),
+                    ("pload_ns", pa.int64()),
                     ("loops", pa.int64()), ("run_us", pa.int64()),
                     ("c_duration_us", pa.int64()), ("steal_frac", pa.float64()),
                     ("other_frac", pa.float64()), ("host_disturbed", pa.bool_())])
@@ -94,29 +98,30 @@ def run(out_dir, quick: bool = False, progress: Progress = None) -> pa.Table:
         binary = rtapp_binary()
     except RealRunError as e:
         raise BenchUnavailable(f"{NAME}: {e}") from None
-    cpu = common.bench_cpu()
-    cal_cpus = sorted(os.sched_getaffinity(0))
+    cpus = sorted(os.sched_getaffinity(0))
     seconds = SECONDS_QUICK if quick else SECONDS
     repeats = REPEATS_QUICK if quick else REPEATS
     rows: list[dict] = []
     t0 = time.monotonic()
     with common.bench_cgroups(NAME) as cg:
         cg.create(ROOT)
-        cg.set_cpuset(ROOT, str(cpu))
         for rep in range(repeats):
-            cal_cpu = cal_cpus[rep % len(cal_cpus)]
+            cal_cpu = cpus[rep % len(cpus)]
+            cpu = cpus[rep // len(cpus) % len(cpus)]
+            cg.set_cpuset(ROOT, str(cpu))
             common.say(progress, f"{NAME} rep {rep + 1}/{repeats}: rt-app's calibration on "
-                                 f"CPU{cal_cpu} ({time.monotonic() - t0:.0f} s)")
+                                 f"CPU{cal_cpu}, the loop on CPU{cpu} "
+                                 f"({time.monotonic() - t0:.0f} s)")
             try:
                 pload = calibrate(binary, cal_cpu)
             except RealRunError as e:
                 raise BenchUnavailable(f"{NAME}: {e}") from None
             loops, dist = measure(cg, binary, cpu, pload, seconds)
-            rows += [{"rep": rep, "cal_cpu": cal_cpu, "pload_ns": pload, "loops": n,
+            rows += [{"rep": rep, "cal_cpu": cal_cpu, "cpu": cpu, "pload_ns": pload, "loops": n,
                       "run_us": r, "c_duration_us": c, **dist} for n, r, c in loops]
     table = pa.Table.from_pylist(rows, schema=SCHEMA)
     params = {"run_us": RUN_US, "sleep_us": SLEEP_US, "seconds": seconds, "repeats": repeats}
-    return common.finish(table, out_dir, NAME, params, quick, started, t0, cpu=cpu)
+    return common.finish(table, out_dir, NAME, params, quick, started, t0)
 
 
 def rtapp_params(table: pa.Table) -> dict | None:
