@@ -20,8 +20,9 @@ exits; about 4 per exit while exits are rare; at most about 125/s (every
 Columns: rep, rate (asked, exits/s), exits (threads that exited in the
 span), span_s, gp_cpu_ns, gp_runs, other_frac (the host's CPU outside the
 worker, the driver and the kthread, over all CPUs: other processes'
-threads exit too) and host_disturbed (other_frac above the real backend's
-``disturbed_other_frac``: such points are not fitted).  Meta: the
+threads exit too) and host_disturbed (steal or other load above the real
+backend's bounds, calibration/bench/common.py ``disturbance``: such points
+are not fitted).  Meta: the
 kthread's comm, config_hz.
 """
 from __future__ import annotations
@@ -32,7 +33,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from backends.real.config import RealBackend
 from backends.real.disturbance import host_times
 from backends.real.workers import WorkerProc, request_line
 from calibration.bench import common
@@ -93,13 +93,11 @@ def measure(worker: WorkerProc, usage, gp: int, rate: float, seconds: float,
     span = time.monotonic() - t0
     cpu1, n1 = _schedstat(gp)
     h1, u1 = host_times(), usage()
-    total = h1["total_ns"] - h0["total_ns"]
-    other = (h1["busy_ns"] - h0["busy_ns"] - (u1 - u0) - (h1["self_ns"] - h0["self_ns"])
-             - (cpu1 - cpu0))
-    other_frac = max(0.0, other) / total if total > 0 else float("nan")
+    # the worker and the kthread it wakes are the benchmark's own load
+    dist = common.disturbance(h0, h1, (u1 - u0) + (cpu1 - cpu0))
     return {"rate": float(rate), "exits": sent, "span_s": span, "gp_cpu_ns": cpu1 - cpu0,
-            "gp_runs": n1 - n0, "other_frac": other_frac,
-            "host_disturbed": not other_frac <= RealBackend().disturbed_other_frac}
+            "gp_runs": n1 - n0, "other_frac": dist["other_frac"],
+            "host_disturbed": dist["host_disturbed"]}
 
 
 def run(out_dir, quick: bool = False, progress: Progress = None) -> pa.Table:
