@@ -199,9 +199,10 @@ def _add_calibrate_command(commands) -> None:
         "(direct, per-level, run-queue, migration and cache-refill costs) by least squares, "
         "re-simulate every measured configuration with the fitted values, and write the "
         "profile with each parameter's 1-sigma, every point's residual and the host "
-        "fingerprint. Needs root, cgroups (cpu, cpuacct, cpuset) and gcc.",
+        "fingerprint. Needs root, cgroups (cpu, cpuacct, cpuset) and gcc; rt-app's loop "
+        "is measured where rt-app is installed, skipped saying so otherwise.",
         epilog="""examples:
-  colosim calibrate --out this-vm                 measure (~5 min), fit, write
+  colosim calibrate --out this-vm                 measure (~15 min), fit, write
                                                   scenarios/conf/calibration/this-vm.yaml
   colosim run calibration=this-vm host=this-vm    simulate with it
   colosim calibrate --out this-vm --from-bench calibration/data/this-vm
