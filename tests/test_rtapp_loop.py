@@ -73,7 +73,7 @@ def test_a_zero_sleep_still_sleeps_its_timer_slack(tmp_path):
 
 def test_each_zero_sleep_is_one_more_sleeping_switch_out(tmp_path):
     """Two fair rt-app hogs alone on CPU 0 under EEVDF at HZ 250.  Traced on
-    this host (perf sched_switch, 4 s each, 2026-11-26): without a sleep 993
+    this host (perf sched_switch, one 4 s run each, 2026-11-26): without a sleep 993
     preemptions (one a tick); with "sleep": 0 after each run 350 sleeping
     switch-outs for 353 loops: every loop ends with the thread off the CPU.
     (The host's preemptions stayed at 973; the simulator's, whose hogs run
