@@ -25,6 +25,7 @@ from calibration import fit as F
 from calibration import simbench
 from calibration.bench.common import read_bench
 from calibration.bench.dispatch import dispatch_costs
+from calibration.bench.idle_exit import idle_exit_params
 from calibration.bench.kthreads import kthread_params
 from calibration.bench.rcu import rcu_params
 from calibration.bench.rtapp_loop import rtapp_params
@@ -122,6 +123,38 @@ def report_markdown(name: str, result: F.FitResult, fingerprint: dict, bench: di
     return "\n".join(lines) + "\n"
 
 
+IDLE_EXIT_KEYS = ("idle_exit_ns", "idle_exit_cold_ns", "idle_exit_decay_ns")
+# the idle_exit sleeper's cgroup: colosim-bench-idle_exit-*/idle_exit/sleeper
+IDLE_EXIT_DEPTH = 3
+
+
+def fit_with_ladder(points: list[F.Point], levels: list[F.CacheLevel], ladder: dict,
+                    fixed: dict) -> F.FitResult:
+    """The fit with the idle exit held at the idle_exit benchmark's ladder
+    (what the user fixes wins).  The ladder's wake-ups include the switch
+    to its sleeper, which the cost model charges apart: a first fit gives
+    that switch, the second holds idle_exit_ns at the ladder's intercept
+    less it."""
+    held = {k: ladder[k] for k in IDLE_EXIT_KEYS}
+    first = F.fit(points, levels, fixed={**held, **fixed})
+    no_exit = {**first.params, "idle_exit_ns": 0.0, "idle_exit_cold_ns": 0.0}
+    switch_ns = F.predict(no_exit, F.Point("timer_idle", IDLE_EXIT_DEPTH, 0, 0, 0.0, 0.0, 0),
+                          levels)
+    held["idle_exit_ns"] = max(0.0, held["idle_exit_ns"] - switch_ns)
+    result = F.fit(points, levels, fixed={**held, **fixed})
+    for k in set(held) - set(fixed):
+        # measured, not given: their 1-sigma is the ladder's
+        del result.fixed[k]
+        result.sigma[k] = ladder["uncertainty"][k]
+    result.notes[:] = [n for n in result.notes if not n.startswith(tuple(held))] + [
+        "idle exit from the idle_exit benchmark's ladder (both wake paths, the sleeper's own "
+        f"timer and a write from the other CPU): {held['idle_exit_ns'] / 1e3:.1f} us + "
+        f"{held['idle_exit_cold_ns'] / 1e3:.1f} us x (1 - exp(-idle / "
+        f"{held['idle_exit_decay_ns'] / 1e6:.2f} ms)) beyond the switch "
+        f"({switch_ns / 1e3:.2f} us); the wakeup and timerwake idle points check it"]
+    return result
+
+
 def calibrate(out: str, work_dir: Path | None = None, from_bench: Path | None = None,
               quick: bool = False, fixed: dict | None = None, host: str = "this-vm",
               scheduler: str = "eevdf", resim: bool = True, progress=print,
@@ -143,13 +176,20 @@ def calibrate(out: str, work_dir: Path | None = None, from_bench: Path | None = 
         work_dir.mkdir(parents=True, exist_ok=True)
     table, fingerprint, bench_meta = read_table(bench_dir, "ctx_switch")
     points = F.points_from_bench(table)
+    # the idle exit's growth with the idle time, where its ladder was measured
+    ladder = None
+    if (Path(bench_dir) / "idle_exit.parquet").exists():
+        ladder = idle_exit_params(read_table(bench_dir, "idle_exit")[0])
+        if ladder is None:
+            progress("idle_exit: fewer than 4 undisturbed periods; the idle exit stays constant")
+    work, idle_checks = None, []
     if (Path(bench_dir) / "wakeup.parquet").exists():
         wake, _, wake_meta = read_table(bench_dir, "wakeup")
         # the sleeper's cgroup: colosim-bench-wakeup-*/wakeup/sleeper
         pt = F.wakeup_point(wake, int(wake_meta.get("sleeper_depth", 3)))
         if pt is not None:
-            points.append(pt)
-    work, idle_checks = None, []
+            # with the ladder, one more idle wake-up checks it
+            (idle_checks if ladder else points).append(pt)
     if (Path(bench_dir) / "timerwake.parquet").exists():
         timers = read_table(bench_dir, "timerwake")[0]
         # the hog's and the sleeper's cgroups: colosim-bench-timerwake-*/timerwake/*
@@ -159,7 +199,11 @@ def calibrate(out: str, work_dir: Path | None = None, from_bench: Path | None = 
             (idle_checks if pt.kind == "timer_idle" else points).append(pt)
         work = F.work_after_sleep(timers)
     progress(f"fitting {len(points)} points")
-    result = F.fit(points, host_levels(bench_meta), fixed=fixed)
+    levels = host_levels(bench_meta)
+    if ladder is None:
+        result = F.fit(points, levels, fixed=fixed)
+    else:
+        result = fit_with_ladder(points, levels, ladder, fixed or {})
     for pt in idle_checks:
         result.notes.append(
             f"{pt.label} (a check, not fitted): {pt.value_ns / 1e3:.1f} +- {pt.se_ns / 1e3:.1f} "
@@ -173,6 +217,8 @@ def calibrate(out: str, work_dir: Path | None = None, from_bench: Path | None = 
     simulated = resimulate(result, table, host, scheduler, progress) if resim else None
     bench_meta = {**bench_meta, "dir": str(bench_dir)}
     profile = build_profile(name, result, fingerprint, bench_meta)
+    if ladder is not None:
+        profile["fit"]["idle_exit"] = ladder["measured"]
     if (Path(bench_dir) / "dispatch.parquet").exists():
         fit_block = profile.pop("fit")          # the fit block stays last
         keys = dispatch_costs(read_table(bench_dir, "dispatch")[0])

@@ -32,8 +32,11 @@ size).  A migrated partner finds its private levels empty, so
 ``migration = migration_ns + sum over private k of h_k / line x r_k x
 (1 - evicted_k) + idle_exit_ns / 2`` (once a round trip the pair
 lands on the CPU it left idle).  A timer wake-up on an idle CPU costs the
-switch out of idle, ``direct + per_level x depth + idle_exit_ns`` (the idle
-exit includes the interrupt); on a busy CPU the hrtimer interrupt and the
+switch out of idle, ``direct + per_level x depth + idle_exit(period)`` (the
+idle exit includes the interrupt; its growth with the idle time,
+``idle_exit_cold_ns`` and ``idle_exit_decay_ns``, is no point's here: the
+idle_exit benchmark's ladder gives it, and then idle_exit_ns too, and these
+points become checks, calibration/calibrate.py); on a busy CPU the hrtimer interrupt and the
 wakee's preemption of the hog, ``timer_irq_ns + direct + per_level x depth
 + queue_ns_per_log2``; the slack point is ``timer_slack_ns``.  So each
 timer parameter has its own point, and the others fit as without them.
@@ -73,6 +76,10 @@ BASE_PARAMS = {
     "queue_ns_per_log2": (200.0, 0.0, 50_000.0),
     "migration_ns": (5000.0, 0.0, 1_000_000.0),
     "idle_exit_ns": (0.0, 0.0, 1_000_000.0),
+    # the idle exit's growth with the idle time: no point here measures it;
+    # given from the idle_exit benchmark's ladder (calibrate), else off
+    "idle_exit_cold_ns": (0.0, 0.0, 1_000_000.0),
+    "idle_exit_decay_ns": (1.0, 1.0, 1e9),
     "timer_irq_ns": (0.0, 0.0, 1_000_000.0),
     "timer_slack_ns": (0.0, 0.0, 1_000_000.0),
 }
@@ -81,7 +88,7 @@ LINE_BYTES = 64
 REL_FLOOR = 0.02
 ABS_FLOOR_NS = 20.0
 # a parameter no point moves is held here (literature's migration cost, else 0)
-UNMOVED = {"migration_ns": 5000.0}
+UNMOVED = {"migration_ns": 5000.0, "idle_exit_decay_ns": 1.0}
 
 
 @dataclass(frozen=True)
@@ -131,6 +138,7 @@ class Point:
     value_ns: float
     se_ns: float
     n: int
+    idle_ns: int = 0     # wakeup, timer_idle: how long the CPU was idle (the period)
 
     @property
     def label(self) -> str:
@@ -171,7 +179,8 @@ class FitResult:
         p = self.params
         return {"direct_ns": p["direct_ns"], "per_level_ns": p["per_level_ns"],
                 "migration_ns": p["migration_ns"], "queue_ns_per_log2": p["queue_ns_per_log2"],
-                "idle_exit_ns": p["idle_exit_ns"], "timer_irq_ns": p["timer_irq_ns"],
+                "idle_exit_ns": p["idle_exit_ns"], "idle_exit_cold_ns": p["idle_exit_cold_ns"],
+                "idle_exit_decay_ns": p["idle_exit_decay_ns"], "timer_irq_ns": p["timer_irq_ns"],
                 "timer_slack_ns": p["timer_slack_ns"],
                 # the time-decay form is not what the benchmark shows: off
                 "refill_ns_per_line": 0.0, "max_refill_bytes": 0, "cache_decay_ns": 1,
@@ -249,7 +258,8 @@ def wakeup_point(table: pa.Table, depth: int) -> Point | None:
     if late.size < 10:
         return None
     med, se = _median_se(late)
-    return Point("wakeup", depth, 0, 0, med, se, int(late.size))
+    period = table.column("period_ns").to_numpy(zero_copy_only=False)[busy == 0]
+    return Point("wakeup", depth, 0, 0, med, se, int(late.size), int(np.median(period)))
 
 
 def _sweep_medians(values: np.ndarray, repeat: np.ndarray) -> np.ndarray:
@@ -282,7 +292,7 @@ def timer_points(table: pa.Table, depth: int) -> list[Point]:
     measured on a disturbed host are left out (``quiet_sweeps``)."""
     table = quiet_sweeps(table)
     cols = {c: table.column(c).to_numpy(zero_copy_only=False)
-            for c in ("repeat", "sleeper", "load", "kind", "lateness_ns")}
+            for c in ("repeat", "sleeper", "load", "kind", "lateness_ns", "period_ns")}
     wake = cols["kind"] == "wake"
 
     def per_sweep(sleeper: str, load: str) -> tuple[np.ndarray, float, int]:
@@ -295,7 +305,9 @@ def timer_points(table: pa.Table, depth: int) -> list[Point]:
     def point(kind: str, meds: np.ndarray, se_one: float, n: int) -> Point:
         se = se_one if meds.size < 2 else max(se_one, float(meds.std(ddof=1))
                                               / math.sqrt(meds.size))
-        return Point(kind, depth, 1 if kind != "timer_idle" else 0, 0, float(meds.mean()), se, n)
+        idle_ns = int(np.median(cols["period_ns"][wake])) if kind == "timer_idle" else 0
+        return Point(kind, depth, 1 if kind != "timer_idle" else 0, 0, float(meds.mean()), se, n,
+                     idle_ns)
 
     idle, idle_se, idle_n = per_sweep("other-1ns", "idle")
     busy, busy_se, busy_n = per_sweep("fifo-50us", "same")
@@ -335,7 +347,8 @@ def predict(p: dict, pt: Point, levels: list[CacheLevel]) -> float:
     model = cost_model(p, levels)
     if pt.kind in ("wakeup", "timer_idle"):
         # the switch out of idle to the timer's sleeper (no working set)
-        return model.switch_cost(pt.levels, 0, 0, False, 1, from_idle=True, whole_ns=False)
+        return model.switch_cost(pt.levels, 0, 0, False, 1, from_idle=True, whole_ns=False,
+                                 idle_ns=pt.idle_ns)
     if pt.kind == "timer":
         # the interrupt on the hog's CPU, then the RT sleeper preempts it:
         # the hog's hierarchy walked, two tasks runnable
@@ -373,6 +386,7 @@ def _unmoved(points: list[Point], levels: list[CacheLevel]) -> list[str]:
         out.append("migration_ns")
     if not kinds & {"wakeup", "timer_idle"}:
         out.append("idle_exit_ns")
+    out += ["idle_exit_cold_ns", "idle_exit_decay_ns"]
     if "timer" not in kinds:
         out.append("timer_irq_ns")
     if "slack" not in kinds:

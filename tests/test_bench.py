@@ -127,7 +127,7 @@ def test_help_and_arguments(mod, capsys):
 
 def test_every_bench_is_listed():
     assert set(bench.BENCHES) == {"ctx_switch", "density", "wakeup", "throttle", "dispatch",
-                                  "timerwake", "loadgen", "kthreads", "rcu", "rtapp_loop"}
+                                  "timerwake", "loadgen", "kthreads", "rcu", "rtapp_loop", "idle_exit"}
     assert all(m.NAME == n for n, m in bench.BENCHES.items())
     r = subprocess.run([sys.executable, "-m", "calibration.bench.wakeup", "--help"], cwd=REPO,
                        capture_output=True, text=True, timeout=60)
@@ -413,6 +413,9 @@ def test_idle_exit_wakes_later_after_a_longer_idle(tmp_path):
     assert (df.lateness_ns >= 0).all()
     if df.host_disturbed.any():
         pytest.skip(f"other load during the benchmark: {sorted(df.other_frac.round(3).unique())}")
-    med = df.groupby("period_ns").lateness_ns.median()
-    # measured here: about 47 us after 0.5 ms idle, 105 us after 10 ms
-    assert med[max(med.index)] > med[min(med.index)], med.to_dict()
+    assert set(df.kind) == set(idle_exit.KINDS)
+    for kind, g in df.groupby("kind"):
+        med = g.groupby("period_ns").lateness_ns.median()
+        # measured here (2026-11-27): own timer 22-25 us after 0.25 ms idle,
+        # 81-87 after 10 ms; a write from the other CPU 21-30 and 65-75
+        assert med[max(med.index)] > med[min(med.index)], (kind, med.to_dict())

@@ -27,8 +27,11 @@ TRUTH = {"direct_ns": 3000.0, "per_level_ns": 800.0, "migration_ns": 8000.0,
          "L1d_ns_per_line": 3.0, "L2_ns_per_line": 8.0, "L3_ns_per_line": 20.0,
          "L1d_bytes": 40 << 10, "L2_bytes": 1600 << 10, "L3_bytes": 100 << 20,
          # the ping-pong and wakeup benchmarks do not measure timers (timerwake does)
-         "timer_irq_ns": 0.0, "timer_slack_ns": 0.0}
+         "timer_irq_ns": 0.0, "timer_slack_ns": 0.0,
+         # nor the idle exit's growth (the idle_exit benchmark's ladder does)
+         "idle_exit_cold_ns": 0.0, "idle_exit_decay_ns": 1.0}
 TIMERS = {"timer_irq_ns", "timer_slack_ns"}
+GROWTH = {"idle_exit_cold_ns", "idle_exit_decay_ns"}
 LEVELS = F.cache_levels({"L1d": 48 << 10, "L1i": 32 << 10, "L2": 2 << 20, "L3": 256 << 20})
 
 
@@ -98,9 +101,10 @@ def _noisy_points(sim_table, sigma, seed):
 
 def test_fit_recovers_known_parameters_within_their_uncertainty(sim_table):
     result = F.fit(_noisy_points(sim_table, 0.01, seed=3), LEVELS)
-    assert set(result.fixed) == TIMERS and all(result.params[k] == 0 for k in TIMERS)
+    assert set(result.fixed) == TIMERS | GROWTH and all(result.params[k] == 0 for k in TIMERS)
+    assert result.params["idle_exit_cold_ns"] == 0
     for key, true in TRUTH.items():
-        if key in TIMERS:
+        if key in TIMERS | GROWTH:
             continue
         got, sigma = result.params[key], result.sigma[key]
         assert math.isfinite(sigma) and sigma < 0.25 * true, (key, got, sigma)
@@ -164,11 +168,9 @@ def test_profile_round_trips_and_composes(tmp_path, sim_table):
         [TRUTH["L1d_bytes"], TRUTH["L2_bytes"], TRUTH["L3_bytes"]], rel=0.1)
 
 
-def test_calibrate_cli_fits_recorded_tables(tmp_path, sim_table, capsys):
-    """`colosim calibrate --from-bench` on a benchmark directory: profile,
-    report with the re-simulated column, values near the truth."""
-    from cli.main import main
-
+def _bench_dir(tmp_path, sim_table):
+    """A benchmark directory of the simulator's ctx_switch and wakeup runs at
+    the truth."""
     bench = tmp_path / "bench"
     bench.mkdir()
     table = _noisy(sim_table, 0.01, seed=9)
@@ -180,6 +182,15 @@ def test_calibrate_cli_fits_recorded_tables(tmp_path, sim_table, capsys):
     wake = simbench.simulate_wakeup(truth_config())
     pq.write_table(wake.replace_schema_metadata({b"colosim.bench": json.dumps({"bench": "wakeup"})}),
                    bench / "wakeup.parquet")
+    return bench
+
+
+def test_calibrate_cli_fits_recorded_tables(tmp_path, sim_table, capsys):
+    """`colosim calibrate --from-bench` on a benchmark directory: profile,
+    report with the re-simulated column, values near the truth."""
+    from cli.main import main
+
+    bench = _bench_dir(tmp_path, sim_table)
     out = tmp_path / "prof.yaml"
     rc = main(["calibrate", "--out", str(out), "--from-bench", str(bench),
                "--dir", str(tmp_path / "work"), "--host", "this-vm", "--scheduler", "eevdf"])
@@ -286,3 +297,35 @@ def test_reduced_calibrate_and_validate_on_this_host(tmp_path, capsys):
         pytest.skip("every real run was measured on a disturbed host: nothing compared "
                     "(backends/real/disturbance.py)")
     assert now_pass.empty, f"known misses now pass, update KNOWN_MISSES and the docs:\n{now_pass}"
+
+
+def test_calibrate_takes_the_idle_exit_from_its_ladder(tmp_path, sim_table):
+    """With idle_exit.parquet the idle exit's three terms come from its
+    ladder (less the switch to its sleeper), the wakeup point becomes a
+    check, and the profile says so."""
+    from calibration.bench import timerwake
+    from calibration.bench.idle_exit import wake_ns
+    from calibration.calibrate import calibrate
+
+    bench = _bench_dir(tmp_path, sim_table)
+    a, b, tau = 30_000.0, 60_000.0, 3e6
+    rows = [{"repeat": r, "sleeper": "fifo-50us", "load": "idle", "kind": kind,
+             "period_ns": p, "lateness_ns": int(wake_ns(p, a, b, tau) + d),
+             "steal_frac": 0.0, "other_frac": 0.0, "host_disturbed": False}
+            for r in range(3) for kind in ("wake", "ipi")
+            for p in (250_000, 1_000_000, 4_000_000, 10_000_000, 20_000_000)
+            for d in (-500, 0, 500)]
+    pq.write_table(pa.Table.from_pylist(rows, schema=timerwake.SCHEMA).replace_schema_metadata(
+        {b"colosim.bench": json.dumps({"bench": "idle_exit"})}), bench / "idle_exit.parquet")
+    out = calibrate(str(tmp_path / "prof.yaml"), work_dir=tmp_path / "work", from_bench=bench,
+                    resim=False, progress=lambda *_: None)
+    prof = read_profile(str(out["profile"]))
+    switch = TRUTH["direct_ns"] + 3 * TRUTH["per_level_ns"]
+    assert prof["idle_exit_ns"] == pytest.approx(a - switch, rel=0.03)
+    assert prof["idle_exit_cold_ns"] == pytest.approx(b, rel=0.01)
+    assert prof["idle_exit_decay_ns"] == pytest.approx(tau, rel=0.02)
+    assert prof["fit"]["uncertainty"]["idle_exit_cold_ns"] != "fixed"
+    assert set(prof["fit"]["idle_exit"]["median_ns_by_period"]) == {"wake", "ipi"}
+    assert "wakeup" not in {r["kind"] for r in prof["fit"]["residuals"]}
+    notes = "\n".join(prof["fit"]["notes"])
+    assert "idle_exit benchmark's ladder" in notes and "(a check, not fitted)" in notes

@@ -124,7 +124,8 @@ def test_timer_points_recover_slack_and_interrupt():
     points = F.timer_points(table, 3)
     assert [p.kind for p in points] == ["timer_idle", "timer", "slack"]
     p = {"direct_ns": 1000, "per_level_ns": 100, "queue_ns_per_log2": 0, "migration_ns": 0,
-         "idle_exit_ns": EXIT, "timer_irq_ns": IRQ, "timer_slack_ns": SLACK}
+         "idle_exit_ns": EXIT, "idle_exit_cold_ns": 0, "idle_exit_decay_ns": 1,
+         "timer_irq_ns": IRQ, "timer_slack_ns": SLACK}
     for pt in points:
         assert F.predict(p, pt, []) == pytest.approx(pt.value_ns, abs=4 * pt.se_ns + 50)
 

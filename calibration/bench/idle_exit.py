@@ -1,5 +1,5 @@
 """How long an idle CPU takes to wake, against how long it was idle ->
-idle_exit.parquet (not part of ``colosim calibrate``'s run).
+idle_exit.parquet.
 
 The timerwake benchmark's SCHED_FIFO sleeper (native/wakeup.c; an RT
 task's timer has no slack) sleeps alone on the idle benchmark CPU with
@@ -8,19 +8,27 @@ period per configuration, and records its lateness: the timer interrupt,
 the CPU's exit from idle and the switch to the sleeper.  Between two
 wake-ups the CPU is idle for the period less the sleeper's few us.
 
-What it shows on this VM (2026-11-26, Linux 6.18, Firecracker guest,
-cpuidle haltpoll with guest polling off): the wake-up grows with the
-idle time, from about 40 us after 0.25 ms idle to about 105 us after 7
-ms or more (p50; rt-app's own timers show the same: 41, 56, 75, 96, 112,
-108 us at 0.3, 1, 2, 4, 7, 10 ms).  A constant ``idle_exit_ns`` cannot
-hold both the suites' short idle gaps and rt-app's 10 ms periods.
-:func:`idle_exit_params` fits ``a + b (1 - exp(-idle / tau))`` to the
-medians (the cost model's ``idle_exit_ns``, ``idle_exit_cold_ns``,
-``idle_exit_decay_ns``, less the switch itself).
+The same ladder woken from the other CPU ("ipi" rows): a thread there
+sleeps to the deadlines and writes a pipe the sleeper blocks on, as a load
+generator wakes a worker (wakeup.c --waker-cpu); the lateness counts from
+the write (the reschedule IPI, the idle exit, the switch).
 
-Columns: timerwake's (repeat, sleeper, load, kind, period_ns,
-lateness_ns, ..., steal_frac, other_frac, host_disturbed), one row per
-wake-up.
+What it shows on this VM (Linux 6.18, Firecracker guest, cpuidle haltpoll
+with guest polling off): the wake-up grows with the idle time, on both
+paths alike, from 21-30 us after 0.25 ms idle to 72-92 us after 20 ms
+(2026-11-27; the day before the own timer's ladder ran 40 -> 121 us: the
+VM's speed moves between days).  The own timer's long end is 10-15 us above
+the write's.  A constant ``idle_exit_ns`` cannot hold both the suites'
+short idle gaps and rt-app's 10 ms periods.  :func:`idle_exit_params`
+fits ``a + b (1 - exp(-idle / tau))`` to the medians of both paths (the
+simulator charges one idle exit whatever woke the CPU): the cost model's
+``idle_exit_ns`` (``a`` less the switch), ``idle_exit_cold_ns``,
+``idle_exit_decay_ns``; ``colosim calibrate`` takes them from here
+(calibration/calibrate.py ``fit_with_ladder``).
+
+Columns: timerwake's (repeat, sleeper, load, kind "wake" (own timer) or
+"ipi", period_ns, lateness_ns, ..., steal_frac, other_frac,
+host_disturbed), one row per wake-up.
 """
 from __future__ import annotations
 
@@ -38,7 +46,10 @@ ROOT = "idle_exit"
 SLEEPER = "fifo-50us"
 PERIODS_NS = (250_000, 500_000, 1_000_000, 2_000_000, 4_000_000, 7_000_000, 10_000_000,
               20_000_000)
-PERIODS_NS_QUICK = (500_000, 10_000_000)
+# quick: the four periods the fit needs at least
+PERIODS_NS_QUICK = (250_000, 1_000_000, 4_000_000, 10_000_000)
+# "wake": the sleeper's own timer; "ipi": a write from the other CPU
+KINDS = ("wake", "ipi")
 COUNT, COUNT_QUICK = 1000, 200
 DURATION_S, DURATION_S_QUICK = 2.0, 0.6
 REPEATS, REPEATS_QUICK = 3, 1
@@ -60,14 +71,16 @@ def run(out_dir, quick: bool = False, progress: Progress = None) -> pa.Table:
     with common.driver_pinned(), common.bench_cgroups(NAME) as cg:
         cg.create(ROOT)
         for r in range(repeats):
-            for i, period in enumerate(periods, 1):
-                common.say(progress, f"{NAME} repeat {r + 1}/{repeats} [{i}/{len(periods)}] "
-                                     f"period {period / 1e6:g} ms ({time.monotonic() - t0:.0f} s)")
-                rows += timerwake.measure(cg, cpu, other_cpu, "wake", SLEEPER, "idle", count,
+            todo = [(k, p) for p in periods for k in KINDS]
+            for i, (kind, period) in enumerate(todo, 1):
+                common.say(progress, f"{NAME} repeat {r + 1}/{repeats} [{i}/{len(todo)}] "
+                                     f"{kind} period {period / 1e6:g} ms "
+                                     f"({time.monotonic() - t0:.0f} s)")
+                rows += timerwake.measure(cg, cpu, other_cpu, kind, SLEEPER, "idle", count,
                                           duration_s, r, period_ns=period, root=ROOT)
     table = pa.Table.from_pylist(rows, schema=timerwake.SCHEMA)
-    params = {"periods_ns": list(periods), "repeats": repeats, "count_cap": count,
-              "duration_cap_s": duration_s, "skip": timerwake.SKIP, "sleeper": SLEEPER}
+    params = {"periods_ns": list(periods), "kinds": list(KINDS), "repeats": repeats,
+              "count_cap": count, "duration_cap_s": duration_s, "skip": timerwake.SKIP, "sleeper": SLEEPER}
     return common.finish(table, out_dir, NAME, params, quick, started, t0, cpu=cpu,
                          config_hz=common.config_hz())
 
@@ -78,15 +91,17 @@ def wake_ns(idle_ns, a: float, b: float, tau: float):
     return a - b * np.expm1(-np.asarray(idle_ns, float) / tau)
 
 
-def idle_exit_params(table: pa.Table, switch_ns: float = 0.0) -> dict | None:
+def idle_exit_params(table: pa.Table, switch_ns: float = 0.0,
+                     kinds: tuple[str, ...] = KINDS) -> dict | None:
     """``a``, ``b``, ``tau`` of :func:`wake_ns` by least squares on the
-    undisturbed sweeps' medians per period (idle time = the period: the
-    sleeper runs a few us), ``a`` less ``switch_ns`` (the switch to the
-    sleeper, which the cost model charges apart), with 1-sigma; None with
-    fewer than 4 periods."""
+    undisturbed sweeps' medians per period and kind of the ``kinds`` rows
+    (both by default: the simulator charges one idle exit whatever woke the
+    CPU; idle time = the period, the sleeper runs a few us), ``a`` less
+    ``switch_ns`` (the switch to the sleeper, which the cost model charges
+    apart), with 1-sigma; None with fewer than 4 periods."""
     df = table.to_pandas()
-    df = df[~df.host_disturbed & df.lateness_ns.notna()]
-    med = df.groupby(["repeat", "period_ns"]).lateness_ns.median().reset_index()
+    df = df[~df.host_disturbed & df.lateness_ns.notna() & df.kind.isin(kinds)]
+    med = df.groupby(["repeat", "kind", "period_ns"]).lateness_ns.median().reset_index()
     if med.period_ns.nunique() < 4:
         return None
     x, y = med.period_ns.to_numpy(float), med.lateness_ns.to_numpy(float)
@@ -98,9 +113,9 @@ def idle_exit_params(table: pa.Table, switch_ns: float = 0.0) -> dict | None:
             "uncertainty": {"idle_exit_ns": float(f"{sd[0]:.3g}"),
                             "idle_exit_cold_ns": float(f"{sd[1]:.3g}"),
                             "idle_exit_decay_ns": float(f"{sd[2]:.3g}")},
-            "measured": {"median_ns_by_period": {int(p): float(v) for p, v in
-                                                 med.groupby("period_ns").lateness_ns.median()
-                                                 .items()}}}
+            "measured": {"median_ns_by_period": {
+                str(k): {int(p): float(v) for p, v in g.groupby("period_ns").lateness_ns
+                         .median().items()} for k, g in med.groupby("kind")}}}
 
 
 main = common.main_of(__doc__, run, NAME)

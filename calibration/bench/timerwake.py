@@ -37,7 +37,7 @@ the busy time of anything else on the guest, over the host's CPU time
 rows are ``host_disturbed`` and the fit leaves that sweep out
 (calibration/fit.py ``timer_points``).
 
-Columns: repeat, sleeper, load, kind ("wake", "work", "hot"), period_ns,
+Columns: repeat, sleeper, load, kind ("wake", "work", "hot"; "ipi" in idle_exit.parquet), period_ns,
 lateness_ns (null for hot rows), work_wall_ns, work_cpu_ns (null for wake
 rows), steal_frac, other_frac, host_disturbed (per configuration of a
 sweep); one row per wake-up or per hot run.
@@ -101,7 +101,10 @@ def measure(cg, cpu: int, other_cpu: int, kind: str, sleeper: str, load: str, co
             root: str = ROOT) -> list[dict]:
     """One configuration: its rows.  ``period_ns``: the sleeper's period
     (default: the kind's); ``root``: the benchmark's cgroup (another
-    benchmark's sleeper, calibration/bench/idle_exit.py)."""
+    benchmark's sleeper, calibration/bench/idle_exit.py).  Kind "ipi" (no
+    hog): the sleeper is woken by a thread on ``other_cpu`` writing a pipe
+    at the deadlines, not by its own timer (wakeup.c --waker-cpu); its rows'
+    kind is "ipi"."""
     path = f"{root}/sleeper"
     cg.create(path)
     args, slack = SLEEPERS[sleeper]
@@ -116,7 +119,8 @@ def measure(cg, cpu: int, other_cpu: int, kind: str, sleeper: str, load: str, co
     budget_s = SKIP * period / 1e9 * 10 + duration_s + hot_s + 30
     with common.hogs(cg, hog_paths, cpu if load == "same" else other_cpu,
                      max_seconds=budget_s + 10):
-        work = ["--work-loops", WORK_LOOPS] if kind == "work" else []
+        work = (["--work-loops", WORK_LOOPS] if kind == "work"
+                else ["--waker-cpu", other_cpu] if kind == "ipi" else [])
         p = NativeProc("wakeup", ["--cpu", cpu, "--period-ns", period, "--count", count,
                                   "--skip", SKIP, "--duration-ns", int(duration_s * 1e9),
                                   "--slack-ns", slack, *args, *work], max_seconds=budget_s)
@@ -133,8 +137,8 @@ def measure(cg, cpu: int, other_cpu: int, kind: str, sleeper: str, load: str, co
             **disturbance(h0, h1, u1 - u0)}
     for line in lines:
         parts = line.split()
-        if kind == "wake" and len(parts) == 2 and parts[0] == "L":
-            rows.append({**base, "kind": "wake", "lateness_ns": int(parts[1])})
+        if kind in ("wake", "ipi") and len(parts) == 2 and parts[0] == "L":
+            rows.append({**base, "kind": kind, "lateness_ns": int(parts[1])})
         elif kind == "work" and len(parts) == 4 and parts[0] == "L":
             rows.append({**base, "kind": "work", "lateness_ns": int(parts[1]),
                          "work_wall_ns": int(parts[2]), "work_cpu_ns": int(parts[3])})

@@ -1,7 +1,8 @@
 /* Wake-up latency of a periodic sleeper (cyclictest style).
  *
  *   wakeup --cpu N --period-ns P --count C [--skip W] [--duration-ns D]
- *          [--slack-ns S] [--fifo PRIO] [--work-loops L] [--max-seconds S]
+ *          [--slack-ns S] [--fifo PRIO] [--work-loops L] [--waker-cpu M]
+ *          [--max-seconds S]
  *
  * Prints "K <pid>" and waits for "G" on stdin (the driver moves it into its
  * cgroup first), pins itself, sets its timer slack to S ns (PR_SET_TIMERSLACK;
@@ -21,9 +22,18 @@
  * CLOCK_THREAD_CPUTIME_ID around the work); then it runs the same work C
  * times back to back, without sleeping, one line "H <wall_ns> <cpu_ns>"
  * each: the same work hot, the reference for the work after a sleep.
+ *
+ * --waker-cpu M: the sleeper is woken by another thread instead of its own
+ * timer, as a worker is by a load generator's write: a second thread of the
+ * process, pinned to CPU M (same policy and slack), sleeps to the deadlines
+ * and writes CLOCK_MONOTONIC into a pipe the sleeper blocks on; lateness =
+ * the sleeper's CLOCK_MONOTONIC after its read minus the time written (the
+ * wake-up's cross-CPU path: the write, the reschedule IPI, the sleeper's
+ * CPU's exit from idle, the switch).  Without --work-loops only.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
@@ -55,10 +65,44 @@ static void work(long loops) {
     sink = x;
 }
 
+struct waker {
+    int cpu, fd;
+    int64_t period;
+};
+
+/* The waker thread: to the deadlines `period` apart from its start, writes
+ * the time of each wake-up into the pipe; ends with the process. */
+static void *waker_main(void *arg) {
+    const struct waker *w = arg;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(w->cpu, &set);
+    int e = pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    if (e) {
+        fprintf(stderr, "wakeup: waker affinity to CPU %d: %s\n", w->cpu, strerror(e));
+        exit(2);
+    }
+    int64_t next = now_ns() + w->period;
+    for (;;) {
+        struct timespec ts = {next / 1000000000ll, next % 1000000000ll};
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+            ;
+        int64_t t = now_ns();
+        if (write(w->fd, &t, sizeof t) != (ssize_t)sizeof t) {
+            fprintf(stderr, "wakeup: waker write: %s\n", strerror(errno));
+            exit(2);
+        }
+        next += w->period;
+        while (next <= t)
+            next += w->period;
+    }
+    return NULL;
+}
+
 int main(int argc, char **argv) {
     int cpu = -1, max_seconds = 600;
     long count = 1000, skip = 20, work_loops = 0, slack = 1;
-    int fifo = 0;
+    int fifo = 0, waker_cpu = -1;
     int64_t period = 1000000, duration = INT64_MAX;
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
@@ -71,12 +115,14 @@ int main(int argc, char **argv) {
         else if (!strcmp(k, "--slack-ns")) slack = atol(v);
         else if (!strcmp(k, "--fifo")) fifo = atoi(v);
         else if (!strcmp(k, "--work-loops")) work_loops = atol(v);
+        else if (!strcmp(k, "--waker-cpu")) waker_cpu = atoi(v);
         else { fprintf(stderr, "wakeup: unknown option %s\n", k); return 2; }
     }
     if (period < 1000 || count < 1 || skip < 0 || slack < 1 || fifo < 0 || fifo > 99 ||
-        work_loops < 0) {
+        work_loops < 0 || waker_cpu < -1 || (waker_cpu >= 0 && work_loops)) {
         fprintf(stderr, "wakeup: need --period-ns >= 1000, --count >= 1, --skip >= 0, "
-                        "--slack-ns >= 1, --fifo 1..99, --work-loops >= 0\n");
+                        "--slack-ns >= 1, --fifo 1..99, --work-loops >= 0, --waker-cpu >= 0 "
+                        "and not with --work-loops\n");
         return 2;
     }
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -102,14 +148,42 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    /* the waker is created after the policy and slack are set: it has them */
+    int pipefd[2] = {-1, -1};
+    static struct waker w;
+    if (waker_cpu >= 0) {
+        pthread_t th;
+        if (pipe(pipefd) != 0) {
+            fprintf(stderr, "wakeup: pipe: %s\n", strerror(errno));
+            return 2;
+        }
+        w = (struct waker){waker_cpu, pipefd[1], period};
+        int e = pthread_create(&th, NULL, waker_main, &w);
+        if (e) {
+            fprintf(stderr, "wakeup: pthread_create: %s\n", strerror(e));
+            return 2;
+        }
+    }
     int64_t next = now_ns() + period, stop = INT64_MAX;
     long done = 0;
     for (long i = -skip; i < count; i++) {
-        struct timespec ts = {next / 1000000000ll, next % 1000000000ll};
-        int r;
-        while ((r = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL)) == EINTR)
-            ;
-        int64_t t = now_ns();
+        int64_t t;
+        if (waker_cpu >= 0) {
+            /* the deadline is the time the waker wrote */
+            ssize_t n;
+            while ((n = read(pipefd[0], &next, sizeof next)) < 0 && errno == EINTR)
+                ;
+            t = now_ns();
+            if (n != (ssize_t)sizeof next) {
+                fprintf(stderr, "wakeup: read: %s\n", n < 0 ? strerror(errno) : "short");
+                return 2;
+            }
+        } else {
+            struct timespec ts = {next / 1000000000ll, next % 1000000000ll};
+            while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+                ;
+            t = now_ns();
+        }
         if (i == 0)
             stop = t > INT64_MAX - duration ? INT64_MAX : t + duration;
         if (work_loops) {
