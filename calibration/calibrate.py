@@ -182,7 +182,7 @@ def calibrate(out: str, work_dir: Path | None = None, from_bench: Path | None = 
         ladder = idle_exit_params(read_table(bench_dir, "idle_exit")[0])
         if ladder is None:
             progress("idle_exit: fewer than 4 undisturbed periods; the idle exit stays constant")
-    work, idle_checks = None, []
+    work, idle_checks, timers = None, [], None
     if (Path(bench_dir) / "wakeup.parquet").exists():
         wake, _, wake_meta = read_table(bench_dir, "wakeup")
         # the sleeper's cgroup: colosim-bench-wakeup-*/wakeup/sleeper
@@ -216,9 +216,20 @@ def calibrate(out: str, work_dir: Path | None = None, from_bench: Path | None = 
             for load, v in work.items()))
     simulated = resimulate(result, table, host, scheduler, progress) if resim else None
     bench_meta = {**bench_meta, "dir": str(bench_dir)}
-    profile = build_profile(name, result, fingerprint, bench_meta)
+    profile = build_profile(name, result, fingerprint, bench_meta,
+                            more_benches=("idle_exit",) if ladder else ())
+    fit_block = profile.pop("fit")          # the fit block stays last
     if ladder is not None:
-        profile["fit"]["idle_exit"] = ladder["measured"]
+        profile["idle_exit_spread"] = ladder["idle_exit_spread"]
+        fit_block["idle_exit"] = ladder["measured"]
+    timer_pt = next((pt for pt in points if pt.kind == "timer"), None)
+    if timer_pt is not None:
+        # the interrupt's scatter, less the switch to the sleeper the point holds
+        switch_ns = F.predict({**result.params, "timer_irq_ns": 0.0}, timer_pt, levels)
+        irq_spread = F.timer_irq_spread(timers, switch_ns)
+        if irq_spread is not None:
+            profile["timer_irq_spread"] = irq_spread
+    profile["fit"] = fit_block
     if (Path(bench_dir) / "dispatch.parquet").exists():
         fit_block = profile.pop("fit")          # the fit block stays last
         keys = dispatch_costs(read_table(bench_dir, "dispatch")[0])

@@ -67,7 +67,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from sim.costmodel import CostModel
+from sim.costmodel import SPREAD_QUANTILES, CostModel
 
 # name -> (initial value, lower, upper)
 BASE_PARAMS = {
@@ -315,6 +315,29 @@ def timer_points(table: pa.Table, depth: int) -> list[Point]:
     tight, tight_se, tight_n = per_sweep("other-1ns", "same")
     return [point("timer_idle", idle, idle_se, idle_n), point("timer", busy, busy_se, busy_n),
             point("slack", slack - tight, math.hypot(slack_se, tight_se), slack_n + tight_n)]
+
+
+def spread(ratios: np.ndarray) -> list[float]:
+    """A cost's spread (sim/costmodel.py ``SPREAD_QUANTILES``) from its
+    samples' ratios to their configuration's median: the pooled ratios'
+    quantiles, the ends at their 1st and 99th percentiles, over their median
+    (which is then exactly 1)."""
+    ratios = np.asarray(ratios, float)
+    q = np.quantile(ratios, np.clip(SPREAD_QUANTILES, 0.01, 0.99)) / np.median(ratios)
+    return [round(float(x), 3) for x in q]
+
+
+def timer_irq_spread(table: pa.Table, switch_ns: float) -> list[float] | None:
+    """``timer_irq_spread`` from the timer point's wake-ups (the SCHED_FIFO
+    sleeper beside the hog it preempts, quiet sweeps): each one's lateness
+    less the switch (``switch_ns``), over its sweep's median of the same;
+    None with fewer than 100 wake-ups."""
+    df = quiet_sweeps(table).to_pandas()
+    df = df[(df.kind == "wake") & (df.sleeper == "fifo-50us") & (df.load == "same")]
+    if len(df) < 100:
+        return None
+    irq = (df.lateness_ns - switch_ns).clip(lower=1.0)
+    return spread(irq / irq.groupby(df.repeat).transform("median"))
 
 
 def work_after_sleep(table: pa.Table) -> dict[str, float]:

@@ -48,7 +48,9 @@ def _plain(v):
 
 
 def build_profile(name: str, result: FitResult, fingerprint: dict, bench: dict | None = None,
-                  description: str | None = None) -> dict:
+                  description: str | None = None, more_benches: tuple[str, ...] = ()) -> dict:
+    """The profile of a fit; ``more_benches``: benchmarks beyond the fit's
+    points that gave keys (the description names them)."""
     cost = result.cost_config()
     for k in BASE_PARAMS:
         cost[k] = round(cost[k], 1)
@@ -61,6 +63,7 @@ def build_profile(name: str, result: FitResult, fingerprint: dict, bench: dict |
         kinds = {pt.kind for pt in result.points}
         benches = [b for b, of in (("ctx_switch", {"switch", "migration"}), ("wakeup", {"wakeup"}),
                                    ("timerwake", {"timer", "slack"})) if kinds & of]
+        benches += list(more_benches)
         names = ", ".join(benches[:-1]) + " and " + benches[-1] if len(benches) > 1 \
             else "".join(benches)
         description = (f"Fitted by `colosim calibrate` on {cpu} "

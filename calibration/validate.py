@@ -380,8 +380,9 @@ def validate(profile: str, suite: Suite, names: list[str], out: Path, quick: boo
              progress=None, preflight=_preflight_real, repeat: int | None = None) -> pd.DataFrame:
     """Run ``names`` of ``suite`` on both backends into ``out`` and return the
     validation frame (also written as validation.parquet and report.html).
-    Each point runs ``repeat`` (default: the suite's) times on the real host
-    and once in the simulator, which is deterministic for a seed."""
+    Each point runs ``repeat`` (default: the suite's) times on the real host,
+    in rounds over the suite, and once in the simulator, which is
+    deterministic for a seed."""
     say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
     repeat = repeat or suite.repeat
     if repeat < 1:
@@ -402,25 +403,30 @@ def validate(profile: str, suite: Suite, names: list[str], out: Path, quick: boo
     shutil.copyfile(suite.path, out / SUITE_COPY)
     rows: list[dict] = []
     total, k = (repeat + 1) * len(names), 0
-    for name in names:
-        reals: list[RunDir] = []
-        notes: list[str] = []
-        for i, run in enumerate(run_names(name, repeat), 1):
+    reals: dict[str, list[RunDir]] = {name: [] for name in names}
+    notes: dict[str, list[str]] = {name: [] for name in names}
+    # the real runs in rounds, every point's first, then every point's
+    # second, ...: a point's repetitions are minutes apart, so their spread
+    # holds the host's drift over the suite, not only back-to-back noise
+    for i in range(1, repeat + 1):
+        for name in names:
             k += 1
             label = f"{name} real" + (f" {i}/{repeat}" if repeat > 1 else "")
             done = _timed(say, f"[{k}/{total}] {label}", configs[name, "real"],
-                          out / RUNS / run, notes, "real" if repeat == 1 else f"real {i}")
+                          out / RUNS / run_names(name, repeat)[i - 1], notes[name],
+                          "real" if repeat == 1 else f"real {i}")
             if done is not None:
-                reals.append(done)
+                reals[name].append(done)
+    for name in names:
         k += 1
         sim = None
-        if not reals:
+        if not reals[name]:
             say(f"[{k}/{total}] {name} sim: skipped (the real run failed)")
         else:
-            same_rtapp_calibration(configs[name, "sim"], reals, notes)
+            same_rtapp_calibration(configs[name, "sim"], reals[name], notes[name])
             sim = _timed(say, f"[{k}/{total}] {name} sim", configs[name, "sim"],
-                         out / RUNS / f"{name}-sim", notes, "sim")
-        rows += _compare(name, reals, sim, configs[name, "real"], notes, repeat)
+                         out / RUNS / f"{name}-sim", notes[name], "sim")
+        rows += _compare(name, reals[name], sim, configs[name, "real"], notes[name], repeat)
     frame = to_frame(rows)
     tmp = out / f".{VALIDATION_FILE}.tmp"
     pq.write_table(pa.Table.from_pandas(frame, schema=VALIDATION_SCHEMA, preserve_index=False),

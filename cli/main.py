@@ -140,8 +140,9 @@ run.  See docs/host-validation.md.
     validate.add_argument("--quick", action="store_true",
                           help="append the suite's `quick` overrides (duration_s=5): for CI")
     validate.add_argument("--repeat", type=int, default=None, metavar="N",
-                          help="real runs per scenario (default: the suite's `repeat`, else 1); "
-                          "with N >= 2 each error is judged against max(target, the real "
+                          help="real runs per scenario (default: the suite's `repeat`, else 1), "
+                          "taken in rounds over the suite (every scenario's first, then "
+                          "every scenario's second, ...); with N >= 2 each error is judged against max(target, the real "
                           "runs' spread) and a scenario with fewer than 2 undisturbed runs is "
                           "not compared")
     validate.add_argument("--format", choices=["text", "markdown", "csv"], default="text",
@@ -202,7 +203,7 @@ def _add_calibrate_command(commands) -> None:
         "fingerprint. Needs root, cgroups (cpu, cpuacct, cpuset) and gcc; rt-app's loop "
         "is measured where rt-app is installed, skipped saying so otherwise.",
         epilog="""examples:
-  colosim calibrate --out this-vm                 measure (~15 min), fit, write
+  colosim calibrate --out this-vm                 measure (~16 min), fit, write
                                                   scenarios/conf/calibration/this-vm.yaml
   colosim run calibration=this-vm host=this-vm    simulate with it
   colosim calibrate --out this-vm --from-bench calibration/data/this-vm

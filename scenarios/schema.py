@@ -18,7 +18,7 @@ from backends.cluster.options import KubernetesCluster
 from backends.real.config import RealBackend
 from policies import control, kernel
 from sim import workloads
-from sim.costmodel import LEVELS, PARAMS as COST_PARAMS, SIZE, CostParam
+from sim.costmodel import LEVELS, PARAMS as COST_PARAMS, SIZE, SPREAD, CostParam
 from sim.memory.progress import HOST_DEFAULTS as MEMORY_HOST_DEFAULTS
 from sim.plugins import plugin_dirs
 from sim.tracing import TraceConfig
@@ -62,6 +62,8 @@ def _cost_field(param: CostParam) -> tuple:
     they are truncated on load)."""
     if param.kind == LEVELS:
         return param.name, Optional[List[Any]], field(default=None)
+    if param.kind == SPREAD:
+        return param.name, Optional[List[float]], field(default=None)
     kind = int if param.kind == SIZE else float
     return param.name, kind, field(default=MISSING if param.required else kind(param.default))
 

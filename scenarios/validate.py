@@ -32,7 +32,7 @@ from scenarios.schema import (BACKEND_SCHEMAS, CLUSTER_SCHEMAS, controller_schem
                               list_options, scheduler_schemas, workload_schemas)
 from sim import workloads
 from sim.config import nested_dataclass
-from sim.costmodel import CACHE_LEVEL_KEYS, LEVELS, PARAMS as COST_PARAMS
+from sim.costmodel import CACHE_LEVEL_KEYS, LEVELS, PARAMS as COST_PARAMS, SPREAD, SPREAD_QUANTILES
 from sim.engine import NO_LIMIT_NS, NSEC_PER_SEC
 from sim.footprint import available_bytes, estimate_bytes, term_bytes
 from sim.topology import MAX_CPUS
@@ -369,6 +369,16 @@ def _check_calibration(c: _Checks) -> None:
                       and level["ns_per_line"] >= 0)
                 c.require(f"{key}[{i}]", ok,
                           "must be {name, bytes > 0, ns_per_line >= 0, shared: bool}", level)
+        elif param.kind == SPREAD:
+            spread = list(c.get(key) or ())
+            ok = not spread or (
+                len(spread) == len(SPREAD_QUANTILES)
+                and all(isinstance(x, (int, float)) and x > 0 for x in spread)
+                and all(b >= a for a, b in zip(spread, spread[1:]))
+                and spread[SPREAD_QUANTILES.index(0.5)] == 1)
+            c.require(key, ok, f"must be empty or {len(SPREAD_QUANTILES)} non-decreasing ratios "
+                               f"> 0 at the probabilities {list(SPREAD_QUANTILES)}, the "
+                               f"median's 1", spread)
         elif c.at_least(key, param.minimum) and param.power_of_two:
             value = c.get(key)
             # a fitted profile may hold 64.0: what counts is the number

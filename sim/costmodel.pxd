@@ -21,8 +21,10 @@ cdef class CostModel:
     cdef readonly double idle_exit_ns
     cdef readonly double idle_exit_cold_ns
     cdef readonly long long idle_exit_decay_ns
+    cdef readonly tuple idle_exit_spread
     cdef readonly double timer_slack_ns
     cdef readonly double timer_irq_ns
+    cdef readonly tuple timer_irq_spread
 
     cpdef double walk_ns(self, long levels)
     @cython.locals(lines=cython.double, evicted=cython.double)
@@ -41,5 +43,5 @@ cdef class CostModel:
                                    bint migrated, long nr_running=*, long long touched=*,
                                    long long touched_shared=*, double reinsert_log2=*,
                                    bint from_idle=*, long long idle_ns=*)
-    cpdef long long idle_exit_ns_at(self, long long idle_ns)
+    cpdef long long idle_exit_ns_at(self, long long idle_ns, double ratio=*)
     cpdef long long switch_to_idle_ns(self, long levels)

@@ -76,6 +76,15 @@ On an idle CPU the interrupt is part of ``idle_exit_ns``, charged on the
 switch out of idle.  Both are measured by calibration/bench/timerwake.py;
 0 (off) unless a profile gives them.
 
+On a VM these wake-ups scatter widely around their median (this host: the
+middle half of an idle CPU's wake-ups spans 0.8-1.5x the median, its 99th
+percentile 2x).  A profile may give that scatter: ``idle_exit_spread`` and
+``timer_irq_spread`` are a wake-up's ratios to the median at
+``SPREAD_QUANTILES``, and the machine draws each idle exit and each busy
+CPU's timer interrupt from them (inverse CDF, its own random stream per
+kind), the median being the formula above.  Empty (the default): every
+one is the median.
+
 The parameters are defined once, in ``PARAMS`` below (name, kind, unit,
 default, whether a profile must give it, lower bound, meaning): the
 calibration schema (scenarios/schema.py), its range checks
@@ -109,6 +118,11 @@ RATE = "rate"      # ns per unit of a per-switch quantity: a float; its term is 
 TIME = "time"      # a time constant, whole ns
 SIZE = "size"      # bytes, whole
 LEVELS = "levels"  # the capacity refill model's cache levels
+SPREAD = "spread"  # a cost's ratios to its median at SPREAD_QUANTILES; () none
+
+# the cumulative probabilities of a spread's ratios: its ends are the
+# measured 1st and 99th percentiles (a draw stays within them)
+SPREAD_QUANTILES = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
 
 CostParam = namedtuple("CostParam", "name kind unit default required minimum doc power_of_two",
                        defaults=(False,))
@@ -147,12 +161,17 @@ PARAMS = (
               "on a VM the halted vCPU's host side): + cold x (1 - exp(-idle / decay))"),
     CostParam("idle_exit_decay_ns", TIME, "ns", 1, False, 1,
               "time constant of that growth with the CPU's idle time"),
+    CostParam("idle_exit_spread", SPREAD, "", (), False, None,
+              "each idle exit's ratio to that median, drawn from these quantiles at "
+              "SPREAD_QUANTILES (the VM's wake-ups scatter); empty: always the median"),
     CostParam("timer_slack_ns", COST, "ns", 0, False, 0,
               "hrtimer slack of a SCHED_OTHER task's timed sleep: its timer expires this "
               "much late (RT tasks: none)"),
     CostParam("timer_irq_ns", COST, "ns", 0, False, 0,
               "hrtimer interrupt on a busy CPU from a sleep timer's expiry to the wake-up; "
               "that CPU runs no task meanwhile (on an idle CPU: idle_exit_ns)"),
+    CostParam("timer_irq_spread", SPREAD, "", (), False, None,
+              "each such interrupt's ratio to timer_irq_ns, drawn as idle_exit_spread's"),
 )
 NAMES = tuple(p.name for p in PARAMS)
 # the keys of one of ``cache_levels`` in a profile (``shared``: the LLC, kept
@@ -168,6 +187,8 @@ def loaded(param: CostParam, raw):
                      for lv in raw)
     if param.kind == RATE:
         return float(raw)
+    if param.kind == SPREAD:
+        return tuple(float(x) for x in raw)
     return int(raw)
 
 
@@ -205,8 +226,10 @@ class CostModel:
         self.idle_exit_ns = v["idle_exit_ns"]
         self.idle_exit_cold_ns = v["idle_exit_cold_ns"]
         self.idle_exit_decay_ns = v["idle_exit_decay_ns"]
+        self.idle_exit_spread = tuple(v["idle_exit_spread"])
         self.timer_slack_ns = v["timer_slack_ns"]
         self.timer_irq_ns = v["timer_irq_ns"]
+        self.timer_irq_spread = tuple(v["timer_irq_spread"])
 
     def __repr__(self) -> str:
         params = ", ".join(f"{p.name}={getattr(self, p.name)}" for p in PARAMS)
@@ -306,9 +329,11 @@ class CostModel:
             levels, ws_bytes, away_ns, migrated, nr_running, touched, touched_shared,
             reinsert_log2, from_idle, True, idle_ns))
 
-    def idle_exit_ns_at(self, idle_ns: int) -> int:
-        """The whole ns of idle exit a switch out of ``idle_ns`` of idleness is charged."""
-        return cython.cast(cython.longlong, self.idle_exit(idle_ns, True))
+    def idle_exit_ns_at(self, idle_ns: int, ratio: float = 1.0) -> int:
+        """The whole ns of idle exit a switch out of ``idle_ns`` of idleness
+        is charged, ``ratio`` times the median (a draw from
+        ``idle_exit_spread``)."""
+        return cython.cast(cython.longlong, self.idle_exit(idle_ns, True) * ratio)
 
     def switch_to_idle_ns(self, levels: int) -> int:
         """What the machine charges for a switch to the idle task: the walk

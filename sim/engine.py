@@ -145,6 +145,22 @@ class RngStream:
             self._uni = iter(self.gen.random(self._next_batch()).tolist())
             return next(self._uni)
 
+    def quantile_draw(self, probs, values) -> float:
+        """A draw from the distribution whose quantiles at ``probs`` (0 ...
+        1, increasing) are ``values`` (non-decreasing), linear between them."""
+        return inverse_cdf(probs, values, self.uniform())
+
+
+def inverse_cdf(probs, values, u: float) -> float:
+    """The value at cumulative probability ``u`` of the distribution whose
+    quantiles at ``probs`` (from 0 to 1) are ``values``, interpolated
+    linearly."""
+    i = 1
+    while i < len(probs) - 1 and u > probs[i]:
+        i += 1
+    lo, hi = values[i - 1], values[i]
+    return lo + (hi - lo) * (u - probs[i - 1]) / (probs[i] - probs[i - 1])
+
 
 def process_event(event: Event) -> None:
     """SimPy's ``Environment.step`` once the event is due: run its callbacks

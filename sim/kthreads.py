@@ -49,7 +49,7 @@ measured; those after it are counted in the benchmark's ``n_tasks``).
 """
 from __future__ import annotations
 
-from sim.engine import NSEC_PER_SEC, NSEC_PER_USEC
+from sim.engine import NSEC_PER_SEC, NSEC_PER_USEC, inverse_cdf
 from sim.hosttask import HostWork
 
 # the probabilities at which the profile gives the run-time quantiles
@@ -85,13 +85,7 @@ class KernelThreads:
 
     def draw_run_ns(self, u: float) -> int:
         """The run time at cumulative probability ``u`` (inverse CDF)."""
-        q = RUN_QUANTILES
-        i = 1
-        while i < len(q) - 1 and u > q[i]:
-            i += 1
-        lo, hi = self.run_ns[i - 1], self.run_ns[i]
-        frac = (u - q[i - 1]) / (q[i] - q[i - 1])
-        return max(1, int(lo + (hi - lo) * frac))
+        return max(1, int(inverse_cdf(RUN_QUANTILES, self.run_ns, u)))
 
     def _wake(self, cpu: int) -> None:
         rng = self.rngs[cpu]

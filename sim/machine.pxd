@@ -49,6 +49,8 @@ cdef class Machine:
     cdef public object tracer
     cdef public bint cputime_poll
     cdef public object on_exit
+    cdef public object idle_exit_rng
+    cdef public object timer_irq_rng
 
     cpdef sched_class(self, Task p)
     cpdef _update_curr(self, Rq rq, Task curr)
@@ -68,7 +70,7 @@ cdef class Machine:
     @cython.locals(now=cython.longlong, c=cython.longlong, start=cython.longlong,
                    next_balance=cython.longlong,
                    levels=cython.long, reinserted=cython.double, cost=CostModel, prev=Task,
-                   idle=cython.longlong,
+                   exit_ns=cython.longlong,
                    nxt=Task, migrated=bint, req=Request)
     cpdef schedule(self, Rq rq)
     @cython.locals(fair_prev=Task)
@@ -103,5 +105,5 @@ cdef class Machine:
     @cython.locals(rq=Rq, left=cython.longlong)
     cpdef long long replace_burst(self, Task p, long long burst_ns)
     cpdef timer_sleep(self, Task p, long long expiry, fn)
-    @cython.locals(irq=cython.longlong, now=cython.longlong)
+    @cython.locals(irq=cython.longlong, now=cython.longlong, cost=CostModel)
     cpdef _hrtimer_interrupt(self, Task p, fn)

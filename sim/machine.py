@@ -15,7 +15,7 @@ from itertools import count
 import cython
 
 from sim.bandwidth import NSEC_PER_USEC, RUNTIME_INF
-from sim.costmodel import CostModel
+from sim.costmodel import SPREAD_QUANTILES, CostModel
 from sim.engine import Engine
 from sim.memory.progress import MemorySystem
 from sim.rq import CfsRq, Rq, SchedEntity, TaskGroup
@@ -108,6 +108,12 @@ class Machine:
         # avg_idle starts at 2 x migration cost, as in sched_init()
         for rq in self.rqs:
             rq.avg_idle = 2 * self.policy.migration_cost
+        # the wake-ups' scatter, where the profile gives it (sim/costmodel.py):
+        # each kind its own stream, so the rest of the run's draws stay put
+        self.idle_exit_rng = engine.rng("host/idle_exit") if costmodel.idle_exit_spread \
+            else None
+        self.timer_irq_rng = engine.rng("host/timer_irq") if costmodel.timer_irq_spread \
+            else None
         self.idle_cpus = set(range(n))
         self.nr_migrations = 0
         # switches away from a task (to another task or to idle): what perf's
@@ -527,11 +533,16 @@ class Machine:
             reinserted = reinsert_log2(prev.se, nxt.se)
         migrated = nxt.last_cpu >= 0 and nxt.last_cpu != rq.cpu
         away = None if nxt.last_ran is None else now - nxt.last_ran
-        idle = now - rq.idle_since if prev is None else 0
+        exit_ns = 0
+        if prev is None:
+            exit_ns = cost.idle_exit_ns_at(
+                now - rq.idle_since, 1.0 if self.idle_exit_rng is None else
+                self.idle_exit_rng.quantile_draw(SPREAD_QUANTILES, cost.idle_exit_spread))
+        # switch_cost's own from_idle term is exit_ns at the median
         c = cost.switch_cost_ns(levels, nxt.ws_bytes, away, migrated, rq.nr_running,
                                 rq.touched_bytes - nxt.touch_mark,
-                                self.touched_bytes - nxt.touch_mark_shared, reinserted,
-                                prev is None, idle)
+                                self.touched_bytes - nxt.touch_mark_shared,
+                                reinserted) + exit_ns
         # it touches its working set once on this run (the cache_levels model)
         rq.touched_bytes += nxt.ws_bytes
         self.touched_bytes += nxt.ws_bytes
@@ -539,8 +550,7 @@ class Machine:
         nxt.touch_mark_shared = self.touched_bytes
         rq.overhead_ns += c
         if self.tracer is not None:
-            self.tracer.sched_switch(now, rq.cpu, prev, nxt, c,
-                                     cost.idle_exit_ns_at(idle) if prev is None else 0)
+            self.tracer.sched_switch(now, rq.cpu, prev, nxt, c, exit_ns)
         rq.curr = nxt
         nxt.on_cpu = True
         if not nxt.host:
@@ -758,7 +768,10 @@ class Machine:
         if rq.curr is None:
             fn(p)
             return
-        irq = cython.cast(cython.longlong, self.cost.timer_irq_ns)
+        cost = self.cost
+        irq = cython.cast(cython.longlong, cost.timer_irq_ns if self.timer_irq_rng is None else
+                          cost.timer_irq_ns * self.timer_irq_rng.quantile_draw(
+                              SPREAD_QUANTILES, cost.timer_irq_spread))
         now = self.engine._now
         self._charge(rq, now)
         rq.run_start = (rq.run_start if rq.run_start > now else now) + irq

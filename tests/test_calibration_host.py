@@ -326,6 +326,9 @@ def test_calibrate_takes_the_idle_exit_from_its_ladder(tmp_path, sim_table):
     assert prof["idle_exit_decay_ns"] == pytest.approx(tau, rel=0.02)
     assert prof["fit"]["uncertainty"]["idle_exit_cold_ns"] != "fixed"
     assert set(prof["fit"]["idle_exit"]["median_ns_by_period"]) == {"wake", "ipi"}
+    # the scatter around the curve: the wake-ups were +-500 ns about it
+    assert prof["idle_exit_spread"][3] == 1.0 and len(prof["idle_exit_spread"]) == 7
+    assert 0.9 < prof["idle_exit_spread"][0] < 1 < prof["idle_exit_spread"][-1] < 1.1
     assert "wakeup" not in {r["kind"] for r in prof["fit"]["residuals"]}
     notes = "\n".join(prof["fit"]["notes"])
     assert "idle_exit benchmark's ladder" in notes and "(a check, not fitted)" in notes

@@ -16,11 +16,12 @@ from omegaconf import MISSING
 from scenarios.config import compose
 from scenarios.schema import CalibrationConfig
 from scenarios.validate import ConfigError
-from sim.costmodel import COST, LEVELS, NAMES, PARAMS, RATE, SIZE, TIME, CostModel
+from sim.costmodel import (COST, LEVELS, NAMES, PARAMS, RATE, SIZE, SPREAD, SPREAD_QUANTILES, TIME,
+                           CostModel)
 
 PXD = Path(__file__).resolve().parents[1] / "sim" / "costmodel.pxd"
 C_TYPE = {COST: "double", RATE: "double", TIME: "long long", SIZE: "long long",
-          LEVELS: "tuple"}
+          LEVELS: "tuple", SPREAD: "tuple"}
 
 
 def test_pxd_declares_one_field_per_parameter():
@@ -34,6 +35,8 @@ def _distinct_values() -> dict:
     for i, p in enumerate(PARAMS, start=1):
         if p.kind == LEVELS:
             out[p.name] = ((32768.0, 1.5, False), (1 << 22, 0.25, True))
+        elif p.kind == SPREAD:
+            out[p.name] = (0.5, 0.7, 0.9, 1.0, 1.1 + i / 100, 1.5, 2.5)
         elif p.power_of_two:
             out[p.name] = 128
         else:
@@ -116,8 +119,9 @@ def test_schema_has_one_key_per_parameter():
         if p.required:
             assert default is MISSING, p.name
         else:
-            assert default == (None if p.kind == LEVELS else p.default), p.name
-        assert fields[p.name].type is (int if p.kind == SIZE else float) or p.kind == LEVELS
+            assert default == (None if p.kind in (LEVELS, SPREAD) else p.default), p.name
+        assert fields[p.name].type is (int if p.kind == SIZE else float) or \
+            p.kind in (LEVELS, SPREAD)
 
 
 @pytest.mark.parametrize("param", [p for p in PARAMS if p.minimum is not None],
@@ -128,3 +132,24 @@ def test_every_bound_is_checked(param):
         compose([f"calibration.{param.name}={below}"])
     assert f"calibration.{param.name} = {below}" in str(info.value)
     assert f"must be >= {param.minimum}" in str(info.value)
+
+
+@pytest.mark.parametrize("bad", ["[0.5,0.8,0.9,1.0,1.2,1.5]", "[0.5,0.8,0.9,1.1,1.2,1.5,2.0]",
+                                 "[0.5,0.9,0.8,1.0,1.2,1.5,2.0]", "[0,0.8,0.9,1.0,1.2,1.5,2.0]"])
+def test_a_spread_is_checked(bad):
+    """Seven ratios at SPREAD_QUANTILES, > 0, non-decreasing, the median's 1;
+    named with the rule."""
+    assert len(SPREAD_QUANTILES) == 7 and SPREAD_QUANTILES[3] == 0.5
+    with pytest.raises(ConfigError, match="calibration.idle_exit_spread .*non-decreasing ratios"):
+        compose([f"calibration.idle_exit_spread={bad}"])
+    cfg = compose(["calibration.timer_irq_spread=[0.5,0.8,0.9,1.0,1.2,1.5,2.0]"])
+    assert CostModel.from_config(cfg.calibration).timer_irq_spread == (
+        0.5, 0.8, 0.9, 1.0, 1.2, 1.5, 2.0)
+    assert CostModel.from_config(cfg.calibration).idle_exit_spread == ()
+
+
+def test_an_idle_exit_is_charged_at_its_drawn_ratio():
+    model = CostModel(idle_exit_ns=30_000, idle_exit_cold_ns=60_000, idle_exit_decay_ns=10**6)
+    median = model.idle_exit_ns_at(2 * 10**6)
+    assert model.idle_exit_ns_at(2 * 10**6, 1.5) == int(1.5 * median)
+    assert model.idle_exit_ns_at(2 * 10**6, 1.0) == median

@@ -214,3 +214,24 @@ def test_the_simulator_reproduces_the_busy_cpu_benchmark(tmp_path, sleeper):
     assert _within_spread(_sim_wakeup_us(tmp_path, sleeper), sleeper)
     assert not _within_spread(_sim_wakeup_us(tmp_path, sleeper, timer_slack_ns=0,
                                              timer_irq_ns=0), sleeper)
+
+
+def test_timer_irq_spread_is_the_interrupts_scatter_less_the_switch():
+    """Wake-ups beside the hog made of a switch and an interrupt scattered
+    lognormally, each sweep at its own median: the spread is the
+    interrupt's ratios to its median at SPREAD_QUANTILES (the ends at the
+    1st and 99th percentiles), the switch taken out."""
+    from scipy.stats import norm
+
+    from sim.costmodel import SPREAD_QUANTILES
+    rng = np.random.default_rng(1)
+    sigma, switch = 0.3, 1_500
+    sweeps = [switch + IRQ * scale * np.exp(sigma * rng.standard_normal(20_000))
+              for scale in (0.9, 1.0, 1.2)]
+    got = F.timer_irq_spread(_table({("fifo-50us", "same"): sweeps}), switch)
+    want = np.exp(sigma * norm.ppf(np.clip(SPREAD_QUANTILES, 0.01, 0.99)))
+    assert got[3] == 1.0
+    assert got == pytest.approx(want, rel=0.03)
+    # with the switch left in, the scatter looks narrower
+    assert F.timer_irq_spread(_table({("fifo-50us", "same"): sweeps}), 0)[-1] < got[-1]
+    assert F.timer_irq_spread(_table({("fifo-50us", "same"): [sweeps[0][:50]]}), switch) is None

@@ -226,6 +226,12 @@ def test_validate_repeats_with_the_simulator_standing_in_for_the_host(tmp_path, 
     frame = v.validate("this-vm", suite, ["f8-rho85", "rtapp-rr-fair"], out, quick=True,
                        progress=lines.append, preflight=lambda: None, repeat=3)
     assert lines[0] == "[1/8] f8-rho85 real 1/3: 3 s ..." and len(lines) == 16
+    # in rounds: every point's first run, then every point's second, ...
+    started = [ln.split(":")[0] for ln in lines if ln.endswith("...")]
+    assert started == ["[1/8] f8-rho85 real 1/3", "[2/8] rtapp-rr-fair real 1/3",
+                       "[3/8] f8-rho85 real 2/3", "[4/8] rtapp-rr-fair real 2/3",
+                       "[5/8] f8-rho85 real 3/3", "[6/8] rtapp-rr-fair real 3/3",
+                       "[7/8] f8-rho85 sim", "[8/8] rtapp-rr-fair sim"]
     assert sorted(p.name for p in (out / "runs").iterdir()) == [
         "f8-rho85-real-1", "f8-rho85-real-2", "f8-rho85-real-3", "f8-rho85-sim",
         "rtapp-rr-fair-real-1", "rtapp-rr-fair-real-2", "rtapp-rr-fair-real-3",

@@ -38,6 +38,7 @@ import numpy as np
 import pyarrow as pa
 from scipy.optimize import curve_fit
 
+from calibration import fit
 from calibration.bench import common, timerwake
 from calibration.bench.common import Progress
 
@@ -98,7 +99,9 @@ def idle_exit_params(table: pa.Table, switch_ns: float = 0.0,
     (both by default: the simulator charges one idle exit whatever woke the
     CPU; idle time = the period, the sleeper runs a few us), ``a`` less
     ``switch_ns`` (the switch to the sleeper, which the cost model charges
-    apart), with 1-sigma; None with fewer than 4 periods."""
+    apart), with 1-sigma, and ``idle_exit_spread``: the wake-ups' scatter
+    around their sweep's median (calibration/fit.py ``spread``; the switch,
+    ~1 us, is in the ratios); None with fewer than 4 periods."""
     df = table.to_pandas()
     df = df[~df.host_disturbed & df.lateness_ns.notna() & df.kind.isin(kinds)]
     med = df.groupby(["repeat", "kind", "period_ns"]).lateness_ns.median().reset_index()
@@ -108,7 +111,10 @@ def idle_exit_params(table: pa.Table, switch_ns: float = 0.0,
     (a, b, tau), cov = curve_fit(wake_ns, x, y, p0=(y.min(), y.max() - y.min(), 2e6),
                                  bounds=([0, 0, 1e4], [1e6, 1e6, 1e9]))
     sd = np.sqrt(np.diag(cov))
-    return {"idle_exit_ns": round(max(0.0, float(a) - switch_ns), 1),
+    # the scatter: each wake-up over its sweep's median at that period and path
+    ratios = df.lateness_ns / df.groupby(["repeat", "kind", "period_ns"]).lateness_ns \
+        .transform("median")
+    return {"idle_exit_spread": fit.spread(ratios), "idle_exit_ns": round(max(0.0, float(a) - switch_ns), 1),
             "idle_exit_cold_ns": round(float(b), 1), "idle_exit_decay_ns": round(float(tau), 1),
             "uncertainty": {"idle_exit_ns": float(f"{sd[0]:.3g}"),
                             "idle_exit_cold_ns": float(f"{sd[1]:.3g}"),
