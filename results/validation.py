@@ -290,12 +290,15 @@ LOADGEN = ("the load generator's CPU as its benchmark measured it, which drifts 
            "which code spends it is not known; re-run the loadgen benchmark the same hour)")
 EEVDF_NEW = ("EEVDF's DELAY_DEQUEUE, modelled from the kernel source but not measured on "
              "this host (its probe was inconclusive)")
-TIMER = ("an idle CPU's wake-up, which grows with how long it was idle (measured: about 40 us "
-         "after 0.25 ms idle, 120 us after 20 ms, calibration/bench/idle_exit.py; modelled by "
-         "the cost model's idle_exit_cold_ns, which the this-vm profile does not carry yet: it "
-         "has one idle exit, 61 us) and, on a busy CPU, the timer interrupt, which the host "
-         "spreads over tens of us where the profile has one value; timers firing early inside "
-         "the slack when another interrupt lands (not modelled)")
+TIMER = ("an idle CPU's wake-up and the busy CPU's timer interrupt, modelled from the "
+         "profile's idle_exit ladder and timerwake with their scatter (one curve for both wake "
+         "paths: the own timer's long end is 10-30 us above it) but drifting 10-50 % within "
+         "the hour on this VM (re-run those benchmarks the same hour); timers firing early "
+         "inside the slack when another interrupt lands (not modelled)")
+DRIVER = ("the real backend's own driving loop (SCHED_FIFO, waking every 20 ms to drain its "
+          "workers' pipes, and sampling), modelled on the worker path only: beside a workload "
+          "that times itself (periodic, rt-app) it preempts the workload on its CPU (traced "
+          "for lat-hogs64: every activation later than 1 ms waited for it)")
 RCU = ("the kernel's other deferred work that exiting threads cause (RCU's grace-period "
        "kthread is modelled: calibration/bench/rcu.py, about 4 wake-ups per exit, at most "
        "125/s)")
@@ -354,7 +357,7 @@ def candidate_mechanism(row: dict, frame: pd.DataFrame) -> str:
                 f"; the host used {100 * (cpu_r - cpu_s):.2f} points more CPU for the same "
                 f"requests, which near saturation is worth much more queueing")
             return (f"the simulator is optimistic ({measured}{more}): {CACHE}; {RCU}; "
-                    f"{BACKGROUND}; {LOADGEN}{lg}; {EEVDF_NEW}")
+                    f"{BACKGROUND}; {LOADGEN}{lg}; {DRIVER}; {EEVDF_NEW}")
         return f"the simulator is pessimistic ({measured}): {EEVDF_NEW}"
     return f"not attributed ({measured})"
 

@@ -166,8 +166,7 @@ def test_rtapp_rows_judge_the_wakeup_distribution_per_task():
     frame = v.to_frame(list(miss.values()))
     assert vt.row_result(m).startswith("MISS (KS")
     assert "r [rr-0] rtapp_wakeup_latency_p50_s KS" in vt.verdict(frame)
-    assert "an idle CPU's wake-up, which grows with how long it was idle" in \
-        vt.miss_lines(frame)[0]
+    assert "an idle CPU's wake-up and the busy CPU's timer interrupt" in vt.miss_lines(frame)[0]
     # an rt-app point's CPU miss points at rt-app's own loop, not at the host's losses
     cpu = {"scenario": "r", "metric": "cpu_util", "real": 0.2, "sim": 0.24}
     assert vt.candidate_mechanism(cpu, frame).startswith("rt-app's busy loop")
