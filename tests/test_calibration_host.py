@@ -277,10 +277,14 @@ def test_reduced_calibrate_and_validate_on_this_host(tmp_path, capsys):
     # "Reproducibility")
     assert committed["direct_ns"] / 3 <= quick["direct_ns"] <= committed["direct_ns"] * 3, \
         quick["direct_ns"]
-    # the idle wake-up latency moved between 38 and 90 us from run to run:
-    # only that it is a VM's (tens of us, not ns or ms) is reproducible
-    wake = next(r["measured_ns"] for r in quick["fit"]["residuals"] if r["kind"] == "wakeup")
-    assert 5_000 <= wake <= 1_000_000, wake
+    # the idle wake-up latency moved between 22 and 120 us from run to run
+    # and within the hour: only that it is a VM's (tens of us, not ns or
+    # ms) is reproducible; the idle_exit ladder gives it (its medians, both
+    # paths), and its fitted growth stays within what was measured
+    ladder = [v for by_period in quick["fit"]["idle_exit"]["median_ns_by_period"].values()
+              for v in by_period.values()]
+    assert ladder and all(5_000 <= v <= 1_000_000 for v in ladder), ladder
+    assert 5_000 <= quick["idle_exit_ns"] + quick["idle_exit_cold_ns"] <= 1_000_000, quick
     capsys.readouterr()
     # full-length runs (15 s): quick ones (5 s) leave p50 too noisy for a 10% target
     targeted, unexpected, now_pass = _validate(main, CI_SCENARIOS, tmp_path / "val")

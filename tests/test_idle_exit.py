@@ -120,6 +120,11 @@ def test_fit_recovers_the_form_it_fits():
     assert fit["idle_exit_ns"] == pytest.approx(34_000, abs=1_500)
     assert fit["idle_exit_cold_ns"] == pytest.approx(70_000, rel=0.05)
     assert fit["idle_exit_decay_ns"] == pytest.approx(2_500_000, rel=0.1)
+    # a ladder that only grows linearly: the time constant is held within it
+    lin = [{**r, "lateness_ns": 20_000 + r["period_ns"] // 100} for r in rows
+           if not r["host_disturbed"]]
+    fit = idle_exit_params(pa.Table.from_pylist(lin, schema=timerwake.SCHEMA))
+    assert fit["idle_exit_decay_ns"] <= max(periods) and fit["idle_exit_cold_ns"] < 1e6
     few = [r for r in rows if r["period_ns"] in periods[:3]]
     assert idle_exit_params(pa.Table.from_pylist(few, schema=timerwake.SCHEMA)) is None
 

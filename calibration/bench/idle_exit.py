@@ -99,7 +99,8 @@ def idle_exit_params(table: pa.Table, switch_ns: float = 0.0,
     (both by default: the simulator charges one idle exit whatever woke the
     CPU; idle time = the period, the sleeper runs a few us), ``a`` less
     ``switch_ns`` (the switch to the sleeper, which the cost model charges
-    apart), with 1-sigma, and ``idle_exit_spread``: the wake-ups' scatter
+    apart), with 1-sigma (``tau`` at most the longest period), and
+    ``idle_exit_spread``: the wake-ups' scatter
     around their sweep's median (calibration/fit.py ``spread``; the switch,
     ~1 us, is in the ratios); None with fewer than 4 periods."""
     df = table.to_pandas()
@@ -108,8 +109,14 @@ def idle_exit_params(table: pa.Table, switch_ns: float = 0.0,
     if med.period_ns.nunique() < 4:
         return None
     x, y = med.period_ns.to_numpy(float), med.lateness_ns.to_numpy(float)
-    (a, b, tau), cov = curve_fit(wake_ns, x, y, p0=(y.min(), y.max() - y.min(), 2e6),
-                                 bounds=([0, 0, 1e4], [1e6, 1e6, 1e9]))
+    p0 = (y.min(), y.max() - y.min(), min(2e6, x.max() / 2))
+    (a, b, tau), cov = curve_fit(wake_ns, x, y, p0=p0, bounds=([0, 0, 1e4], [1e6, 1e6, 1e9]))
+    if tau > x.max():
+        # a time constant beyond the longest idle measured is not measured (a
+        # short ladder's near-linear growth fits one of seconds and a cold
+        # term of a second): held within the ladder
+        (a, b, tau), cov = curve_fit(wake_ns, x, y, p0=p0,
+                                     bounds=([0, 0, 1e4], [1e6, 1e6, x.max()]))
     sd = np.sqrt(np.diag(cov))
     # the scatter: each wake-up over its sweep's median at that period and path
     ratios = df.lateness_ns / df.groupby(["repeat", "kind", "period_ns"]).lateness_ns \
