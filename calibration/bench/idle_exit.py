@@ -81,7 +81,8 @@ def run(out_dir, quick: bool = False, progress: Progress = None) -> pa.Table:
                                           duration_s, r, period_ns=period, root=ROOT)
     table = pa.Table.from_pylist(rows, schema=timerwake.SCHEMA)
     params = {"periods_ns": list(periods), "kinds": list(KINDS), "repeats": repeats,
-              "count_cap": count, "duration_cap_s": duration_s, "skip": timerwake.SKIP, "sleeper": SLEEPER}
+              "count_cap": count, "duration_cap_s": duration_s, "skip": timerwake.SKIP,
+              "sleeper": SLEEPER}
     return common.finish(table, out_dir, NAME, params, quick, started, t0, cpu=cpu,
                          config_hz=common.config_hz())
 
@@ -92,19 +93,18 @@ def wake_ns(idle_ns, a: float, b: float, tau: float):
     return a - b * np.expm1(-np.asarray(idle_ns, float) / tau)
 
 
-def idle_exit_params(table: pa.Table, switch_ns: float = 0.0,
-                     kinds: tuple[str, ...] = KINDS) -> dict | None:
+def idle_exit_params(table: pa.Table, switch_ns: float = 0.0) -> dict | None:
     """``a``, ``b``, ``tau`` of :func:`wake_ns` by least squares on the
-    undisturbed sweeps' medians per period and kind of the ``kinds`` rows
-    (both by default: the simulator charges one idle exit whatever woke the
-    CPU; idle time = the period, the sleeper runs a few us), ``a`` less
+    undisturbed sweeps' medians per period and kind (both paths together:
+    the simulator charges one idle exit whatever woke the CPU; idle time =
+    the period, the sleeper runs a few us), ``a`` less
     ``switch_ns`` (the switch to the sleeper, which the cost model charges
     apart), with 1-sigma (``tau`` at most the longest period), and
     ``idle_exit_spread``: the wake-ups' scatter
     around their sweep's median (calibration/fit.py ``spread``; the switch,
     ~1 us, is in the ratios); None with fewer than 4 periods."""
     df = table.to_pandas()
-    df = df[~df.host_disturbed & df.lateness_ns.notna() & df.kind.isin(kinds)]
+    df = df[~df.host_disturbed & df.lateness_ns.notna()]
     med = df.groupby(["repeat", "kind", "period_ns"]).lateness_ns.median().reset_index()
     if med.period_ns.nunique() < 4:
         return None
@@ -121,7 +121,8 @@ def idle_exit_params(table: pa.Table, switch_ns: float = 0.0,
     # the scatter: each wake-up over its sweep's median at that period and path
     ratios = df.lateness_ns / df.groupby(["repeat", "kind", "period_ns"]).lateness_ns \
         .transform("median")
-    return {"idle_exit_spread": fit.spread(ratios), "idle_exit_ns": round(max(0.0, float(a) - switch_ns), 1),
+    return {"idle_exit_spread": fit.spread(ratios),
+            "idle_exit_ns": round(max(0.0, float(a) - switch_ns), 1),
             "idle_exit_cold_ns": round(float(b), 1), "idle_exit_decay_ns": round(float(tau), 1),
             "uncertainty": {"idle_exit_ns": float(f"{sd[0]:.3g}"),
                             "idle_exit_cold_ns": float(f"{sd[1]:.3g}"),
