@@ -216,13 +216,13 @@ def swept_params(results: Results, summary: pd.DataFrame) -> list[str]:
     for column in dict.fromkeys(candidates):
         if column in _NOT_PARAMS or column == "backend" or column not in summary:
             continue
+        # null may be one of the values (controller.fetch_interval_s=null,60,
+        # workload.cpuset_spread=null,node); pandas' str dtype keeps it missing
         values = summary[column].astype(str)
         if column.startswith("controller"):
-            # null is one of the values (controller.fetch_interval_s=null,60);
-            # pandas' str dtype keeps it missing
             if (values.groupby(policies).nunique(dropna=False) > 1).any():
                 params.append(column)
-        elif values.nunique() > 1:
+        elif values.nunique(dropna=False) > 1:
             params.append(column)
     return params
 

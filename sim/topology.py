@@ -12,6 +12,10 @@ from dataclasses import dataclass
 # (CONFIG_MAXSMP is 8192, but 4096 is what distributions build with)
 MAX_CPUS = 4096
 
+# the CPU sets a function workload may deal its cgroups' cpusets from
+# (workload.cpuset_spread): the NUMA nodes' or the LLCs' CPUs
+CPU_SET_LEVELS = ("node", "llc")
+
 
 @dataclass(frozen=True)
 class CpuInfo:
@@ -103,6 +107,16 @@ class Topology:
                 domains.append(SchedDomain(name, span, len(span)))
                 prev = span
         return domains
+
+    def cpu_sets(self, level: str) -> list[frozenset[int]]:
+        """Each NUMA node's (``level`` "node") or LLC's ("llc") CPUs, in
+        node / LLC id order."""
+        if level not in CPU_SET_LEVELS:
+            raise ValueError(f"cpu set level {level!r}: one of {', '.join(CPU_SET_LEVELS)}")
+        sets: dict[int, set[int]] = {}
+        for c in self.cpus:
+            sets.setdefault(c.numa if level == "node" else c.llc, set()).add(c.cpu)
+        return [frozenset(sets[k]) for k in sorted(sets)]
 
     def llc_span(self, cpu: int) -> tuple[int, ...]:
         return self._llc_spans[cpu]

@@ -9,7 +9,7 @@ import pytest
 
 from policies.kernel.cfs import sysctl_factor
 from scenarios.simulate import build, simulate
-from simcfg import DEFAULT_COSTS, make_cfg, periodic, run_for
+from simcfg import DEFAULT_COSTS, make_cfg, periodic, poisson, run_for
 
 
 @pytest.mark.parametrize("ncpus,scaling,factor", [
@@ -72,6 +72,34 @@ def test_cpuset_confines_tasks():
             assert t.cpu == 1 and t.last_cpu in (-1, 1)
     pinned_usage = machine.groups["/pinned"].usage_ns
     assert pinned_usage <= 2e9 + 1     # one CPU's worth at most
+
+
+@pytest.mark.parametrize("level, sets", [("node", 2), ("llc", 4)])
+def test_cpuset_spread_deals_functions_to_nodes_and_llcs(level, sets):
+    """workload.cpuset_spread: function i's cgroup gets the (i mod n)-th
+    NUMA node's (LLC's) CPUs, its threads run nowhere else, and the load
+    balancer keeps every set busy (4 cores, 2 NUMA nodes, one LLC per core;
+    a traced run near saturation)."""
+    from scenarios.simulate import attach_tracer
+    from sim.engine import s_to_ns
+    cfg = make_cfg(poisson(functions=12, rate_rps=25.0, mean_service_s=0.01,
+                           cpuset_spread=level),
+                   cores=4, numa_nodes=2, cores_per_llc=1, duration_s=1.0, warmup_s=0.1,
+                   seed=2) | {"trace": {"name": "sched"}}
+    engine, machine, _, workload = build(cfg)
+    tracer = attach_tracer(cfg, machine)
+    workload.start()
+    engine.run(s_to_ns(1.0))
+    expect = machine.topology.cpu_sets(level)
+    assert len(expect) == sets
+    for i in range(12):
+        assert machine.groups[f"/faas.slice/func-{i}"].cpus_allowed == expect[i % sets]
+    ev = tracer.table().to_pandas()
+    runs = ev[(ev.event == "sched_switch") & ev.next_cgroup.str.startswith("/faas.slice/", na=False)]
+    assert len(runs) > 500
+    func = runs.next_cgroup.str.extract(r"func-(\d+)$")[0].astype(int)
+    assert all(cpu in expect[f % sets] for cpu, f in zip(runs.cpu, func))
+    assert set(runs.cpu) == set(range(4))
 
 
 def test_group_shares_sum_to_tg_shares_when_busy():

@@ -350,3 +350,8 @@ def test_a_controller_key_is_a_group_key_only_where_it_varies_within_a_policy():
     fetch = within.assign(**{"controller.margin": 0.0,
                              "controller.interval_s": [None, None, 60.0, 60.0]})
     assert swept_params(SimpleNamespace(keys=keys), fetch) == ["controller.interval_s"]
+    # and so does any other key swept as null,X (workload.cpuset_spread=null,node)
+    spread = pd.DataFrame({"scheduler": "cfs", "seed": [0, 0],
+                           "workload.cpuset_spread": [None, "node"]})
+    assert swept_params(SimpleNamespace(keys=["workload.cpuset_spread"]), spread) == \
+        ["workload.cpuset_spread"]

@@ -256,6 +256,24 @@ def _fake_sysfs(tmp_path, topology):
     return root
 
 
+def test_real_host_cpu_sets_group_the_run_cpus_by_node_and_llc(tmp_path):
+    """RealHost.cpu_sets (workload.cpuset_spread on the real host): the
+    run's CPUs grouped by their sysfs nodeN link or L3 id; a CPU without
+    either counts as node / LLC 0."""
+    from backends.real.host import RealHost
+    text, v2c = fake_v1(tmp_path)
+    host = RealHost(make(tmp_path, text, v2c), ["/faas.slice/func-1"])
+    sysfs = _fake_sysfs(tmp_path, {c: (0, c) for c in range(4)})
+    assert host.cpu_sets("node", sysfs) == [{0, 1, 2, 3}]
+    assert host.cpu_sets("llc", sysfs) == [{0, 1, 2, 3}]
+    for cpu, node, llc in ((0, 0, 4), (1, 1, 4), (2, 0, 9), (3, 1, 9)):
+        (sysfs / f"cpu{cpu}" / f"node{node}").mkdir()
+        (sysfs / f"cpu{cpu}" / "cache" / "index3").mkdir(parents=True)
+        (sysfs / f"cpu{cpu}" / "cache" / "index3" / "id").write_text(f"{llc}\n")
+    assert host.cpu_sets("node", sysfs) == [{0, 2}, {1, 3}]
+    assert host.cpu_sets("llc", sysfs) == [{0, 1}, {2, 3}]
+
+
 def test_real_host_cores_by_socket_and_cpuset_on_a_fake_tree(tmp_path):
     """RealHost's placement levers over the fake v1 tree (cpus 0-3): SMT
     siblings grouped per core and socket from sysfs; set_cpuset writes the

@@ -131,6 +131,29 @@ def test_static_controller_throttles_in_cpu_stat(tmp_path):
     assert not _ours(out.name)
 
 
+def test_cpuset_spread_writes_each_function_cgroups_cpuset(tmp_path, monkeypatch):
+    """workload.cpuset_spread=llc on this host: the run's CPUs (backend.cpus
+    = 1) form one LLC set, written to every function cgroup's cpuset.cpus
+    before its worker starts, and every request is served."""
+    from backends.real.host import RealHost
+    written = []
+    real_set = RealHost.set_cpuset
+
+    def recorded(self, cgroup, cpus):
+        real_set(self, cgroup, cpus)
+        written.append((cgroup, self.cpus_of(cgroup)))
+    monkeypatch.setattr(RealHost, "set_cpuset", recorded)
+    out = tmp_path / f"rt-{os.getpid()}-spread"
+    assert main(["run", "backend=real", "host=this-vm", f"scheduler={SCHED}",
+                 "workload.functions=3", "workload.rate_rps=20", "duration_s=2",
+                 "warmup_s=0.5", "workload.cpuset_spread=llc", "backend.cpus=1",
+                 "backend.lateness_action=flag", f"output_dir={out}"]) == 0
+    assert written == [(f"/faas.slice/func-{i}", {1}) for i in range(3)]
+    s = read_run_dir(out).summary.to_pylist()[0]
+    assert s["n_requests"] > 0 and s["migrations"] == 0   # one CPU: none to migrate to
+    assert not _ours(out.name)
+
+
 def test_periodic_hog_under_quota(tmp_path):
     out = tmp_path / f"rt-{os.getpid()}-periodic"
     # one CPU hog in bursts of 10 ms, limited to 20 ms per 100 ms

@@ -52,8 +52,12 @@ class FunctionsRunner(Runner):
         return {}
 
     def start(self, s: Setup) -> None:
-        for c in s.cgroups:
+        spread = self.w.get("cpuset_spread")
+        sets = s.host.cpu_sets(spread) if spread is not None else None
+        for i, c in enumerate(s.cgroups):
             apply_cgroup(s.cg, s.host, c, self.w, self.w)
+            if sets is not None:   # as sim/workloads/common.py function_cgroup
+                s.host.set_cpuset(c, sets[i % len(sets)])
         for f, c in zip(self.names, s.cgroups):
             self.workers.append(WorkerProc(s.binary, f, s.max_s,
                                            attach=lambda pid, c=c: s.cg.attach(c, pid),

@@ -200,6 +200,22 @@ class RealHost:
         return cores_of((topo(c, "physical_package_id"), topo(c, "core_id"), c)
                         for c in sorted(self.run_cpus()))
 
+    def cpu_sets(self, level: str, sysfs: Path = SYSFS_CPU) -> list[frozenset[int]]:
+        """The run's CPUs grouped by NUMA node (``level`` "node": the cpuN/nodeM
+        link) or by LLC ("llc": cache/index3/id), in id order, as
+        sim/topology.py's Topology.cpu_sets; a CPU sysfs gives neither is
+        in node / LLC 0."""
+        def key(cpu: int) -> int:
+            d = sysfs / f"cpu{cpu}"
+            if level == "node":
+                nodes = [int(n.name[4:]) for n in d.glob("node[0-9]*")]
+                return min(nodes, default=0)
+            return int(CgroupFS.read_or(d / "cache" / "index3" / "id", "0").strip() or 0)
+        sets: dict[int, set[int]] = {}
+        for c in self.run_cpus():
+            sets.setdefault(key(c), set()).add(c)
+        return [frozenset(sets[k]) for k in sorted(sets)]
+
     def set_cpuset(self, cgroup: str, cpus) -> None:
         """cpuset.cpus: the kernel moves the cgroup's live threads off CPUs
         outside the set at once; None gives back every CPU of the run."""

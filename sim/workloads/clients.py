@@ -31,7 +31,7 @@ from typing import Optional
 from sim.config import MAX_COUNT, MISSING, tunable
 from sim.engine import s_to_ns
 from sim.workloads.base import Workload
-from sim.workloads.common import ForkJoin, ServiceTime, apply_cgroup_bandwidth, cgroup_shares
+from sim.workloads.common import ForkJoin, ServiceTime, function_cgroup
 from sim.workloads.functions import FunctionsConfig
 from sim.workloads.request_path import DIRECT
 
@@ -74,16 +74,12 @@ class ClientsWorkload(ForkJoin, Workload):
         self.think_ns = float(s_to_ns(float(cfg.think_s)))
         self.think_exp = cfg.think == "exp"
         self.limit = cfg.requests_per_client
-        parent = cfg.parent_cgroup.strip("/")
-        shares = cgroup_shares(cfg)
-        ncpus = machine.topology.nr_cpus
         # per function: name, cgroup, the CPU its last request forked from
         self.functions = []
         for i in range(cfg.functions):
             name = f"func-{i}"
-            tg = machine.create_group(f"{parent}/{name}" if parent else name, shares)
-            apply_cgroup_bandwidth(machine, tg, cfg)
-            self.functions.append([name, tg, i % ncpus])
+            tg, hint = function_cgroup(machine, cfg, name, i)
+            self.functions.append([name, tg, hint])
         self.responses = {}   # request -> the event its client waits on
 
     def start(self):

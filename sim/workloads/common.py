@@ -137,6 +137,24 @@ def apply_cgroup_bandwidth(machine, tg, cfg) -> None:
         machine.set_cfs_bandwidth(tg, *bandwidth)
 
 
+def function_cgroup(machine, cfg, name: str, i: int):
+    """The i-th function's cgroup ``parent_cgroup/name`` with the cpu.shares,
+    cpu.max and cpuset its config gives, and the CPU its first request forks
+    from (i mod the CPUs it may use).  ``cpuset_spread`` deals function i
+    the (i mod n)-th of the host's n NUMA nodes or LLCs, so each holds an
+    equal number of functions (as the LAGS paper pins them on its EPYC)."""
+    parent = cfg.parent_cgroup.strip("/")
+    cpus = range(machine.topology.nr_cpus)
+    allowed = None
+    if cfg.get("cpuset_spread") is not None:
+        sets = machine.topology.cpu_sets(cfg.cpuset_spread)
+        allowed = sets[i % len(sets)]
+        cpus, i = sorted(allowed), i // len(sets)
+    tg = machine.create_group(f"{parent}/{name}" if parent else name, cgroup_shares(cfg), allowed)
+    apply_cgroup_bandwidth(machine, tg, cfg)
+    return tg, cpus[i % len(cpus)]
+
+
 def parse_cpuset(spec) -> frozenset[int] | None:
     """cpuset.cpus: "0-3,6" or a list of CPU numbers."""
     if spec is None or spec == "":

@@ -8,6 +8,7 @@ from typing import Optional
 
 from sim.config import MAX_COUNT, MISSING, tunable
 from sim.footprint import Term
+from sim.topology import CPU_SET_LEVELS
 from sim.workloads.base import WorkloadConfig
 from sim.workloads.common import (CGROUP_PATH, CPU_SHARES_RANGE, CPU_WEIGHT_RANGE, NICE_RANGE,
                                   SERVICE_DISTRIBUTIONS, check_bandwidth)
@@ -33,6 +34,10 @@ class FunctionCgroupsConfig(WorkloadConfig):
     burst_us: Optional[int] = 0
     cpu_max: Optional[str] = None  # "max 100000", "15000 100000" or "15000"
     cpu_max_burst: Optional[int] = None
+    # each function cgroup's cpuset.cpus: null (every CPU) | node: one NUMA
+    # node's CPUs | llc: one LLC's, dealt in turn so each holds an equal
+    # number of functions (sim/workloads/common.py function_cgroup)
+    cpuset_spread: Optional[str] = tunable(None, choices=CPU_SET_LEVELS)
     # the hops of a request (sim/workloads/request_path.py): direct (threads
     # forked in the function cgroup) | knative (a pod: queue-proxy in, the
     # user container, queue-proxy out, each in its container's cgroup) |

@@ -11,7 +11,7 @@ from sim.config import MISSING, tunable
 from sim.engine import NSEC_PER_SEC, RngStream, s_to_ns
 from sim.workloads import request_path
 from sim.workloads.base import Workload
-from sim.workloads.common import ForkJoin, ServiceTime, apply_cgroup_bandwidth, cgroup_shares
+from sim.workloads.common import ForkJoin, ServiceTime, function_cgroup
 from sim.workloads.functions import FunctionsConfig
 from sim.workloads.trace import make_trace
 
@@ -36,15 +36,11 @@ class PoissonWorkload(ForkJoin, Workload):
         self.ws_bytes = cfg.working_set_kb * 1024
         rate = float(cfg.rate_rps)
         self.mean_gap_ns = NSEC_PER_SEC / rate
-        parent = cfg.parent_cgroup.strip("/")
-        shares = cgroup_shares(cfg)
-        ncpus = machine.topology.nr_cpus
         self.path = request_path.build(cfg, self)
         self.functions = []
         for i in range(cfg.functions):
             name = f"func-{i}"
-            tg = machine.create_group(f"{parent}/{name}" if parent else name, shares)
-            apply_cgroup_bandwidth(machine, tg, cfg)
+            tg, hint = function_cgroup(machine, cfg, name, i)
             if self.path is not None:
                 self.path.add_function(tg)
             service = ServiceTime(cfg.service, float(cfg.mean_service_s),
@@ -52,7 +48,7 @@ class PoissonWorkload(ForkJoin, Workload):
                                   self.engine.rng(f"workload/{name}/service"))
             # the CPU the function's dispatcher last forked from
             self.functions.append([name, tg, self.engine.rng(f"workload/{name}/arrivals"),
-                                   service, i % ncpus])
+                                   service, hint])
 
     @staticmethod
     def arrivals(cfg: PoissonConfig, seed: int, duration_s: float) -> pa.Table:

@@ -35,8 +35,7 @@ from sim.config import MAX_COUNT, MISSING, tunable
 from sim.engine import NSEC_PER_SEC
 from sim.workloads import request_path
 from sim.workloads.base import Workload
-from sim.workloads.common import (SERVICE_DISTRIBUTIONS, ForkJoin, ServiceTime,
-                                  apply_cgroup_bandwidth, cgroup_shares)
+from sim.workloads.common import SERVICE_DISTRIBUTIONS, ForkJoin, ServiceTime, function_cgroup
 from sim.workloads.functions import FunctionsConfig
 
 MIX = "mix"
@@ -142,22 +141,18 @@ class ResctlWorkload(ForkJoin, Workload):
         self.lat_pct = float(cfg.lat_target_pct)
         self.rps_target = None if cfg.rps_target is None else float(cfg.rps_target)
         self.max_concurrency = float(cfg.concurrency_max)
-        parent = cfg.parent_cgroup.strip("/")
-        shares = cgroup_shares(cfg)
-        ncpus = machine.topology.nr_cpus
         self.path = request_path.build(cfg, self)
         self.functions: dict[str, Function] = {}
         for i in range(cfg.functions):
             name = f"func-{i}"
-            tg = machine.create_group(f"{parent}/{name}" if parent else name, shares)
-            apply_cgroup_bandwidth(machine, tg, cfg)
+            tg, hint = function_cgroup(machine, cfg, name, i)
             if self.path is not None:
                 self.path.add_function(tg)
             service = ServiceTime(cfg.service, float(cfg.mean_service_s),
                                   float(cfg.service_sigma),
                                   self.engine.rng(f"workload/{name}/service"),
                                   cfg.mix_s, cfg.mix_p)
-            self.functions[name] = Function(name, tg, service, i % ncpus, cfg)
+            self.functions[name] = Function(name, tg, service, hint, cfg)
 
     def start(self):
         for fn in self.functions.values():

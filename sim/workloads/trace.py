@@ -27,7 +27,7 @@ import pyarrow as pa
 from sim.engine import NSEC_PER_SEC
 from sim.workloads import request_path
 from sim.workloads.base import Workload
-from sim.workloads.common import ForkJoin, apply_cgroup_bandwidth, cgroup_shares
+from sim.workloads.common import ForkJoin, function_cgroup
 from sim.workloads.functions import FunctionCgroupsConfig
 from sim.workloads.tablefile import TableFormat, TraceError, parse_field
 
@@ -116,25 +116,19 @@ class TraceWorkload(ForkJoin, Workload):
                              "or pass trace=sim.workloads.trace_for(cfg) to simulate()")
         self.nice = cfg.nice
         self.ws_bytes = cfg.working_set_kb * 1024
-        parent = cfg.parent_cgroup.strip("/")
-        shares = cgroup_shares(cfg)
         trace = trace.sort_by([("arrival_s", "ascending"), ("function", "ascending")])
         self.trace = trace  # what offline-knowledge controllers may read
         names = trace.column("function").to_pylist()
         arrivals = np.rint(trace.column("arrival_s").to_numpy() * NSEC_PER_SEC).astype(np.int64)
         demands = np.maximum(1, np.rint(trace.column("demand_s").to_numpy() *
                                         NSEC_PER_SEC)).astype(np.int64)
-        ncpus = machine.topology.nr_cpus
         self.path = request_path.build(cfg, self)
         self.groups = {}
         self.hints = {}   # the CPU each function's dispatcher last forked from
-        for name in sorted(set(names)):
-            self.groups[name] = machine.create_group(f"{parent}/{name}" if parent else name,
-                                                     shares)
-            apply_cgroup_bandwidth(machine, self.groups[name], cfg)
+        for i, name in enumerate(sorted(set(names))):
+            self.groups[name], self.hints[name] = function_cgroup(machine, cfg, name, i)
             if self.path is not None:
                 self.path.add_function(self.groups[name])
-            self.hints[name] = len(self.hints) % ncpus
         # the invocations to come, one typed entry per column (24 bytes an
         # invocation, against ~160 as a tuple of Python objects): a long
         # replay holds millions (docs/performance.md, "Memory")
