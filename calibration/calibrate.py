@@ -29,6 +29,7 @@ from calibration.bench.idle_exit import idle_exit_params
 from calibration.bench.kthreads import kthread_params
 from calibration.bench.rcu import rcu_params
 from calibration.bench.rtapp_loop import rtapp_params
+from calibration.bench.driver import driver_costs
 from calibration.bench.loadgen import loadgen_costs
 from calibration.profile import PROFILE_DIR, build_profile, profile_path, write_profile
 
@@ -218,7 +219,7 @@ def calibrate(out: str, work_dir: Path | None = None, from_bench: Path | None = 
     bench_meta = {**bench_meta, "dir": str(bench_dir)}
     profile = build_profile(name, result, fingerprint, bench_meta,
                             more_benches=("idle_exit",) if ladder else ())
-    fit_block = profile.pop("fit")          # the fit block stays last
+    fit_block = profile.pop("fit")          # put back last: the fit block stays last
     if ladder is not None:
         profile["idle_exit_spread"] = ladder["idle_exit_spread"]
         fit_block["idle_exit"] = ladder["measured"]
@@ -229,32 +230,30 @@ def calibrate(out: str, work_dir: Path | None = None, from_bench: Path | None = 
         irq_spread = F.timer_irq_spread(timers, switch_ns)
         if irq_spread is not None:
             profile["timer_irq_spread"] = irq_spread
-    profile["fit"] = fit_block
     if (Path(bench_dir) / "dispatch.parquet").exists():
-        fit_block = profile.pop("fit")          # the fit block stays last
         keys = dispatch_costs(read_table(bench_dir, "dispatch")[0])
         fit_block["uncertainty"].update(keys.pop("uncertainty", {}))
-        profile.update(keys, fit=fit_block)
+        profile.update(keys)
     for bench_name, costs in (("loadgen", lambda t, _meta: loadgen_costs(t)),
+                              ("driver", lambda t, _meta: driver_costs(t)),
                               ("kthreads", kthread_params),
                               ("rcu", lambda t, _meta: rcu_params(t)),
                               ("rtapp_loop", lambda t, _meta: rtapp_params(t))):
         # what else runs on the host (sim/loadgen.py, sim/kthreads.py), and
         # what rt-app's busy loop costs there (sim/workloads/rtapp.py), where measured
         if (Path(bench_dir) / f"{bench_name}.parquet").exists():
-            fit_block = profile.pop("fit")
             table_, _, meta_ = read_table(bench_dir, bench_name)
             keys = costs(table_, meta_)
             if keys is None:
                 fit_block["notes"].append(f"{bench_name}: too few undisturbed runs to fit; "
                                           f"not modelled")
-                profile["fit"] = fit_block
                 continue
             fit_block["uncertainty"].update(keys.pop("uncertainty"))
             if "measured" in keys:
                 fit_block[bench_name] = keys.pop("measured")
-            profile.update(keys, fit=fit_block)
-    profile["fit"]["command"] = command
+            profile.update(keys)
+    fit_block["command"] = command
+    profile["fit"] = fit_block
     if simulated is not None:
         for row in profile["fit"]["residuals"]:
             v = simulated.get(row["point"])

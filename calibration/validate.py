@@ -58,8 +58,9 @@ SUITE_COPY = "suite.yaml"
 TARGETS = {"throughput_rps": 0.05, "cpu_util": 0.05, "latency_p50_s": 0.10,
            "latency_p99_s": 0.20, "switch_out_rate_per_s": 0.20}
 # colosim_cpu_frac: the colosim process's own CPU on the real host (load
-# generator, sampler; backends/real/disturbance.py), which the simulator does
-# not model (it injects arrivals at no cost): shown, sim "-", no target
+# generator, sampler; backends/real/disturbance.py) against the simulator's
+# model of that loop (sim/loadgen.py; "-" where it is not modelled): a check
+# of the loop's benchmark on the suite, no target
 METRICS = ("throughput_rps", "goodput_rps", "latency_p50_s", "latency_p95_s", "latency_p99_s",
            "switch_out_rate_per_s", "ctx_switch_rate_per_s", "migration_rate_per_s", "cpu_util",
            "throttled_time_s", "colosim_cpu_frac")

@@ -103,6 +103,13 @@ CalibrationConfig = make_dataclass("CalibrationConfig", [
     # and its CPU whatever the dispatch rate, per second and per worker per second
     ("loadgen_background_us_per_s", Optional[float], field(default=None)),
     ("loadgen_background_worker_us_per_s", Optional[float], field(default=None)),
+    # the same loop under self-timed workloads (nothing to dispatch): per
+    # second for the periodic runner and per worker it reads, per burst line,
+    # and per second for rt-app's (calibration/bench/driver.py)
+    ("loadgen_periodic_us_per_s", Optional[float], field(default=None)),
+    ("loadgen_periodic_worker_us_per_s", Optional[float], field(default=None)),
+    ("loadgen_burst_us", Optional[float], field(default=None)),
+    ("loadgen_rtapp_us_per_s", Optional[float], field(default=None)),
     # per-CPU kernel threads (sim/kthreads.py): wake-ups per second per CPU,
     # run-time quantiles (us) at sim.kthreads.RUN_QUANTILES, their nice
     ("kthread_rate_per_s", Optional[float], field(default=None)),

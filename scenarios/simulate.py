@@ -17,7 +17,7 @@ from scenarios.validate import validate_mapping
 from sim import workloads
 from sim.engine import NSEC_PER_SEC, quiet_gc, s_to_ns
 from sim.kthreads import KernelThreads, RcuGp
-from sim.loadgen import SAMPLED_BESIDE_FUNCTIONS, LoadGenerator
+from sim.loadgen import NAME as LOADGEN, SAMPLED_BESIDE_FUNCTIONS, SELF_TIMED, LoadGenerator
 from sim.memory.progress import empty_summary
 from sim.metrics import HostCounters, IntervalSampler
 from sim.tracing import SchedTracer, enabled as tracing, trace_config
@@ -56,8 +56,9 @@ def build(cfg: dict, trace=None):
 def attach_host_tasks(cfg: dict, machine, workload) -> None:
     """What else runs on the host, where the calibration profile measured it
     and its switch is on: the native worker's own CPU beyond its dispatch
-    (``WorkerPath.set_host_costs``), the real backend's load generator on the worker
-    path, with its sampler's reads (sim/loadgen.py), RCU's grace-period
+    (``WorkerPath.set_host_costs``), the real backend's driving loop (on the
+    worker path and under self-timed workloads), with its sampler's reads
+    (sim/loadgen.py), RCU's grace-period
     kthread woken by exiting threads, and the per-CPU kernel
     threads (sim/kthreads.py); and what rt-app's busy loop costs there
     (``RtAppWorkload.set_host_loop``).  Created after the workload, so its tasks
@@ -67,20 +68,12 @@ def attach_host_tasks(cfg: dict, machine, workload) -> None:
     if cal.get("worker_host_costs", True) and isinstance(path, WorkerPath) \
             and cal.get("worker_cold_decay_ms") is not None:
         path.set_host_costs(*(float(cal.get(k) or 0.0) for k in WORKER_HOST_COSTS))
-    if cal.get("loadgen", True) and cal.get("loadgen_dispatch_us") is not None \
-            and isinstance(path, WorkerPath):
-        path.loadgen = LoadGenerator(machine, float(cal["loadgen_dispatch_us"]),
-                                     float(cal.get("loadgen_worker_us") or 0.0),
-                                     path.workers,
-                                     float(cal.get("loadgen_sample_us") or 0.0),
-                                     float(cal.get("loadgen_sample_cgroup_us") or 0.0),
-                                     lambda: path.workers() + SAMPLED_BESIDE_FUNCTIONS,
-                                     float(cal.get("loadgen_background_us_per_s") or 0.0),
-                                     float(cal.get("loadgen_background_worker_us_per_s") or 0.0))
+    loop = driving_loop(cal, machine, workload) if cal.get("loadgen", True) else None
+    if loop is not None:
         end_ns = s_to_ns(float(cfg["duration_s"]))
-        path.loadgen.sample_at(s_to_ns(float(cfg.get("interval_s", 1.0))),
-                               s_to_ns(float(cfg.get("warmup_s", 0.0))), end_ns)
-        path.loadgen.background_until(end_ns)
+        loop.sample_at(s_to_ns(float(cfg.get("interval_s", 1.0))),
+                       s_to_ns(float(cfg.get("warmup_s", 0.0))), end_ns)
+        loop.background_until(end_ns)
     if cal.get("kthreads", True) and cal.get("kthread_rate_per_s") is not None:
         KernelThreads(machine, float(cal["kthread_rate_per_s"]), cal["kthread_run_us"],
                       int(cal.get("kthread_nice", 0)))
@@ -90,6 +83,37 @@ def attach_host_tasks(cfg: dict, machine, workload) -> None:
     if cal.get("rcu", True) and cal.get("rcu_gp_period_ms") is not None:
         RcuGp(machine, float(cal.get("rcu_gp_wakeups_per_exit") or 0.0),
               float(cal["rcu_gp_period_ms"]), float(cal.get("rcu_gp_run_us") or 0.0))
+
+
+def driving_loop(cal: dict, machine, workload) -> LoadGenerator | None:
+    """The real backend's driving loop as a host task (sim/loadgen.py),
+    where the profile measured it: on the worker path, dispatching each
+    request; under a self-timed workload, with nothing to dispatch (a
+    periodic worker process per group, whose burst lines it reads;
+    rt-app's threads log to files)."""
+    path = getattr(workload, "path", None)
+    sample = [float(cal.get(k) or 0.0) for k in ("loadgen_sample_us", "loadgen_sample_cgroup_us")]
+    if cal.get("loadgen_dispatch_us") is not None and isinstance(path, WorkerPath):
+        path.loadgen = LoadGenerator(
+            machine, float(cal["loadgen_dispatch_us"]), float(cal.get("loadgen_worker_us") or 0.0),
+            path.workers, *sample, lambda: path.workers() + SAMPLED_BESIDE_FUNCTIONS,
+            float(cal.get("loadgen_background_us_per_s") or 0.0),
+            float(cal.get("loadgen_background_worker_us_per_s") or 0.0))
+        return path.loadgen
+    if workload.REAL_BACKEND not in SELF_TIMED:
+        return None
+    rtapp = isinstance(workload, RtAppWorkload)
+    base = cal.get("loadgen_rtapp_us_per_s" if rtapp else "loadgen_periodic_us_per_s")
+    if base is None:
+        return None
+    workers = 0 if rtapp else len({t.tg for t in workload.threads})
+    groups = len(machine.groups)   # the sampler reads the run's cgroups and the root
+    loop = LoadGenerator(machine, 0.0, 0.0, lambda: workers, *sample, lambda: groups, float(base),
+                         0.0 if rtapp else float(cal.get("loadgen_periodic_worker_us_per_s") or 0.0),
+                         0.0 if rtapp else float(cal.get("loadgen_burst_us") or 0.0))
+    if not rtapp:
+        loop.read_bursts(workload.recorder)
+    return loop
 
 
 def _first(*values):
@@ -265,6 +289,11 @@ def _summary(cfg, machine, recorder, requests, c: HostCounters, window_s, wall_s
         # host's own tasks (sim/loadgen.py, sim/kthreads.py)
         "cpu_util": (c.busy_ns + c.overhead_ns - c.host_busy_ns) / capacity_ns,
         "sched_overhead_frac": c.overhead_ns / capacity_ns,
+        # the real backend's driving loop where it is modelled (the colosim
+        # process's CPU on the real host, backends/real/disturbance.py)
+        "colosim_cpu_frac": (c.loadgen_busy_ns / capacity_ns
+                             if any(t.name == LOADGEN for t in machine.root_tg.tasks)
+                             else float("nan")),
         "ctx_switches": c.switches,
         "ctx_switch_rate_per_s": c.switches / window_s,
         "ctx_switch_cost_mean_us": (c.overhead_ns / c.switches / 1000) if c.switches else 0.0,

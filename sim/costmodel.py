@@ -76,9 +76,9 @@ On an idle CPU the interrupt is part of ``idle_exit_ns``, charged on the
 switch out of idle.  Both are measured by calibration/bench/timerwake.py;
 0 (off) unless a profile gives them.
 
-On a VM these wake-ups scatter widely around their median (this host: the
-middle half of an idle CPU's wake-ups spans 0.8-1.5x the median, its 99th
-percentile 2x).  A profile may give that scatter: ``idle_exit_spread`` and
+On a VM these wake-ups scatter widely around their median (the this-vm
+profile: the middle half of an idle CPU's wake-ups spans 0.84-1.17x the
+median, the 1st to 99th percentile 0.48-2.28x).  A profile may give that scatter: ``idle_exit_spread`` and
 ``timer_irq_spread`` are a wake-up's ratios to the median at
 ``SPREAD_QUANTILES``, and the machine draws each idle exit and each busy
 CPU's timer interrupt from them (inverse CDF, its own random stream per

@@ -46,6 +46,16 @@ rarer than that at the benchmark's rates); it is charged as measured, in
 equal parts every ``BACKGROUND_PERIOD_NS`` (the loop's ``max_sleep``, its
 longest sleep), so its CPU is right and its timing an assumption.
 
+Self-timed workloads (``workload=periodic``, ``ebizzy``, ``rtapp``) run
+the same loop with nothing to dispatch: it wakes every
+``BACKGROUND_PERIOD_NS``, reads the periodic workers' pipes and samples.
+There it costs ``loadgen_periodic_us_per_s + loadgen_periodic_worker_us_per_s
+x workers`` per second (``loadgen_rtapp_us_per_s`` for rt-app, which it
+does not read), charged as the rate-independent CPU above, and
+``loadgen_burst_us`` per burst a periodic thread reports, charged at the
+wake-up after the burst ends (the loop sleeps; the line waits in the
+pipe); measured by calibration/bench/driver.py.
+
 Not modelled: the busy-wait's placement before the arrival (the task runs
 its whole cost from the dispatch on; the worker is woken at the arrival
 either way, also while the thread is busy reading, where the real loop
@@ -66,6 +76,9 @@ BACKGROUND_PERIOD_NS = 20_000_000
 # the cgroups the real sampler reads beside the functions' own: the root and
 # the functions' parent (backends/real/intervals.py ``Sampler.cgroups``)
 SAMPLED_BESIDE_FUNCTIONS = 2
+# the real backend's runners that time themselves: the loop dispatches
+# nothing (the workload classes' REAL_BACKEND)
+SELF_TIMED = ("periodic", "rtapp")
 
 
 class LoadGenerator(HostWork):
@@ -74,13 +87,15 @@ class LoadGenerator(HostWork):
 
     def __init__(self, machine, dispatch_us: float, worker_us: float, workers,
                  sample_us: float = 0.0, sample_cgroup_us: float = 0.0, cgroups=None,
-                 background_us_per_s: float = 0.0, background_worker_us_per_s: float = 0.0):
+                 background_us_per_s: float = 0.0, background_worker_us_per_s: float = 0.0,
+                 burst_us: float = 0.0):
         for key, value in (("loadgen_dispatch_us", dispatch_us),
                            ("loadgen_worker_us", worker_us),
                            ("loadgen_sample_us", sample_us),
                            ("loadgen_sample_cgroup_us", sample_cgroup_us),
                            ("loadgen_background_us_per_s", background_us_per_s),
-                           ("loadgen_background_worker_us_per_s", background_worker_us_per_s)):
+                           ("loadgen_background_worker_us_per_s", background_worker_us_per_s),
+                           ("loadgen_burst_us", burst_us)):
             if value < 0:
                 raise ValueError(f"calibration.{key} = {value}: must be >= 0")
         super().__init__(machine)
@@ -94,6 +109,8 @@ class LoadGenerator(HostWork):
         self.background = background_us_per_s * NSEC_PER_USEC / NSEC_PER_SEC
         self.background_worker = background_worker_us_per_s * NSEC_PER_USEC / NSEC_PER_SEC
         self.background_end_ns = 0
+        self.burst_ns = burst_us * NSEC_PER_USEC
+        self.bursts = 0               # burst lines waiting in the pipes
         self.make_task(NAME)
         rr = [pr for policy, pr in (machine.default_task_policy,
                                     *machine.group_task_policy.values()) if policy == SCHED_RR]
@@ -126,9 +143,18 @@ class LoadGenerator(HostWork):
         self.background_end_ns = end_ns
         self.machine.engine.call_at(BACKGROUND_PERIOD_NS, self._background)
 
+    def read_bursts(self, recorder) -> None:
+        """Charge ``loadgen_burst_us`` for each burst the workload records
+        (a periodic worker's line), at the loop's next wake-up."""
+        recorder.observers.append(self._burst_done)
+
+    def _burst_done(self, _req) -> None:
+        self.bursts += 1
+
     def _background(self) -> None:
         self.give(max(1, int((self.background + self.background_worker * self.workers())
-                              * BACKGROUND_PERIOD_NS)), 0)
+                              * BACKGROUND_PERIOD_NS + self.burst_ns * self.bursts)), 0)
+        self.bursts = 0
         nxt = self.machine.engine.now + BACKGROUND_PERIOD_NS
         if nxt < self.background_end_ns:
             self.machine.engine.call_at(nxt, self._background)

@@ -12,6 +12,7 @@ import pyarrow as pa
 from results.schema import INTERVALS_OPTIONAL
 from sim.bandwidth import NSEC_PER_USEC, RUNTIME_INF
 from sim.engine import NSEC_PER_SEC
+from sim.loadgen import NAME as LOADGEN
 
 
 class Recorder:
@@ -99,6 +100,9 @@ class HostCounters:
     # run time of the host's own tasks (Task.host: the load generator, kernel
     # threads), which the real backend's run cgroups do not hold
     host_busy_ns: int = 0
+    # of which the real backend's driving loop (sim/loadgen.py): the colosim
+    # process's own CPU on the real host
+    loadgen_busy_ns: int = 0
 
     @classmethod
     def read(cls, machine) -> HostCounters:
@@ -115,7 +119,9 @@ class HostCounters:
                    throttled_time_ns=sum(b.throttled_time for b in bws),
                    nr_bursts=sum(b.nr_burst for b in bws),
                    burst_time_ns=sum(b.burst_time for b in bws),
-                   host_busy_ns=sum(t.owner.ran_ns(t) for t in machine.root_tg.tasks if t.host))
+                   host_busy_ns=sum(t.owner.ran_ns(t) for t in machine.root_tg.tasks if t.host),
+                   loadgen_busy_ns=sum(t.owner.ran_ns(t) for t in machine.root_tg.tasks
+                                       if t.host and t.name == LOADGEN))
 
     def __add__(self, other: HostCounters) -> HostCounters:
         return HostCounters(*(getattr(self, f) + getattr(other, f)

@@ -127,7 +127,8 @@ def test_help_and_arguments(mod, capsys):
 
 def test_every_bench_is_listed():
     assert set(bench.BENCHES) == {"ctx_switch", "density", "wakeup", "throttle", "dispatch",
-                                  "timerwake", "loadgen", "kthreads", "rcu", "rtapp_loop", "idle_exit"}
+                                  "timerwake", "loadgen", "driver", "kthreads", "rcu", "rtapp_loop",
+                                  "idle_exit"}
     assert all(m.NAME == n for n, m in bench.BENCHES.items())
     r = subprocess.run([sys.executable, "-m", "calibration.bench.wakeup", "--help"], cwd=REPO,
                        capture_output=True, text=True, timeout=60)

@@ -11,6 +11,7 @@ import pytest
 
 from calibration.bench.common import read_bench
 from calibration.bench.kthreads import interruptions, kthread_params
+from calibration.bench.driver import driver_costs
 from calibration.bench.loadgen import loadgen_costs
 from scenarios.simulate import build, simulate
 from sim.engine import Engine
@@ -234,6 +235,66 @@ def test_loadgen_matches_the_measurement():
         ran, ins = _loadgen_cpu(sched, t0, t1)
         sim = ran / (t1 - t0)
         assert min(measured) - 2 * resid <= sim <= max(measured) + 2 * resid, (functions, rate)
+
+
+def _driver_cfg(kind: str, workers: int, sleep_ms: float, params: dict, keys: dict) -> dict:
+    from calibration.bench.driver import RTAPP_FILE
+    wl = ({"name": "rtapp", "file": RTAPP_FILE} if kind == "rtapp" else
+          periodic(groups=[{"name": f"g{i}", "threads": 1, "run_ms": params["run_ms"],
+                            "sleep_ms": sleep_ms} for i in range(workers)]))
+    return make_cfg(wl, cores=2, duration_s=params["duration_s"], warmup_s=params["warmup_s"],
+                    scheduler={"name": "eevdf"}, calibration={**DEFAULT_COSTS, **keys})
+
+
+def test_driver_matches_the_measurement():
+    """The real backend's driving loop under self-timed workloads, as
+    calibration/bench/driver.py measured it on this VM (the colosim
+    process's CPU per second, its sampler's reads included), and the
+    simulated loop on the same scenarios with the profile keys fitted from
+    it and from loadgen.parquet (its sampler): the simulated
+    colosim_cpu_frac within the measured spread of each point's
+    repetitions, widened by twice the fit's residual scatter; with the
+    keys, the loop charges each burst line it reads."""
+    table, _, meta = read_bench(DATA / "driver.parquet")
+    fit = driver_costs(table)
+    sampler = loadgen_costs(read_bench(DATA / "loadgen.parquet")[0])
+    keys = {k: v for k, v in {**fit, **sampler}.items()
+            if k.startswith("loadgen_") and k not in ("loadgen_dispatch_us",)}
+    params = meta["params"]
+    points: dict = {}
+    for r in table.to_pylist():
+        if not r["host_disturbed"]:
+            points.setdefault((r["kind"], r["workers"], r["sleep_ms"]), []).append(
+                r["colosim_us_per_s"])
+    assert {k for k, _, _ in points} == {"periodic", "rtapp"}
+    resid = fit["measured"]["residual_us_per_s"]
+    for (kind, workers, sleep_ms), measured in sorted(points.items()):
+        s = simulate(_driver_cfg(kind, workers, sleep_ms, params, keys)).summary.to_pylist()[0]
+        sim = s["colosim_cpu_frac"] * 2 * 1e6     # us per s, of the 2 CPUs' time
+        assert min(measured) - 2 * resid <= sim <= max(measured) + 2 * resid, (kind, workers)
+    # the burst term is the loop's: without it, 400 bursts/s cost what 50 do
+    fast = _driver_cfg("periodic", 1, 2.0, params, keys)
+    slow = _driver_cfg("periodic", 1, 2.0, params, {**keys, "loadgen_burst_us": 0.0})
+    extra = (simulate(fast).summary.to_pylist()[0]["colosim_cpu_frac"]
+             - simulate(slow).summary.to_pylist()[0]["colosim_cpu_frac"]) * 2e6
+    bursts = (params["duration_s"] - params["warmup_s"]) * 1000 / (2.0 + params["run_ms"])
+    assert extra == pytest.approx(keys["loadgen_burst_us"] * bursts
+                                  / (params["duration_s"] - params["warmup_s"]), rel=0.1)
+
+
+def test_driver_costs_fit_nothing_from_a_disturbed_host():
+    """As the loadgen fit: too few undisturbed periodic runs, or one worker
+    count only, fit nothing (None); without rt-app runs there is no
+    loadgen_rtapp_us_per_s."""
+    table, _, _ = read_bench(DATA / "driver.parquet")
+    rows = table.to_pylist()
+    flagged = [{**r, "host_disturbed": True} for r in rows]
+    assert driver_costs(pa.Table.from_pylist(flagged, schema=table.schema)) is None
+    one = [r for r in rows if r["workers"] == 1]
+    assert driver_costs(pa.Table.from_pylist(one, schema=table.schema)) is None
+    periodic_only = [r for r in rows if r["kind"] == "periodic"]
+    fit = driver_costs(pa.Table.from_pylist(periodic_only, schema=table.schema))
+    assert "loadgen_rtapp_us_per_s" not in fit and fit["loadgen_burst_us"] > 0
 
 
 def test_loadgen_costs_fit_nothing_from_a_disturbed_host():

@@ -47,7 +47,7 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
@@ -238,6 +238,10 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
     host_sched = check_host_scheduler(str(cfg["scheduler"]["name"]))
     check_controller(cfg, b)
     tcfg = trace_config(cfg)
+    if tcfg.window_s is None:
+        # the whole run is its duration, as the simulator's trace: what the
+        # workers do while they are torn down is not the run's
+        tcfg = replace(tcfg, window_s=[0.0, float(cfg["duration_s"])])
     try:
         trace_plan = schedtrace.plan(tcfg)
     except schedtrace.TraceRefused as e:

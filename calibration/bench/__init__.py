@@ -16,7 +16,7 @@ import importlib
 from calibration.bench.common import BenchUnavailable, check_host, say
 
 NAMES = ("ctx_switch", "density", "wakeup", "throttle", "dispatch", "timerwake", "loadgen",
-         "kthreads", "rcu", "rtapp_loop", "idle_exit")
+         "driver", "kthreads", "rcu", "rtapp_loop", "idle_exit")
 # measured where the host has what they drive (rt-app), skipped with the reason otherwise
 OPTIONAL = ("rtapp_loop",)
 
