@@ -25,11 +25,11 @@ from calibration import fit as F
 from calibration import simbench
 from calibration.bench.common import read_bench
 from calibration.bench.dispatch import dispatch_costs
+from calibration.bench.driver import driver_costs
 from calibration.bench.idle_exit import idle_exit_params
 from calibration.bench.kthreads import kthread_params
 from calibration.bench.rcu import rcu_params
 from calibration.bench.rtapp_loop import rtapp_params
-from calibration.bench.driver import driver_costs
 from calibration.bench.loadgen import loadgen_costs
 from calibration.profile import PROFILE_DIR, build_profile, profile_path, write_profile
 

@@ -102,7 +102,7 @@ def driving_loop(cal: dict, machine, workload) -> LoadGenerator | None:
         return path.loadgen
     if workload.REAL_BACKEND not in SELF_TIMED:
         return None
-    rtapp = isinstance(workload, RtAppWorkload)
+    rtapp = workload.REAL_BACKEND == "rtapp"
     base = cal.get("loadgen_rtapp_us_per_s" if rtapp else "loadgen_periodic_us_per_s")
     if base is None:
         return None

@@ -17,6 +17,16 @@ MAX_CPUS = 4096
 CPU_SET_LEVELS = ("node", "llc")
 
 
+def cpu_sets_by(cpus, key) -> list[frozenset[int]]:
+    """``cpus`` grouped by ``key(cpu)``, in key order: a host's NUMA nodes'
+    or LLCs' CPUs, as both backends list them (Topology.cpu_sets, the real
+    host's from sysfs)."""
+    sets: dict[int, set[int]] = {}
+    for c in cpus:
+        sets.setdefault(key(c), set()).add(c)
+    return [frozenset(sets[k]) for k in sorted(sets)]
+
+
 @dataclass(frozen=True)
 class CpuInfo:
     cpu: int
@@ -113,10 +123,9 @@ class Topology:
         node / LLC id order."""
         if level not in CPU_SET_LEVELS:
             raise ValueError(f"cpu set level {level!r}: one of {', '.join(CPU_SET_LEVELS)}")
-        sets: dict[int, set[int]] = {}
-        for c in self.cpus:
-            sets.setdefault(c.numa if level == "node" else c.llc, set()).add(c.cpu)
-        return [frozenset(sets[k]) for k in sorted(sets)]
+        info = self.cpus
+        return cpu_sets_by(range(self.nr_cpus),
+                           lambda c: info[c].numa if level == "node" else info[c].llc)
 
     def llc_span(self, cpu: int) -> tuple[int, ...]:
         return self._llc_spans[cpu]

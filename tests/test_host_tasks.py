@@ -11,7 +11,7 @@ import pytest
 
 from calibration.bench.common import read_bench
 from calibration.bench.kthreads import interruptions, kthread_params
-from calibration.bench.driver import driver_costs
+from calibration.bench.driver import RTAPP_FILE, driver_costs
 from calibration.bench.loadgen import loadgen_costs
 from scenarios.simulate import build, simulate
 from sim.engine import Engine
@@ -238,7 +238,6 @@ def test_loadgen_matches_the_measurement():
 
 
 def _driver_cfg(kind: str, workers: int, sleep_ms: float, params: dict, keys: dict) -> dict:
-    from calibration.bench.driver import RTAPP_FILE
     wl = ({"name": "rtapp", "file": RTAPP_FILE} if kind == "rtapp" else
           periodic(groups=[{"name": f"g{i}", "threads": 1, "run_ms": params["run_ms"],
                             "sleep_ms": sleep_ms} for i in range(workers)]))

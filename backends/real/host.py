@@ -51,6 +51,7 @@ from backends.real.cgroupfs import CgroupError, CgroupFS, format_cpulist, parse_
 from backends.real.jobs import JobGate
 from backends.real.perf import PerfUnavailable
 from backends.real.rdt import RdtSidecar
+from sim.topology import cpu_sets_by
 
 _POLICIES = {"rr": os.SCHED_RR, "normal": os.SCHED_OTHER}
 SYSFS_CPU = Path("/sys/devices/system/cpu")
@@ -211,10 +212,7 @@ class RealHost:
                 nodes = [int(n.name[4:]) for n in d.glob("node[0-9]*")]
                 return min(nodes, default=0)
             return int(CgroupFS.read_or(d / "cache" / "index3" / "id", "0").strip() or 0)
-        sets: dict[int, set[int]] = {}
-        for c in self.run_cpus():
-            sets.setdefault(key(c), set()).add(c)
-        return [frozenset(sets[k]) for k in sorted(sets)]
+        return cpu_sets_by(self.run_cpus(), key)
 
     def set_cpuset(self, cgroup: str, cpus) -> None:
         """cpuset.cpus: the kernel moves the cgroup's live threads off CPUs
