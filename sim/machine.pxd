@@ -9,7 +9,7 @@ from sim.costmodel cimport CostModel
 from sim.rt cimport RtClass
 
 # constants the hot paths use, as C integers rather than module globals
-cdef long MAX_RT_PRIO, CPU_IDLE, CPU_NEWLY_IDLE, CPU_NOT_IDLE, DEQUEUE_SLEEP, DEQUEUE_DELAYED
+cdef long MAX_RT_PRIO, CPU_IDLE, CPU_NOT_IDLE, DEQUEUE_SLEEP, DEQUEUE_DELAYED
 cdef long ENQUEUE_DELAYED, ENQUEUE_INITIAL, ENQUEUE_MIGRATED, ENQUEUE_WAKEUP, WF_FORK, WF_TTWU
 
 @cython.locals(levels=cython.long)
@@ -35,6 +35,8 @@ cdef class Machine:
     cdef public tuple default_task_policy
     cdef public dict group_task_policy
     cdef public set idle_cpus
+    cdef public bint rd_overloaded
+    cdef public bint nohz_kick_ipi
     cdef public long long nr_migrations
     cdef public long long nr_switch_outs
     cdef public long long touched_bytes
@@ -100,8 +102,8 @@ cdef class Machine:
     cpdef _on_runtime_expiry(self, Rq rq, long long gen)
     @cython.locals(now=cython.longlong, curr=Task)
     cpdef _on_tick(self, Rq rq, long long tick_gen)
-    @cython.locals(rq=Rq, cpu=cython.long)
-    cpdef _nohz_idle_balance(self, Rq busy, long long now)
+    @cython.locals(rq=Rq, cpu=cython.long, now=cython.longlong)
+    cpdef _nohz_idle_balance(self, Rq busy)
     @cython.locals(rq=Rq, left=cython.longlong)
     cpdef long long replace_burst(self, Task p, long long burst_ns)
     cpdef timer_sleep(self, Task p, long long expiry, fn)

@@ -21,7 +21,7 @@ from sim.memory.progress import MemorySystem
 from sim.rq import CfsRq, Rq, SchedEntity, TaskGroup
 from sim.rt import MAX_RT_PRIO, RtClass, rt_prio
 from sim.sched_class import RT_POLICIES, SCHED_POLICIES, SCHED_RR, TASK_POLICIES
-from sim.sched_flags import (CPU_IDLE, CPU_NEWLY_IDLE, CPU_NOT_IDLE, DEQUEUE_DELAYED,
+from sim.sched_flags import (CPU_IDLE, CPU_NOT_IDLE, DEQUEUE_DELAYED,
                              DEQUEUE_SLEEP, ENQUEUE_DELAYED, ENQUEUE_INITIAL, ENQUEUE_MIGRATED,
                              ENQUEUE_WAKEUP, WF_FORK, WF_TTWU)
 from sim.task import BURST_BLOCK, BURST_EXIT, Task
@@ -105,6 +105,11 @@ class Machine:
         self.rt_rqs = self.rt.rt_rqs
         self.default_task_policy = (sched_cfg.task_policy, int(sched_cfg.rt_priority))
         self.group_task_policy: dict[TaskGroup, tuple[str, int]] = {}
+        # rd->overloaded: set when a CPU gets a second task, re-evaluated
+        # (and cleared) only by a balance of the widest domain
+        # (update_sd_lb_stats()); what 6.18's newidle balance reads
+        self.rd_overloaded = False
+        self.nohz_kick_ipi = bool(sched_cfg.nohz_kick_ipi)
         # avg_idle starts at 2 x migration cost, as in sched_init()
         for rq in self.rqs:
             rq.avg_idle = 2 * self.policy.migration_cost
@@ -425,6 +430,8 @@ class Machine:
         if was_idle and rq.nr_running:
             # (a task queued under a throttled group leaves the CPU idle)
             self._leave_idle(rq, self.engine._now)
+        elif rq.nr_running >= 2:
+            self.rd_overloaded = True     # add_nr_running()
         # check_preempt_curr(): a higher class always preempts a lower one
         curr = rq.curr
         if p.prio < MAX_RT_PRIO:
@@ -481,8 +488,7 @@ class Machine:
             # that ran out of runtime during it was throttled by it
             rq.need_resched = False
         if nxt is None:
-            if policy.newidle_allowed(rq) and self._overloaded() \
-                    and policy.balance(rq, CPU_NEWLY_IDLE):
+            if policy.newidle_balance(rq):
                 nxt = policy.pick_next_task(rq, None)
                 # the pull's preemption check ran against the departing task
                 rq.need_resched = False
@@ -685,7 +691,8 @@ class Machine:
             self.schedule(rq)
 
     def _overloaded(self) -> bool:
-        """rd->overload: some CPU has a task waiting."""
+        """Some CPU has a task waiting now (the kernel's rd->overloaded is
+        ``rd_overloaded``, which lags this)."""
         for r in self.rqs:
             if r.nr_running > 1:
                 return True
@@ -867,6 +874,8 @@ class Machine:
     def cfs_tasks_unthrottled(self, rq: Rq) -> None:
         """unthrottle_cfs_rq() made tasks runnable on ``rq``: an idle CPU
         picks them up, a busy one ticks so they get their turn."""
+        if rq.nr_running >= 2:
+            self.rd_overloaded = True     # add_nr_running()
         if rq.curr is None:
             if rq.cpu in self.idle_cpus:
                 self._leave_idle(rq, self.engine._now)
@@ -886,7 +895,12 @@ class Machine:
             else:
                 policy.task_tick(rq, curr)
         if rq.nr_running >= 2 and self.idle_cpus:
-            self._nohz_idle_balance(rq, now)
+            if self.nohz_kick_ipi:
+                # the idle CPU balances when it takes the kick's IPI, after
+                # this tick's reschedule below (SchedConfig.nohz_kick_ipi)
+                self.engine.push(now, self._nohz_idle_balance, (rq,))
+            else:
+                self._nohz_idle_balance(rq)
         if now >= rq.next_balance:
             idle = CPU_NOT_IDLE if curr is not None else CPU_IDLE
             policy.balance(rq, idle)
@@ -896,9 +910,10 @@ class Machine:
             self.schedule(rq)
         self._ensure_tick(rq)
 
-    def _nohz_idle_balance(self, busy: Rq, now: int) -> None:
-        """nohz_balancer_kick(): an idle CPU balances on behalf of the idle
-        ones whose balance interval has expired."""
+    def _nohz_idle_balance(self, busy: Rq) -> None:
+        """The kicked idle CPU's _nohz_idle_balance(): it balances on behalf
+        of the idle ones whose balance interval has expired."""
+        now = self.engine._now
         for cpu in self.nohz_span[busy.cpu]:
             if busy.nr_running < 2:
                 break

@@ -27,6 +27,7 @@ cdef class KernelScheduler:
     cpdef balance(self, Rq rq, long idle)
     cpdef balance_interval_ns(self, Rq rq, long idle)
     cpdef newidle_allowed(self, Rq rq)
+    cpdef long newidle_balance(self, Rq rq)
     cpdef update_curr(self, Rq rq)
     cpdef hrtick_delay(self, Rq rq)
     cpdef cputime_poll_delay(self, Rq rq)

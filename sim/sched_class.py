@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sim.config import MISSING, tunable
+from sim.sched_flags import CPU_NEWLY_IDLE
 
 # task scheduling policies (include/uapi/linux/sched.h)
 SCHED_NORMAL = "normal"
@@ -45,6 +46,13 @@ class SchedConfig:
     # a task stays cache hot for balancing, and the machine's rq->avg_idle
     # cap (2x) that gates newidle balancing
     migration_cost_ns: int = tunable(500_000, range=(0, None))
+    # a busy CPU's tick kicks an idle CPU's balance with an IPI (kick_ilb()),
+    # which the idle CPU takes after this CPU's tick is over, so the task
+    # the tick preempted is cache hot to it (true; docs/scheduling.md
+    # "nohz idle balance"); false: the idle CPU balances inside the tick,
+    # before the preemption (colosim before 2026-11-27; cfs and lags keep
+    # it until their shipped experiments are re-run)
+    nohz_kick_ipi: bool = tunable(False)
     # /proc/sys/kernel/sched_rr_timeslice_ms: SCHED_RR's round-robin quantum
     sched_rr_timeslice_ms: int = tunable(100, range=(1, None))
     # RT throttling: RT threads may run sched_rt_runtime_us per
@@ -149,6 +157,14 @@ class KernelScheduler:
     def newidle_allowed(self, rq) -> bool:
         """Whether a CPU about to go idle should try to pull work first."""
         return True
+
+    def newidle_balance(self, rq) -> int:
+        """sched_balance_newidle(): what ``rq``, about to go idle, pulls
+        (tasks moved).  By default: balance as an idle CPU if
+        newidle_allowed() and some CPU has a task waiting."""
+        if not self.newidle_allowed(rq) or not self.machine._overloaded():
+            return 0
+        return self.balance(rq, CPU_NEWLY_IDLE)
 
     def update_curr(self, rq) -> None:
         """Bring the accounting of the running task up to now."""

@@ -46,7 +46,7 @@ from backends.real.workers import WorkerProc, build_worker
 
 NATIVE_DIR = Path(__file__).resolve().parent / "native"
 BUILD_DIR = NATIVE_DIR / "build"
-PROGRAMS = ("ctxsw", "hog", "wakeup")
+PROGRAMS = ("ctxsw", "hog", "newidle", "wakeup")
 CFLAGS = ["-O2", "-Wall", "-Wextra", "-pthread"]
 REPO = Path(__file__).resolve().parents[2]
 META_FINGERPRINT = b"colosim.fingerprint"

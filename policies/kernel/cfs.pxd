@@ -147,7 +147,7 @@ cdef class CFS(KernelScheduler):
     cpdef bint can_migrate_task(self, Task p, long dst_cpu, Rq src_rq, long long now)
     @cython.locals(m=Machine, rqs=list, now=cython.longlong, rq=Rq, busiest=Rq, cpu=cython.long)
     cpdef find_busiest_queue(self, span, Rq dst_rq, long idle, skip)
-    @cython.locals(src_rq=Rq, moved=cython.long)
+    @cython.locals(src_rq=Rq, moved=cython.long, m=Machine)
     cpdef load_balance(self, Rq dst_rq, span, long idle)
     @cython.locals(m=Machine, now=cython.longlong, moved=cython.long, dst_cpu=cython.long,
                    p=Task, busiest_load=cython.double, local_load=cython.double,

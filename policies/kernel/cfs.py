@@ -873,6 +873,10 @@ class CFS(KernelScheduler):
         kernel does on LBF_ALL_PINNED; otherwise a queue whose only
         waiting task belongs to a group throttled on dst would hide the
         movable work of every other queue."""
+        m = self.machine
+        if len(span) == len(m.rqs):
+            # update_sd_lb_stats() at the root domain re-evaluates rd->overloaded
+            m.rd_overloaded = m._overloaded()
         skip = None
         while True:
             src_rq = self.find_busiest_queue(span, dst_rq, idle, skip)

@@ -6,7 +6,7 @@ from sim.rq cimport SchedEntity, CfsRq, Rq
 from sim.task cimport Task
 
 # constants the hot paths use, as C integers rather than module globals
-cdef long DEQUEUE_SLEEP, DEQUEUE_DELAYED, DEQUEUE_SPECIAL, ENQUEUE_DELAYED, ENQUEUE_INITIAL
+cdef long CPU_NEWLY_IDLE, DEQUEUE_SLEEP, DEQUEUE_DELAYED, DEQUEUE_SPECIAL, ENQUEUE_DELAYED, ENQUEUE_INITIAL
 cdef long ENQUEUE_MIGRATED
 cdef long long NO_SLICE
 
@@ -29,6 +29,9 @@ cdef class EEVDF(CFS):
     cdef public bint custom_slices
     cdef public bint delay_dequeue
     cdef public bint delay_zero
+    cdef public bint ni_random
+    cdef public list newidle_stats
+    cdef public object newidle_rng
     cdef public list nr_delayed
     cdef public long long tick_nsec
 
@@ -109,3 +112,8 @@ cdef class EEVDF(CFS):
     cpdef cputime_poll(self, Rq rq)
     @cython.locals(curr=Task, se=SchedEntity, pse=SchedEntity, cfs_rq=CfsRq, preempt_short=bint)
     cpdef check_preempt_wakeup(self, Rq rq, Task p)
+    @cython.locals(levels=list, stats=list, i=Py_ssize_t, weight=cython.long, moved=cython.long)
+    cpdef long newidle_balance(self, Rq rq)
+
+@cython.locals(success=cython.long)
+cpdef update_newidle_stats(list stats, long success)

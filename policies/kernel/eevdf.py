@@ -55,10 +55,18 @@ What 6.18 changes, each a flag or the ``kernel`` switch:
   slice protection, as it does in 6.18;
 * group entities take the min_slice of the cfs_rq they own (aef6987d8954,
   6.12).  The kernel rewrites it on every enqueue and dequeue below; here it
-  is read at the group entity's next placement or deadline.
+  is read at the group entity's next placement or deadline;
+* NI_RANDOM (33cf66d88306, 7.0 and 6.18.5): newidle balancing runs only
+  while rd->overloaded and, per sched domain, with a probability that
+  follows its recent success rate (``newidle_balance``; this host's
+  behaviour: calibration/bench/newidle.py); with it, the nohz balance that
+  a busy CPU's tick kicks runs after that tick (``nohz_kick_ipi``, a
+  SchedConfig key; not a 6.18 change, but off in the older models).
 
 Not modelled: NEXT_BUDDY (off), sched_yield, idle-policy entities and
-SCHED_BATCH, 6.13's h_nr_runnable, 6.18's task-based throttling (the
+SCHED_BATCH, 6.13's h_nr_runnable, can_migrate_task()'s refusal of an ineligible task
+while the balance has not failed yet (task_is_ineligible_on_dst_cpu()),
+NI_RATE (7.0's newidle rate term), 6.18's task-based throttling (the
 throttle still takes the group entity off, as before 6.18), 6.19's wake-up
 preemption rework, proxy execution, and the kernel's fixed-point
 __calc_delta (exact integer division, as in cfs.py).  HRTICK (off in the
@@ -100,8 +108,8 @@ from typing import Optional
 from policies.kernel.cfs import CFS, GRANULARITY_RANGE_NS, FairConfig, scaled
 from sim.rq import NICE_0_LOAD
 from sim.sched_class import tunable
-from sim.sched_flags import (DEQUEUE_DELAYED, DEQUEUE_SLEEP, DEQUEUE_SPECIAL, ENQUEUE_DELAYED,
-                             ENQUEUE_INITIAL, ENQUEUE_MIGRATED)
+from sim.sched_flags import (CPU_NEWLY_IDLE, DEQUEUE_DELAYED, DEQUEUE_SLEEP, DEQUEUE_SPECIAL,
+                             ENQUEUE_DELAYED, ENQUEUE_INITIAL, ENQUEUE_MIGRATED)
 
 # normalized_sysctl_sched_base_slice: 0.75 ms in 6.6 .. 6.14, 0.7 ms since
 # 2ae891b82695 "sched: Reduce the default slice to avoid tasks getting an
@@ -146,6 +154,11 @@ class EevdfConfig(FairConfig):
     # DELAY_ZERO: a delayed entity leaves, or is woken, with a lag of at
     # most zero
     delay_zero: bool = tunable(True)
+    # NI_RANDOM (33cf66d88306; 7.0, in 6.18.5+): newidle balancing at each
+    # level with a probability that follows its recent success rate
+    ni_random: bool = tunable(True)
+    # the kernel's asynchronous nohz kick (SchedConfig; eevdf66: off)
+    nohz_kick_ipi: bool = tunable(True)
 
 
 def div_s64(a: int, b: int) -> int:
@@ -180,6 +193,11 @@ class EEVDF(CFS):
         self.nr_delayed = [0] * len(machine.rqs)
         for rq in machine.rqs:
             rq.cfs.timeline = Timeline()
+        # NI_RANDOM: each CPU's sched domains' newidle_call, newidle_success
+        # and newidle_ratio, as sd_init() starts them (a 50% success rate),
+        # and sched_rng() (one stream for every CPU)
+        self.newidle_stats = [[[512, 256, 512] for _ in doms] for doms in self.domains]
+        self.newidle_rng = machine.engine.rng("host/newidle") if self.ni_random else None
 
     def init_sysctls(self, cfg):
         """The base slice replaced the granularities, and lag placement and
@@ -198,6 +216,7 @@ class EEVDF(CFS):
         self.preempt_short = bool(cfg.preempt_short)
         self.delay_dequeue = bool(cfg.delay_dequeue)
         self.delay_zero = bool(cfg.delay_zero)
+        self.ni_random = bool(cfg.ni_random)
         # some task asked for its own slice: until one does, every entity's
         # slice is the base slice and so is every cfs_rq's min_slice
         self.custom_slices = False
@@ -763,6 +782,53 @@ class EEVDF(CFS):
             rq.need_resched = True
         elif preempt_short and self.run_to_parity and self.kernel_618:
             self.update_protect_slice(cfs_rq, se)
+
+    # ------------------------------------------------------------------
+    # newidle balancing
+    def newidle_balance(self, rq):
+        """sched_balance_newidle() with NI_RANDOM (33cf66d88306 "sched/fair:
+        Proportional newidle balance"): only while rd->overloaded (which
+        lags the CPUs' queues: the machine's ``rd_overloaded``), and at each
+        sched domain, innermost first, only if a 1024-sided die falls at or
+        under 1 + the level's newidle_ratio, its recent success rate in
+        1024ths; a pull counts 1024 / (1 + ratio) successes, so the rate is
+        not biased by how seldom it is tried.  After a run of failures
+        (pinned, cache-hot or no waiting tasks) a CPU going idle rarely
+        pulls for the next ~1000 newidle calls, and waits for a busy CPU's
+        tick to kick its nohz balance (calibration/bench/newidle.py measured
+        both on this host).  The simulator charges no time for the balance
+        itself, so 6.18's gate on avg_idle against that cost
+        (max_newidle_lb_cost) never closes here."""
+        if not self.ni_random:
+            return CFS.newidle_balance(self, rq)
+        if not self.machine.rd_overloaded:
+            return 0
+        self.update_blocked_averages(rq.cpu)
+        levels = self.newidle_stats[rq.cpu]
+        for i, sd in enumerate(self.domains[rq.cpu]):
+            stats = levels[i]
+            weight = 1 + stats[2]
+            if int(self.newidle_rng.uniform() * 1024) > weight:
+                update_newidle_stats(stats, 0)
+                continue
+            weight = (1024 + weight // 2) // weight
+            moved = self.load_balance(rq, sd.span, CPU_NEWLY_IDLE)
+            update_newidle_stats(stats, weight if moved else 0)
+            if moved:
+                return moved
+        return 0
+
+
+def update_newidle_stats(stats: list, success: int) -> None:
+    """update_newidle_stats(): ``stats`` = [newidle_call, newidle_success,
+    newidle_ratio]; every 512 calls (from 1024 down to 512) the ratio
+    becomes the successes counted, and both counts halve."""
+    stats[0] += 1
+    stats[1] += success
+    if stats[0] >= 1024:
+        stats[2] = stats[1]
+        stats[0] //= 2
+        stats[1] //= 2
 
 
 POLICY = EEVDF
