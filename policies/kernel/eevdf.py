@@ -64,9 +64,10 @@ What 6.18 changes, each a flag or the ``kernel`` switch:
   SchedConfig key; not a 6.18 change, but off in the older models).
 
 Not modelled: NEXT_BUDDY (off), sched_yield, idle-policy entities and
-SCHED_BATCH, 6.13's h_nr_runnable, can_migrate_task()'s refusal of an ineligible task
-while the balance has not failed yet (task_is_ineligible_on_dst_cpu()),
-NI_RATE (7.0's newidle rate term), 6.18's task-based throttling (the
+SCHED_BATCH, 6.13's h_nr_runnable, can_migrate_task()'s refusal of an
+ineligible task while the balance has not failed yet
+(task_is_ineligible_on_dst_cpu()), NI_RATE (7.0's newidle rate term), the
+newidle balance's own cost, 6.18's task-based throttling (the
 throttle still takes the group entity off, as before 6.18), 6.19's wake-up
 preemption rework, proxy execution, and the kernel's fixed-point
 __calc_delta (exact integer division, as in cfs.py).  HRTICK (off in the
