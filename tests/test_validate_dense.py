@@ -171,6 +171,11 @@ def test_rtapp_rows_judge_the_wakeup_distribution_per_task():
     cpu = {"scenario": "r", "metric": "cpu_util", "real": 0.2, "sim": 0.24}
     assert vt.candidate_mechanism(cpu, frame).startswith("rt-app's busy loop")
     assert "useful CPU the host loses" in vt.candidate_mechanism({**cpu, "scenario": "f"}, frame)
+    # a percentile the host's own runs spread far (lat-hogs64's p99) says so
+    p99 = {"scenario": "f", "metric": "latency_p99_s", "real": 0.84e-3, "sim": 1.26e-3,
+           "real_lo": 0.66e-3, "real_hi": 0.96e-3}
+    assert "the host's own runs range 0.66-0.96ms" in vt.candidate_mechanism(p99, frame)
+    assert "runs range" not in vt.candidate_mechanism({**p99, "real_hi": 0.7e-3}, frame)
 
 
 # --- the dense suite -------------------------------------------------------------
