@@ -24,15 +24,16 @@ Two phases, each in a fresh process:
 
 What it shows on this VM (Linux 6.18.44, 2026-11-27): in ``clean``, X
 pulls at once in only 30-65 % of the cycles (the share drifts up from one
-sitting to the next), otherwise 8-16 ms later; right after the failures,
+sitting to the next), otherwise mostly 10-15 ms later (14 % of those at
+the first kick, within 2 ms); right after the failures,
 in 1 of the next 49 cycles, recovering over about 100.  That is 6.18's
 proportional newidle balance (NI_RANDOM, 33cf66d88306): newidle balancing
 runs with a probability that follows its recent success rate, which the
 failures drove to nearly 0 (policies/kernel/eevdf.py ``newidle_balance``);
 a constant gate on avg_idle would have recovered within ten cycles.  The
-8-16 ms are the nohz balance after the kick's IPI (sim/machine.py, the
+late pulls are the nohz balance after the kick's IPI (sim/machine.py, the
 SchedConfig key ``nohz_kick_ipi``), traced with ftrace: the first kicks
-find the waiting hog hot.  tests/test_newidle.py holds the simulator to
+find the waiting hog hot, unless it was not the one that tick preempted.  tests/test_newidle.py holds the simulator to
 both.  Neither mechanism has a parameter: nothing here is fitted.
 
 Columns: phase, repeat, cycle, pull_ns, steal_frac, other_frac,
