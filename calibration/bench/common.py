@@ -40,6 +40,7 @@ from backends.real.build import compile_c
 from backends.real.cgroupfs import CgroupError, CgroupFS
 from backends.real.config import RealBackend
 from backends.real.detect import fingerprint
+from backends.real.disturbance import host_times
 from backends.real.disturbance import measure as measure_disturbance
 from backends.real.perf import die_with_parent
 from backends.real.workers import WorkerProc, build_worker
@@ -164,6 +165,20 @@ class NativeProc:
             raise RuntimeError(f"{self.program} exited with {self.proc.returncode}: "
                                f"{err.decode(errors='replace').strip()}")
         return out.decode().splitlines()
+
+    def measured_run(self, cg, cgroup: str, root: str, timeout_s: float) -> tuple[list[str], dict]:
+        """Attach it to ``cgroup``, let it run to its end and kill it in
+        any case; its output and the host's disturbance meanwhile
+        (:func:`disturbance`, the benchmark's own CPU being ``root``'s)."""
+        try:
+            cg.attach(cgroup, self.pids[0])
+            h0, u0 = host_times(), cg.usage_ns(root)
+            self.go()
+            lines = self.output(timeout_s=timeout_s)
+            h1, u1 = host_times(), cg.usage_ns(root)
+        finally:
+            self.kill()
+        return lines, disturbance(h0, h1, u1 - u0)
 
     def kill(self) -> None:
         if self.proc.poll() is None:

@@ -45,9 +45,8 @@ import time
 
 import pyarrow as pa
 
-from backends.real.disturbance import host_times
 from calibration.bench import common
-from calibration.bench.common import NativeProc, Progress, disturbance
+from calibration.bench.common import NativeProc, Progress
 
 NAME = "newidle"
 ROOT = "newidle"
@@ -75,15 +74,8 @@ def measure(cg, cpu: int, other: int, phase: str, repeat: int, cycles: int,
                                "--fails", fails if phase == "after_failures" else 0,
                                "--fail-ns", FAIL_NS, "--gap-ns", GAP_NS, "--trial-ns", TRIAL_NS],
                    max_seconds=budget_s)
-    try:
-        cg.attach(path, p.pids[0])
-        h0, u0 = host_times(), cg.usage_ns(ROOT)
-        p.go()
-        lines = p.output(timeout_s=budget_s)
-        h1, u1 = host_times(), cg.usage_ns(ROOT)
-    finally:
-        p.kill()
-    base = {"phase": phase, "repeat": repeat, **disturbance(h0, h1, u1 - u0)}
+    lines, disturbed = p.measured_run(cg, path, ROOT, budget_s)
+    base = {"phase": phase, "repeat": repeat, **disturbed}
     rows = []
     for line in lines:
         parts = line.split()

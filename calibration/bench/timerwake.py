@@ -48,9 +48,8 @@ import time
 
 import pyarrow as pa
 
-from backends.real.disturbance import host_times
 from calibration.bench import common
-from calibration.bench.common import MIN_SHARES, NativeProc, Progress, disturbance
+from calibration.bench.common import MIN_SHARES, NativeProc, Progress
 
 NAME = "timerwake"
 ROOT = "timerwake"
@@ -124,17 +123,10 @@ def measure(cg, cpu: int, other_cpu: int, kind: str, sleeper: str, load: str, co
         p = NativeProc("wakeup", ["--cpu", cpu, "--period-ns", period, "--count", count,
                                   "--skip", SKIP, "--duration-ns", int(duration_s * 1e9),
                                   "--slack-ns", slack, *args, *work], max_seconds=budget_s)
-        try:
-            cg.attach(path, p.pids[0])
-            h0, u0 = host_times(), cg.usage_ns(root)
-            p.go()
-            lines = p.output(timeout_s=budget_s)
-            h1, u1 = host_times(), cg.usage_ns(root)
-        finally:
-            p.kill()
+        lines, disturbed = p.measured_run(cg, path, root, budget_s)
     rows = []
     base = {"repeat": repeat, "sleeper": sleeper, "load": load, "period_ns": period,
-            **disturbance(h0, h1, u1 - u0)}
+            **disturbed}
     for line in lines:
         parts = line.split()
         if kind in ("wake", "ipi") and len(parts) == 2 and parts[0] == "L":
