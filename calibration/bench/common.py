@@ -47,7 +47,7 @@ from backends.real.workers import WorkerProc, build_worker
 
 NATIVE_DIR = Path(__file__).resolve().parent / "native"
 BUILD_DIR = NATIVE_DIR / "build"
-PROGRAMS = ("ctxsw", "hog", "newidle", "wakeup")
+PROGRAMS = ("ctxsw", "dqdelay", "hog", "newidle", "wakeup")
 CFLAGS = ["-O2", "-Wall", "-Wextra", "-pthread"]
 REPO = Path(__file__).resolve().parents[2]
 META_FINGERPRINT = b"colosim.fingerprint"
@@ -250,6 +250,23 @@ def bench_cgroups(bench: str) -> Iterator[CgroupFS]:
         yield cg
     finally:
         cg.remove()
+
+
+@contextmanager
+def bench_session(bench: str, root: str) -> Iterator[CgroupFS]:
+    """What a benchmark measures inside: this thread off the benchmark CPU
+    (driver_pinned) and the benchmark's cgroup tree with ``root`` created."""
+    with driver_pinned(), bench_cgroups(bench) as cg:
+        cg.create(root)
+        yield cg
+
+
+def other_cpu(bench: str) -> int:
+    """The lowest CPU besides the benchmark's, for a benchmark that needs two."""
+    other = min(driver_cpus())
+    if other == bench_cpu():
+        raise BenchUnavailable(f"{bench} needs two CPUs")
+    return other
 
 
 def _online() -> set[int]:

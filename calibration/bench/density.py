@@ -174,8 +174,7 @@ def run(out_dir, quick: bool = False, progress: Progress = None, *,
     t_start = time.monotonic()
     counters = Counters(max(ns))
     try:
-        with common.driver_pinned(), common.bench_cgroups(NAME) as cg:
-            cg.create(ROOT)
+        with common.bench_session(NAME, ROOT) as cg:
             for ws in wss:
                 common.say(progress, f"{NAME} alone ws={ws}")
                 per_it[ws] = alone(cg, counters, cpu, ws, warmup_s / 2, alone_s)

@@ -69,8 +69,7 @@ def run(out_dir, quick: bool = False, progress: Progress = None) -> pa.Table:
     repeats = REPEATS_QUICK if quick else REPEATS
     rows: list[dict] = []
     t0 = time.monotonic()
-    with common.driver_pinned(), common.bench_cgroups(NAME) as cg:
-        cg.create(ROOT)
+    with common.bench_session(NAME, ROOT) as cg:
         for r in range(repeats):
             todo = [(k, p) for p in periods for k in KINDS]
             for i, (kind, period) in enumerate(todo, 1):

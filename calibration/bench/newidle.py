@@ -93,16 +93,13 @@ def run(out_dir, quick: bool = False, progress: Progress = None) -> pa.Table:
     common.check_host()
     common.build_native(NAME)
     cpu = common.bench_cpu()
-    other = min(common.driver_cpus())
-    if other == cpu:
-        raise common.BenchUnavailable(f"{NAME} needs two CPUs")
+    other = common.other_cpu(NAME)
     cycles = CYCLES_QUICK if quick else CYCLES
     fails = FAILS_QUICK if quick else FAILS
     repeats = REPEATS_QUICK if quick else REPEATS
     rows: list[dict] = []
     t0 = time.monotonic()
-    with common.driver_pinned(), common.bench_cgroups(NAME) as cg:
-        cg.create(ROOT)
+    with common.bench_session(NAME, ROOT) as cg:
         for r in range(repeats):
             for phase in PHASES:
                 common.say(progress, f"{NAME} repeat {r + 1}/{repeats} {phase} "

@@ -97,8 +97,7 @@ def run(out_dir, quick: bool = False, progress: Progress = None) -> pa.Table:
     duration = DURATION_S_QUICK if quick else DURATION_S
     rows: list[dict] = []
     t0 = time.monotonic()
-    with common.driver_pinned(), common.bench_cgroups(NAME) as cg:
-        cg.create(ROOT)
+    with common.bench_session(NAME, ROOT) as cg:
         for r in range(REPEAT):
             for mode in MODES:
                 common.say(progress, f"{NAME} [{r + 1}/{REPEAT}] {mode} "

@@ -80,8 +80,7 @@ def run(out_dir, quick: bool = False, progress: Progress = None) -> pa.Table:
     rows: list[dict] = []
     t0 = time.monotonic()
     steal0 = steal_ticks()
-    with common.driver_pinned(), common.bench_cgroups(NAME) as cg:
-        cg.create(ROOT)
+    with common.bench_session(NAME, ROOT) as cg:
         for r in range(REPEAT):
             for i, (hogs, slice_ns) in enumerate(CONFIGS, 1):
                 common.say(progress, f"{NAME} [{r + 1}.{i}] hogs={hogs} slice_ns={slice_ns} "

@@ -93,8 +93,7 @@ def run(out_dir, quick: bool = False, progress: Progress = None, *,
     duration_s = duration_s or (DURATION_S_QUICK if quick else DURATION_S)
     rows: list[dict] = []
     t0 = time.monotonic()
-    with common.driver_pinned(), common.bench_cgroups(NAME) as cg:
-        cg.create(ROOT)
+    with common.bench_session(NAME, ROOT) as cg:
         for i, (threads, q, p) in enumerate(todo, 1):
             common.say(progress, f"{NAME} [{i}/{len(todo)}] threads={threads} quota={q} "
                                  f"period={p} ({time.monotonic() - t0:.0f} s)")

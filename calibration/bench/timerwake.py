@@ -156,8 +156,7 @@ def run(out_dir, quick: bool = False, progress: Progress = None) -> pa.Table:
     todo = configs()
     rows: list[dict] = []
     t0 = time.monotonic()
-    with common.driver_pinned(), common.bench_cgroups(NAME) as cg:
-        cg.create(ROOT)
+    with common.bench_session(NAME, ROOT) as cg:
         for r in range(repeats):
             for i, (kind, sleeper, load) in enumerate(todo, 1):
                 common.say(progress, f"{NAME} repeat {r + 1}/{repeats} [{i}/{len(todo)}] "

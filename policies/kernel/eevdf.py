@@ -46,7 +46,10 @@ What 6.18 changes, each a flag or the ``kernel`` switch:
   __sched_setscheduler() and the affinity change).  Its PELT: the load
   stays (the kernel's load_avg counts se->on_rq); 6.13's separate runnable
   count (h_nr_runnable) is not modelled, nor is load balancing of delayed
-  tasks (the balancer never moves them: they are not on its list);
+  tasks (the balancer never moves them: they are not on its list).  The
+  wake-up in place is measured on this host (calibration/bench/
+  delay_dequeue.py, tests/test_delay_dequeue.py); the delay there ends
+  about a tick later than here;
 * PLACE_REL_DEADLINE (6.12): a task dequeued without sleeping (migration,
   class change) keeps its deadline relative to its vruntime;
 * reweight_entity() keeps a queued entity's lag and relative deadline and

@@ -1,0 +1,170 @@
+"""Where a task that went to sleep while not eligible is woken, against this
+host's measurement (calibration/bench/delay_dequeue.py,
+calibration/data/this-vm/delay_dequeue.parquet): EEVDF's DELAY_DEQUEUE
+keeps it queued, so a wake-up before its delay ends finds it where it slept
+(EevdfConfig ``delay_dequeue``)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from calibration.bench import delay_dequeue as bench
+from calibration.bench.common import read_bench
+from policies.kernel.eevdf import EEVDF, EevdfConfig
+from sim.costmodel import CostModel
+from sim.engine import Engine
+from sim.machine import Machine
+from sim.topology import Topology
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "calibration" / "data" / "this-vm"
+PROFILE = REPO / "scenarios" / "conf" / "calibration" / "this-vm.yaml"
+X, Y = 1, 0            # the benchmark CPU and the other, as on the host
+HOST_BASE_SLICE_NS = 1_400_000
+SHORT = (200_000, 1_000_000, 3_000_000)    # sleeps shorter than any delay
+LONG = 20_000_000                           # longer than every delay
+S_WORK_NS = 10_000     # S's own work around a sleep: the print and the pin
+
+
+class _Hog:
+    def burst_done(self, task):
+        task.remaining = 10**12
+        return 0
+
+
+class _S:
+    """dqdelay.c's main thread, also its tracer: pinned to X it spins until
+    it is picked again after a preemption, runs ``RUN_NS`` more, widens its
+    affinity to X and Y and sleeps; after the sleep it notes where and when
+    it runs and pins itself to X again."""
+
+    def __init__(self, m: Machine, cycles: int):
+        self.m, self.cycles = m, cycles
+        self.state, self.gap, self.cycle, self.rows = "spin", False, 0, []
+
+    def _pin_x(self):
+        if self.task.cpu != X:
+            self.gap = True          # pushed to X, it waits there for its pick
+        self.m.set_cpus_allowed(self.task, frozenset((X,)))
+
+    def burst_done(self, task):
+        m = self.m
+        if self.state == "run":
+            m.set_cpus_allowed(task, frozenset((X, Y)))
+            self.sleep_ns = bench.SLEEPS_NS[self.cycle % len(bench.SLEEPS_NS)]
+            self.t0, self.state = m.engine.now, "sleep"
+            task.remaining = S_WORK_NS
+            return self.sleep_ns
+        self.cycle += 1
+        if self.cycle == self.cycles:
+            return None
+        # sched_setaffinity() on itself: after this burst's end, as a call
+        m.engine.call_at(m.engine.now, self._pin_x)
+        self.state, task.remaining = "spin", 10**12
+        return 0
+
+    def sched_switch(self, now, cpu, prev, nxt, cost, idle_exit=0):
+        task = self.task
+        if prev is task and not task.sleeping:
+            self.gap = True
+        if nxt is task:
+            if self.state == "sleep":
+                lat = now + cost - self.t0 - self.sleep_ns
+                self.rows.append((self.sleep_ns, cpu, lat))
+                self.state = "after"
+            elif self.state == "spin" and self.gap:
+                self.m.replace_burst(task, bench.RUN_NS)
+                self.state, self.gap = "run", False
+
+    def sched_wakeup(self, *args):
+        pass
+
+    def sched_migrate_task(self, *args):
+        pass
+
+
+def simulate_bench(cycles: int, seed: int = 0, **sched) -> pd.DataFrame:
+    """The benchmark in the simulator with the this-vm profile: one row per
+    cycle, the host's columns."""
+    engine = Engine(seed)
+    cfg = EevdfConfig(name="eevdf", base_slice_ns=HOST_BASE_SLICE_NS, **sched)
+    cost = CostModel.from_config(yaml.safe_load(PROFILE.read_text()))
+    m = Machine(engine, Topology(1, 2), EEVDF, cfg, cost)
+    hog = m.new_task("hog", m.root_tg, bench.HOG_NICE, 10**12, 0, _Hog())
+    m.set_cpus_allowed(hog, frozenset((X,)))
+    engine.call_at(0, m.wake_up_new_task, hog, X)
+    s = _S(m, cycles)
+    s.task = m.new_task("S", m.root_tg, 0, 10**12, 0, s)
+    m.set_cpus_allowed(s.task, frozenset((X,)))
+    m.tracer = s
+    engine.call_at(20_000_000, m.wake_up_new_task, s.task, X)
+    engine.run(20_000_000 + cycles * 400_000_000)
+    assert len(s.rows) == cycles
+    df = pd.DataFrame(s.rows, columns=["sleep_ns", "cpu", "latency_ns"])
+    df["in_place"] = [bench.in_place(c, lat, X) for c, lat in zip(df.cpu, df.latency_ns)]
+    return df
+
+
+@pytest.fixture(scope="module")
+def host() -> pd.DataFrame:
+    table, _, params = read_bench(DATA / "delay_dequeue.parquet")
+    df = table.to_pandas()
+    assert not df.host_disturbed.any()
+    assert (params["params"]["cpu"], params["params"]["other"]) == (X, Y)
+    return df
+
+
+@pytest.fixture(scope="module")
+def sim() -> pd.DataFrame:
+    return simulate_bench(len(bench.SLEEPS_NS) * 20)
+
+
+def _share(df: pd.DataFrame, sleeps) -> pd.Series:
+    return df[df.sleep_ns.isin(sleeps)].groupby("sleep_ns").in_place.mean()
+
+
+def test_the_host_wakes_a_short_sleeper_where_it_slept(host):
+    """The recording itself: after a short sleep S was woken in place in
+    most cycles of every repetition (without DELAY_DEQUEUE: in none, the
+    other CPU being idle), after a long one on the idle CPU."""
+    for _, g in host.groupby("repeat"):
+        assert (_share(g, SHORT) >= 0.5).all()
+        assert _share(g, [LONG]).iloc[0] <= 0.05
+
+
+def test_the_simulator_wakes_it_in_place_as_the_host_does(host, sim):
+    """The simulator with DELAY_DEQUEUE wakes S in place after the short
+    sleeps and on the idle CPU after the long one, within the host's range
+    over its repetitions (+-0.15 for 20 simulated cycles a sleep); without
+    it, never in place."""
+    by_rep = host.groupby(["sleep_ns", "repeat"]).in_place.mean().unstack()
+    lo, hi = by_rep.min(axis=1), by_rep.max(axis=1)
+    for sleep_ns, share in _share(sim, [*SHORT, LONG]).items():
+        assert lo[sleep_ns] - 0.15 <= share <= hi[sleep_ns] + 0.15, sleep_ns
+    off = simulate_bench(len(bench.SLEEPS_NS) * 5, delay_dequeue=False)
+    assert not off.in_place.any()
+
+
+def test_a_sleeper_woken_in_place_waits_ticks_not_an_idle_exit(host, sim):
+    """Woken in place after a 0.2 ms sleep, S waits behind the heavier hog:
+    on the host until it is eligible and a tick picks it (about 10.8 ms,
+    the median on X), in the simulator until the idle CPU's balance, kicked
+    by X's tick, takes it (about 2.9 ms); a wake-up placed on the idle CPU
+    would run within ~0.2 ms."""
+    for df in (host, sim):
+        moved = df[(df.sleep_ns == SHORT[0]) & df.in_place]
+        assert len(moved) and np.median(moved.latency_ns) > 2_000_000
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "the delay ends later on the host: after a 9 ms sleep the host still woke S in place in "
+    "60 % of the cycles, the simulator in none (S's lag at its sleep is about one hog tick "
+    "more negative on the host; not explained yet)"))
+def test_the_delay_lasts_as_long_as_on_the_host(host, sim):
+    by_rep = host.groupby(["sleep_ns", "repeat"]).in_place.mean().unstack()
+    share = _share(sim, [9_000_000]).iloc[0]
+    assert by_rep.loc[9_000_000].min() - 0.15 <= share <= by_rep.loc[9_000_000].max() + 0.15
