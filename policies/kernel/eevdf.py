@@ -48,8 +48,7 @@ What 6.18 changes, each a flag or the ``kernel`` switch:
   count (h_nr_runnable) is not modelled, nor is load balancing of delayed
   tasks (the balancer never moves them: they are not on its list).  The
   wake-up in place is measured on this host (calibration/bench/
-  delay_dequeue.py, tests/test_delay_dequeue.py); the delay there ends
-  about a tick later than here;
+  delay_dequeue.py, tests/test_delay_dequeue.py);
 * PLACE_REL_DEADLINE (6.12): a task dequeued without sleeping (migration,
   class change) keeps its deadline relative to its vruntime;
 * reweight_entity() keeps a queued entity's lag and relative deadline and
