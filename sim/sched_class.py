@@ -53,6 +53,15 @@ class SchedConfig:
     # before the preemption (colosim before 2026-11-27; cfs and lags keep
     # it until their shipped experiments are re-run)
     nohz_kick_ipi: bool = tunable(False)
+    # sched_balance_rq()'s back-off: a periodic or nohz balance that moves
+    # nothing because there was no imbalance doubles its domain's
+    # sd->balance_interval up to max_interval (twice the span weight, ms),
+    # or up to MAX_PINNED_INTERVAL (512 ms) when every task it could have
+    # moved was pinned; one that finds an imbalance resets it to the span
+    # weight (docs/scheduling.md "nohz idle balance").  false: the interval
+    # stays at the span weight (colosim before 2026-11-27; cfs and lags
+    # keep it until their shipped experiments are re-run)
+    balance_backoff: bool = tunable(False)
     # /proc/sys/kernel/sched_rr_timeslice_ms: SCHED_RR's round-robin quantum
     sched_rr_timeslice_ms: int = tunable(100, range=(1, None))
     # RT throttling: RT threads may run sched_rt_runtime_us per

@@ -150,23 +150,37 @@ def test_the_simulator_wakes_it_in_place_as_the_host_does(host, sim):
 
 
 def test_a_sleeper_woken_in_place_waits_ticks_not_an_idle_exit(host, sim):
-    """Woken in place after a 0.2 ms sleep, S waits behind the heavier hog:
-    on the host until it is eligible and a tick picks it (about 10.8 ms,
-    the median on X), in the simulator until the idle CPU's balance, kicked
-    by X's tick, takes it (about 2.9 ms); a wake-up placed on the idle CPU
-    would run within ~0.2 ms."""
+    """Woken in place after a 0.2 ms sleep, S waits on X behind the heavier
+    hog until it is eligible and a tick picks it: on the host about 10.8 ms
+    after the sleep's end (the median), in the simulator 6.8 ms; a wake-up
+    placed on the idle CPU would run within ~0.2 ms."""
     for df in (host, sim):
         moved = df[(df.sleep_ns == SHORT[0]) & df.in_place]
         assert len(moved) and np.median(moved.latency_ns) > 2_000_000
 
 
+def test_the_idle_cpu_leaves_the_woken_sleeper_waiting_as_on_the_host(host, sim):
+    """The host's idle CPU took S from X after its in-place wake-up in at
+    most 11 % of the short sleeps of any repetition: its balances, which
+    find every task on X pinned for most of a cycle, back off
+    (sd->balance_interval, SchedConfig balance_backoff).  The simulator
+    with the back-off leaves S waiting as often; without it the idle CPU
+    takes S at the first balance X's tick kicks, every time."""
+    def moved_share(df):
+        short = df[df.sleep_ns.isin(SHORT)]
+        return ((short.cpu == Y) & short.in_place).mean()
+    worst = max(moved_share(g) for _, g in host.groupby("repeat"))
+    assert worst <= 0.15
+    assert moved_share(sim) <= worst + 0.05
+    assert moved_share(simulate_bench(len(bench.SLEEPS_NS) * 5, balance_backoff=False)) > 0.5
+
+
 @pytest.mark.xfail(strict=True, reason=(
-    "the delay ends later on the host: after a 9 ms sleep the host still woke S in place in "
-    "60 % of the cycles, the simulator in none.  A consequence of the idle balance: the "
-    "simulator's idle CPU takes every woken S at the first balance X's tick kicks, so S comes "
-    "back to X just after a tick, waits a whole tick for its pick and is picked with the "
-    "largest lag, which shortens its next delay; the host's idle balance rarely takes it "
-    "(sd->balance_interval's back-off, not modelled)"))
+    "the delay ends sooner in the simulator: after a 9 ms sleep the host still woke S in "
+    "place in 60 % of the cycles, the simulator in 25 %; woken in place after a 0.2 ms sleep "
+    "S runs on the host at the tick 11 ms after it went to sleep, in the simulator at the one "
+    "7 ms after it, so its lag at the sleep is up to 0.4 ms (one hog tick) more negative on "
+    "the host; not explained yet"))
 def test_the_delay_lasts_as_long_as_on_the_host(host, sim):
     by_rep = host.groupby(["sleep_ns", "repeat"]).in_place.mean().unstack()
     share = _share(sim, [9_000_000]).iloc[0]

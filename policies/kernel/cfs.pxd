@@ -41,6 +41,10 @@ cdef class CFS(KernelScheduler):
     cdef public object bandwidth
     cdef public list domains
     cdef public list _balance_interval
+    cdef public bint balance_backoff
+    cdef public list sd_balance_interval
+    cdef public long long max_lb_interval_ms
+    cdef public long lb_result
 
     cpdef long long _next_seq(self)
     @cython.locals(seq=cython.longlong)
@@ -155,4 +159,5 @@ cdef class CFS(KernelScheduler):
     cpdef long _detach_tasks(self, Rq src_rq, Rq dst_rq, long idle)
     cpdef balance(self, Rq rq, long idle)
     cpdef balance_interval_ns(self, Rq rq, long idle)
+    cpdef tune_balance_interval(self, long cpu, long level, long long min_interval_ms)
     cpdef newidle_allowed(self, Rq rq)

@@ -40,6 +40,11 @@ BUSY_FACTOR = 16                 # sd_init() since v5.10
 IMBALANCE_PCT = 117
 MAX_LOAD_BALANCE_INTERVAL_MS_PER_CPU = 100   # update_max_interval(): HZ*ncpus/10 jiffies
 SCHED_NR_MIGRATE = 32           # sysctl_sched_nr_migrate
+MAX_PINNED_INTERVAL_MS = 512    # the back-off's cap when every task was pinned
+# how a load_balance() ended, for the back-off of sd->balance_interval:
+# it found an imbalance (moved or not), found none, or every task it could
+# have moved was pinned (the kernel's out_balanced / LBF_ALL_PINNED)
+LB_UNBALANCED, LB_BALANCED, LB_ALL_PINNED = 0, 1, 2
 # LOAD_AVG_PERIOD (32 ms): how often idle CPUs' blocked load is refreshed
 # (nohz.next_blocked)
 LOAD_AVG_PERIOD_NS = 32 * 1024 * 1000
@@ -136,6 +141,12 @@ class CFS(KernelScheduler):
         self.domains = topology.domains
         self._balance_interval = [self._intervals_ns(d, topology.nr_cpus)
                                   for d in topology.domains]
+        # sd->balance_interval of each CPU's levels, in ms, with its back-off
+        # (SchedConfig.balance_backoff); sd_init() starts it at the span weight
+        self.balance_backoff = bool(cfg.balance_backoff)
+        self.sd_balance_interval = [[sd.interval_ms for sd in d] for d in topology.domains]
+        self.max_lb_interval_ms = MAX_LOAD_BALANCE_INTERVAL_MS_PER_CPU * topology.nr_cpus
+        self.lb_result = LB_UNBALANCED
         self.next_blocked = 0
         self._h_load: dict = {}
         self._h_load_at = -1
@@ -881,7 +892,9 @@ class CFS(KernelScheduler):
         while True:
             src_rq = self.find_busiest_queue(span, dst_rq, idle, skip)
             if src_rq is None:
+                self.lb_result = LB_BALANCED if skip is None else LB_ALL_PINNED
                 return 0
+            self.lb_result = LB_UNBALANCED
             moved = self._detach_tasks(src_rq, dst_rq, idle)
             if moved >= 0:
                 return moved
@@ -900,6 +913,7 @@ class CFS(KernelScheduler):
             dst_rq.cfs.update_load_avg(now)
             busiest_load, local_load = src_rq.cfs.load_avg, dst_rq.cfs.load_avg
             if busiest_load * 100 <= local_load * IMBALANCE_PCT:
+                self.lb_result = LB_BALANCED
                 return 0
             imbalance = (busiest_load - local_load) / 2
         moved = 0
@@ -938,15 +952,42 @@ class CFS(KernelScheduler):
         innermost first; stops at the first level that moved work.  Blocked
         load is refreshed first (run_rebalance_domains, newidle_balance)."""
         self.update_blocked_averages(rq.cpu)
-        for sd in self.domains[rq.cpu]:
+        for level, sd in enumerate(self.domains[rq.cpu]):
+            # a class whose load_balance() does not report (CFS-LAGS's
+            # credit pull) leaves it unbalanced: no back-off
+            self.lb_result = LB_UNBALANCED
             moved = self.load_balance(rq, sd.span, idle)
+            if self.balance_backoff and idle != CPU_NEWLY_IDLE:
+                self.tune_balance_interval(rq.cpu, level, sd.interval_ms)
             if moved:
                 return moved
         return 0
 
+    def tune_balance_interval(self, cpu, level, min_interval_ms):
+        """The end of sched_balance_rq(), not for newly idle balances (they
+        disregard intervals): an imbalance found resets sd->balance_interval
+        to min_interval (the span weight), none doubles it up to
+        max_interval (twice that), and every task pinned up to
+        MAX_PINNED_INTERVAL."""
+        intervals = self.sd_balance_interval[cpu]
+        ms = intervals[level]
+        result = self.lb_result
+        if result == LB_UNBALANCED:
+            intervals[level] = min_interval_ms
+        elif ms < 2 * min_interval_ms or (result == LB_ALL_PINNED
+                                          and ms < MAX_PINNED_INTERVAL_MS):
+            intervals[level] = 2 * ms
+
     def balance_interval_ns(self, rq, idle):
-        """sd->balance_interval (ms = span weight), x busy_factor when busy,
-        capped at max_load_balance_interval; the innermost level decides."""
+        """sd->balance_interval (ms: the span weight, or with the back-off
+        its current value), x busy_factor when busy, capped at
+        max_load_balance_interval; the innermost level decides."""
+        if self.balance_backoff and self.domains[rq.cpu]:
+            # get_sd_balance_interval() of the innermost level's current one
+            ms = self.sd_balance_interval[rq.cpu][0]
+            if idle == CPU_NOT_IDLE:
+                ms *= BUSY_FACTOR
+            return min(ms, self.max_lb_interval_ms) * 1_000_000
         busy, not_busy = self._balance_interval[rq.cpu]
         return busy if idle == CPU_NOT_IDLE else not_busy
 

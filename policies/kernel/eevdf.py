@@ -63,7 +63,10 @@ What 6.18 changes, each a flag or the ``kernel`` switch:
   follows its recent success rate (``newidle_balance``; this host's
   behaviour: calibration/bench/newidle.py); with it, the nohz balance that
   a busy CPU's tick kicks runs after that tick (``nohz_kick_ipi``, a
-  SchedConfig key; not a 6.18 change, but off in the older models).
+  SchedConfig key; not a 6.18 change, but off in the older models), and
+  sd->balance_interval backs off after balances that moved nothing
+  (``balance_backoff``, likewise; calibration/bench/delay_dequeue.py saw
+  it here).
 
 Not modelled: NEXT_BUDDY (off), sched_yield, idle-policy entities and
 SCHED_BATCH, 6.13's h_nr_runnable, can_migrate_task()'s refusal of an
@@ -162,6 +165,8 @@ class EevdfConfig(FairConfig):
     ni_random: bool = tunable(True)
     # the kernel's asynchronous nohz kick (SchedConfig; eevdf66: off)
     nohz_kick_ipi: bool = tunable(True)
+    # sd->balance_interval's back-off (SchedConfig; eevdf66: off)
+    balance_backoff: bool = tunable(True)
 
 
 def div_s64(a: int, b: int) -> int:
