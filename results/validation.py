@@ -289,9 +289,10 @@ LOADGEN = ("the load generator's CPU as its benchmark measured it, which drifts 
            "within hours (its rate-independent part is charged as measured, every 20 ms: "
            "which code spends it is not known; re-run the loadgen benchmark the same hour)")
 EEVDF_NEW = ("EEVDF 6.18 where the model and this host differ measurably: an ineligible "
-             "sleeper is woken in place as on the host, but its delay ends about a tick sooner "
-             "(DELAY_DEQUEUE, calibration/bench/delay_dequeue.py); 6.13's refusal to migrate "
-             "ineligible tasks (not modelled)")
+             "sleeper is woken in place as on the host, but the model delays such a sleeper "
+             "more often and its delay ends up to a tick sooner or later (DELAY_DEQUEUE, "
+             "calibration/bench/delay_dequeue.py); 6.13's refusal to migrate ineligible tasks "
+             "(not modelled)")
 TIMER = ("an idle CPU's wake-up and the busy CPU's timer interrupt, modelled from the "
          "profile's idle_exit ladder and timerwake with their scatter (one curve for both wake "
          "paths: the own timer's long end is 10-30 us above it) but drifting 10-50 % within "

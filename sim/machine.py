@@ -110,6 +110,7 @@ class Machine:
         # (update_sd_lb_stats()); what 6.18's newidle balance reads
         self.rd_overloaded = False
         self.nohz_kick_ipi = bool(sched_cfg.nohz_kick_ipi)
+        self.affinity_requeue = bool(sched_cfg.affinity_requeue)
         # avg_idle starts at 2 x migration cost, as in sched_init()
         for rq in self.rqs:
             rq.avg_idle = 2 * self.policy.migration_cost
@@ -302,12 +303,34 @@ class Machine:
         once (move_queued_task); a running one is pushed off its CPU, as
         migration_cpu_stop does, and queued where its class would wake it."""
         p.cpus_allowed = cpus
-        if p.dead or cpus is None or p.cpu in cpus:
+        if p.dead or cpus is None:
+            return
+        if p.cpu in cpus:
+            if self.affinity_requeue and not p.sleeping and p.prio >= MAX_RT_PRIO:
+                self._requeue_running(p)
             return
         if p.sleeping:
             self._finish_delayed(p)       # woken where it is, it would stay outside
             return
         self._affine_move(p, cpus)
+
+    def _requeue_running(self, p: Task) -> None:
+        """__do_set_cpus_allowed() on a task that may stay: dequeued with
+        DEQUEUE_SAVE and requeued, so the running one's accounting is
+        brought up to now (update_curr()), which under EEVDF reschedules it
+        if its slice is used up; the reschedule happens at the system
+        call's return, after the caller's own step (an event now)."""
+        rq = self.rqs[p.cpu]
+        if rq.curr is not p:
+            return
+        self._update_curr(rq, p)
+        self.policy.cputime_poll(rq)
+        if rq.need_resched:
+            self.engine.push(self.engine._now, self._resched_running, (rq, p))
+
+    def _resched_running(self, rq: Rq, p: Task) -> None:
+        if rq.curr is p and rq.need_resched:
+            self.schedule(rq)
 
     def _affine_move(self, p: Task, cpus: frozenset[int]) -> None:
         if p.cpus_allowed is not cpus or p.sleeping or p.dead or p.cpu in cpus:

@@ -62,6 +62,13 @@ class SchedConfig:
     # stays at the span weight (colosim before 2026-11-27; cfs and lags
     # keep it until their shipped experiments are re-run)
     balance_backoff: bool = tunable(False)
+    # sched_setaffinity() on the running task, which stays where it is,
+    # still dequeues and requeues it (__do_set_cpus_allowed(): DEQUEUE_SAVE
+    # and ENQUEUE_RESTORE); that dequeue's update_curr() reschedules it under
+    # EEVDF once its slice is used up, at the system call's return
+    # (calibration/bench/delay_dequeue.py saw it).  false: the change leaves
+    # it alone (colosim before 2026-11-27; cfs, lags and eevdf66 keep it)
+    affinity_requeue: bool = tunable(False)
     # /proc/sys/kernel/sched_rr_timeslice_ms: SCHED_RR's round-robin quantum
     sched_rr_timeslice_ms: int = tunable(100, range=(1, None))
     # RT throttling: RT threads may run sched_rt_runtime_us per

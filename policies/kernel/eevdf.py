@@ -66,7 +66,8 @@ What 6.18 changes, each a flag or the ``kernel`` switch:
   SchedConfig key; not a 6.18 change, but off in the older models), and
   sd->balance_interval backs off after balances that moved nothing
   (``balance_backoff``, likewise; calibration/bench/delay_dequeue.py saw
-  it here).
+  it here), and an affinity change of the running task is an update_curr()
+  that may reschedule it (``affinity_requeue``, likewise).
 
 Not modelled: NEXT_BUDDY (off), sched_yield, idle-policy entities and
 SCHED_BATCH, 6.13's h_nr_runnable, can_migrate_task()'s refusal of an
@@ -167,6 +168,8 @@ class EevdfConfig(FairConfig):
     nohz_kick_ipi: bool = tunable(True)
     # sd->balance_interval's back-off (SchedConfig; eevdf66: off)
     balance_backoff: bool = tunable(True)
+    # the running task's affinity change as an update_curr() (SchedConfig)
+    affinity_requeue: bool = tunable(True)
 
 
 def div_s64(a: int, b: int) -> int:
