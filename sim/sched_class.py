@@ -58,7 +58,7 @@ class SchedConfig:
     # sd->balance_interval up to max_interval (twice the span weight, ms),
     # or up to MAX_PINNED_INTERVAL (512 ms) when every task it could have
     # moved was pinned; one that finds an imbalance resets it to the span
-    # weight (docs/scheduling.md "nohz idle balance").  false: the interval
+    # weight (docs/scheduling.md "The balance interval's back-off").  false: the interval
     # stays at the span weight (colosim before 2026-11-27; cfs and lags
     # keep it until their shipped experiments are re-run)
     balance_backoff: bool = tunable(False)

@@ -40,7 +40,6 @@ cdef class CFS(KernelScheduler):
     cdef public long long _h_load_at
     cdef public object bandwidth
     cdef public list domains
-    cdef public list _balance_interval
     cdef public bint balance_backoff
     cdef public list sd_balance_interval
     cdef public long long max_lb_interval_ms

@@ -139,10 +139,9 @@ class CFS(KernelScheduler):
         # once, not on every balance
         topology = machine.topology
         self.domains = topology.domains
-        self._balance_interval = [self._intervals_ns(d, topology.nr_cpus)
-                                  for d in topology.domains]
-        # sd->balance_interval of each CPU's levels, in ms, with its back-off
-        # (SchedConfig.balance_backoff); sd_init() starts it at the span weight
+        # sd->balance_interval of each CPU's levels, in ms: sd_init() starts
+        # it at the span weight, where it stays without the back-off
+        # (SchedConfig.balance_backoff)
         self.balance_backoff = bool(cfg.balance_backoff)
         self.sd_balance_interval = [[sd.interval_ms for sd in d] for d in topology.domains]
         self.max_lb_interval_ms = MAX_LOAD_BALANCE_INTERVAL_MS_PER_CPU * topology.nr_cpus
@@ -979,26 +978,16 @@ class CFS(KernelScheduler):
             intervals[level] = 2 * ms
 
     def balance_interval_ns(self, rq, idle):
-        """sd->balance_interval (ms: the span weight, or with the back-off
-        its current value), x busy_factor when busy, capped at
-        max_load_balance_interval; the innermost level decides."""
-        if self.balance_backoff and self.domains[rq.cpu]:
-            # get_sd_balance_interval() of the innermost level's current one
-            ms = self.sd_balance_interval[rq.cpu][0]
-            if idle == CPU_NOT_IDLE:
-                ms *= BUSY_FACTOR
-            return min(ms, self.max_lb_interval_ms) * 1_000_000
-        busy, not_busy = self._balance_interval[rq.cpu]
-        return busy if idle == CPU_NOT_IDLE else not_busy
-
-    def _intervals_ns(self, domains, nr_cpus):
-        """balance_interval_ns of a CPU with these sched domains: (busy, idle)."""
-        if not domains:
-            tick = self.machine.tick_ns
-            return tick, tick
-        cap = MAX_LOAD_BALANCE_INTERVAL_MS_PER_CPU * nr_cpus
-        return tuple(min(domains[0].interval_ms * factor, cap) * 1_000_000
-                     for factor in (BUSY_FACTOR, 1))
+        """get_sd_balance_interval() of the innermost level, which decides:
+        its sd->balance_interval (ms), x busy_factor when busy, capped at
+        max_load_balance_interval; a CPU without domains, every tick."""
+        intervals = self.sd_balance_interval[rq.cpu]
+        if not intervals:
+            return self.machine.tick_ns
+        ms = intervals[0]
+        if idle == CPU_NOT_IDLE:
+            ms *= BUSY_FACTOR
+        return min(ms, self.max_lb_interval_ms) * 1_000_000
 
     def newidle_allowed(self, rq):
         return rq.avg_idle >= self.migration_cost
