@@ -10,6 +10,18 @@ cdef class _Call(Node):
 @cython.locals(call=_Call)
 cpdef _Call new_call(long long t, long long seq, fn, tuple args)
 
+cdef class RngStream:
+    cdef public object gen
+    cdef long _batch
+    cdef list _exp, _uni, _norm
+    cdef Py_ssize_t _exp_i, _uni_i, _norm_i
+
+    cdef long _next_batch(self)
+    cpdef double exponential(self, double mean)
+    cpdef double lognormal(self, double mean, double sigma)
+    cpdef double uniform(self)
+    cpdef double quantile_draw(self, probs, values)
+
 cpdef process_event(event)
 
 cdef class Calendar:

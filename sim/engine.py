@@ -104,7 +104,9 @@ class RngStream:
     up to 4096, so the hundreds of streams of a dense host that each draw a
     few hundred values do not generate thousands; the values are the same
     for any batch sizes, since each stream draws one kind of variate and
-    numpy's Generator produces them one after another."""
+    numpy's Generator produces them one after another.  Compiled
+    (sim/engine.pxd), a draw is an index into the batch's list: no
+    iterator, no exception at the batch's end."""
 
     _FIRST_BATCH = 64
     _MAX_BATCH = 4096
@@ -113,9 +115,12 @@ class RngStream:
         seq = np.random.SeedSequence(entropy=seed, spawn_key=(zlib.crc32(name.encode()),))
         self.gen = np.random.Generator(np.random.PCG64(seq))
         self._batch = self._FIRST_BATCH
-        self._exp = iter(())
-        self._uni = iter(())
-        self._norm = iter(())
+        self._exp = []
+        self._uni = []
+        self._norm = []
+        self._exp_i = 0
+        self._uni_i = 0
+        self._norm_i = 0
 
     def _next_batch(self) -> int:
         n = self._batch
@@ -123,27 +128,30 @@ class RngStream:
         return n
 
     def exponential(self, mean: float) -> float:
-        try:
-            return next(self._exp) * mean
-        except StopIteration:
-            self._exp = iter(self.gen.standard_exponential(self._next_batch()).tolist())
-            return next(self._exp) * mean
+        i = self._exp_i
+        if i == len(self._exp):
+            self._exp = self.gen.standard_exponential(self._next_batch()).tolist()
+            i = 0
+        self._exp_i = i + 1
+        return self._exp[i] * mean
 
     def lognormal(self, mean: float, sigma: float) -> float:
         """A lognormal draw with the given mean and shape sigma."""
-        try:
-            z = next(self._norm)
-        except StopIteration:
-            self._norm = iter(self.gen.standard_normal(self._next_batch()).tolist())
-            z = next(self._norm)
+        i = self._norm_i
+        if i == len(self._norm):
+            self._norm = self.gen.standard_normal(self._next_batch()).tolist()
+            i = 0
+        self._norm_i = i + 1
+        z = self._norm[i]
         return mean * math.exp(sigma * z - 0.5 * sigma * sigma)
 
     def uniform(self) -> float:
-        try:
-            return next(self._uni)
-        except StopIteration:
-            self._uni = iter(self.gen.random(self._next_batch()).tolist())
-            return next(self._uni)
+        i = self._uni_i
+        if i == len(self._uni):
+            self._uni = self.gen.random(self._next_batch()).tolist()
+            i = 0
+        self._uni_i = i + 1
+        return self._uni[i]
 
     def quantile_draw(self, probs, values) -> float:
         """A draw from the distribution whose quantiles at ``probs`` (0 ...

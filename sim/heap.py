@@ -9,6 +9,8 @@ insertion order, so the order is total and runs are deterministic.
 """
 from __future__ import annotations
 
+import cython
+
 
 class Node:
     """A heap entry: ``key`` (a time or a vruntime, ns) and ``seq`` (insertion order)."""
@@ -26,7 +28,8 @@ def heap_push(heap: list, node: Node) -> None:
     key, seq = node.key, node.seq
     while i > 0:
         parent = (i - 1) >> 1
-        p = heap[parent]
+        # every item is a Node: compiled, no type test per item read
+        p = cython.cast(Node, heap[parent])
         if p.key < key or (p.key == key and p.seq < seq):
             break
         heap[i] = p
@@ -36,19 +39,19 @@ def heap_push(heap: list, node: Node) -> None:
 
 def heap_pop(heap: list) -> Node:
     """Remove and return the smallest node (the heap must not be empty)."""
-    last = heap.pop()
+    last = cython.cast(Node, heap.pop())
     n = len(heap)
     if n == 0:
         return last
-    top = heap[0]
+    top = cython.cast(Node, heap[0])
     i = 0
     while True:
         child = 2 * i + 1
         if child >= n:
             break
-        c = heap[child]
+        c = cython.cast(Node, heap[child])
         if child + 1 < n:
-            r = heap[child + 1]
+            r = cython.cast(Node, heap[child + 1])
             if r.key < c.key or (r.key == c.key and r.seq < c.seq):
                 child += 1
                 c = r

@@ -4,7 +4,7 @@ cimport cython
 from sim.rq cimport SchedEntity, CfsRq, Rq, TaskGroup
 from sim.task cimport Task, Request
 from sim.sched_class cimport KernelScheduler
-from sim.engine cimport Calendar
+from sim.engine cimport Calendar, RngStream
 from sim.costmodel cimport CostModel
 from sim.rt cimport RtClass
 
@@ -52,8 +52,8 @@ cdef class Machine:
     cdef public object tracer
     cdef public bint cputime_poll
     cdef public object on_exit
-    cdef public object idle_exit_rng
-    cdef public object timer_irq_rng
+    cdef public RngStream idle_exit_rng
+    cdef public RngStream timer_irq_rng
 
     cpdef sched_class(self, Task p)
     cpdef _update_curr(self, Rq rq, Task curr)

@@ -66,6 +66,8 @@ cdef class CfsRq:
     cdef public object throttled_clock
     cdef public long long throttled_clock_pelt
     cdef public long long throttled_clock_pelt_time
+    cdef public double h_load
+    cdef public long long last_h_load_update
     cpdef long long cfs_rq_clock_pelt(self, long long now)
     @cython.locals(delta=cython.longlong, y=cython.double)
     cpdef update_load_avg(self, long long now)

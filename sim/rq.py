@@ -146,7 +146,8 @@ class CfsRq:
                  "min_vruntime", "curr", "timeline", "load_avg", "avg_last_update",
                  "tg_load_avg_contrib", "se", "next", "last", "runtime_enabled",
                  "runtime_remaining", "throttled", "throttle_count", "throttled_clock",
-                 "throttled_clock_pelt", "throttled_clock_pelt_time")
+                 "throttled_clock_pelt", "throttled_clock_pelt_time", "h_load",
+                 "last_h_load_update")
 
     def __init__(self, rq: Rq, tg: TaskGroup):
         self.rq = rq
@@ -172,6 +173,10 @@ class CfsRq:
         self.throttled_clock = 0      # when the current throttle began
         self.throttled_clock_pelt = 0       # when our PELT clock stopped
         self.throttled_clock_pelt_time = 0  # how long it has been stopped in all
+        # the policy's update_cfs_rq_h_load(): our share of the CPU's load,
+        # and the instant it was computed (-1: never)
+        self.h_load = 0.0
+        self.last_h_load_update = -1
 
     def cfs_rq_clock_pelt(self, now: int) -> int:
         """The clock this cfs_rq's PELT runs on (its ``avg_last_update`` and

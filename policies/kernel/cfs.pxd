@@ -36,8 +36,6 @@ cdef class CFS(KernelScheduler):
     cdef public Calendar clock
     cdef public list blocked_cfs_rqs
     cdef public long long next_blocked
-    cdef public dict _h_load
-    cdef public long long _h_load_at
     cdef public object bandwidth
     cdef public list domains
     cdef public bint balance_backoff
@@ -135,7 +133,8 @@ cdef class CFS(KernelScheduler):
     cpdef select_idle_sibling(self, Task p, long target)
     @cython.locals(m=Machine, cpu=cython.long)
     cpdef _first_idle(self, Task p, list cpus, fallback)
-    @cython.locals(m=Machine, now=cython.longlong, cfs=CfsRq, rqs=list)
+    @cython.locals(m=Machine, now=cython.longlong, cfs=CfsRq, rqs=list, best=cython.long,
+                   best_nr=cython.long, best_load=cython.double)
     cpdef find_idlest_cpu(self, Task p, long prev_cpu)
     @cython.locals(now=cython.longlong)
     cpdef double cfs_rq_h_load(self, CfsRq cfs_rq)
@@ -148,7 +147,9 @@ cdef class CFS(KernelScheduler):
     cpdef bint lb_pinned(self, Task p, long dst_cpu, Rq src_rq)
     cpdef bint can_detach(self, Task p, Rq src_rq, long long now)
     cpdef bint can_migrate_task(self, Task p, long dst_cpu, Rq src_rq, long long now)
-    @cython.locals(m=Machine, rqs=list, now=cython.longlong, rq=Rq, busiest=Rq, cpu=cython.long)
+    @cython.locals(m=Machine, rqs=list, now=cython.longlong, rq=Rq, busiest=Rq, cpu=cython.long,
+                   busiest_nr=cython.long, busiest_load=cython.double, nr=cython.long,
+                   load=cython.double, greater=bint)
     cpdef find_busiest_queue(self, span, Rq dst_rq, long idle, skip)
     @cython.locals(src_rq=Rq, moved=cython.long, m=Machine)
     cpdef load_balance(self, Rq dst_rq, span, long idle)

@@ -25,13 +25,15 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Optional
 
+import cython
+
 from sim.bandwidth import CfsBandwidthControl
 from sim.sched_class import KernelScheduler, SchedConfig, tunable
 from sim.sched_flags import (CPU_IDLE, CPU_NEWLY_IDLE, CPU_NOT_IDLE, DEQUEUE_DELAYED,
                              DEQUEUE_SLEEP, DEQUEUE_SPECIAL, ENQUEUE_INITIAL, ENQUEUE_MIGRATED,
                              ENQUEUE_WAKEUP, WF_FORK)
 from sim.heap import Node, heap_pop, heap_push
-from sim.rq import MIN_SHARES, NICE_0_LOAD
+from sim.rq import MIN_SHARES, NICE_0_LOAD, Rq
 
 SCHED_LATENCY_NS = 6_000_000
 SCHED_MIN_GRANULARITY_NS = 750_000
@@ -147,8 +149,6 @@ class CFS(KernelScheduler):
         self.max_lb_interval_ms = MAX_LOAD_BALANCE_INTERVAL_MS_PER_CPU * topology.nr_cpus
         self.lb_result = LB_UNBALANCED
         self.next_blocked = 0
-        self._h_load: dict = {}
-        self._h_load_at = -1
         # CFS bandwidth control (cpu.max), for the groups that get a quota
         self.bandwidth = CfsBandwidthControl(self, machine, cfg.sched_cfs_bandwidth_slice_us)
 
@@ -187,7 +187,8 @@ class CFS(KernelScheduler):
     def _pick_first_entity(self, cfs_rq):
         timeline = cfs_rq.timeline
         while timeline:
-            node = timeline[0]
+            # only RbNodes are queued: compiled, no type test per read
+            node = cython.cast(RbNode, timeline[0])
             se = node.se
             if se.rb_seq == node.seq:
                 return se
@@ -785,17 +786,18 @@ class CFS(KernelScheduler):
             if cpu is not None:
                 return cpu
         allowed = p.cpus_allowed
-        best, best_key = prev_cpu, None
+        # the least (h_nr_running, load_avg), the nearest of equals
+        best, best_nr, best_load = prev_cpu, -1, 0.0
         now = self.clock._now
         rqs = m.rqs
         for cpu in order:
             if allowed is not None and cpu not in allowed:
                 continue
-            cfs = rqs[cpu].cfs
+            cfs = cython.cast(Rq, rqs[cpu]).cfs
             cfs.update_load_avg(now)
-            key = (cfs.h_nr_running, cfs.load_avg)
-            if best_key is None or key < best_key:
-                best, best_key = cpu, key
+            if best_nr < 0 or cfs.h_nr_running < best_nr or \
+                    (cfs.h_nr_running == best_nr and cfs.load_avg < best_load):
+                best, best_nr, best_load = cpu, cfs.h_nr_running, cfs.load_avg
         return best
 
     # ------------------------------------------------------------------
@@ -805,13 +807,10 @@ class CFS(KernelScheduler):
         carries, computed at most once per instant (the kernel once per
         jiffy: cfs_rq->last_h_load_update)."""
         now = self.clock._now
-        if self._h_load_at != now:
-            self._h_load_at = now
-            self._h_load.clear()
-        h_load = self._h_load.get(cfs_rq)
-        if h_load is None:
-            h_load = self._h_load[cfs_rq] = self._compute_h_load(cfs_rq, now)
-        return h_load
+        if cfs_rq.last_h_load_update != now:
+            cfs_rq.h_load = self._compute_h_load(cfs_rq, now)
+            cfs_rq.last_h_load_update = now
+        return cfs_rq.h_load
 
     def _compute_h_load(self, cfs_rq, now):
         chain = []
@@ -862,18 +861,23 @@ class CFS(KernelScheduler):
         m = self.machine
         rqs = m.rqs
         now = self.clock._now
-        busiest, busiest_key = None, None
+        # the greatest (nr_running, load_avg) when idle, else (load_avg,
+        # nr_running); the first of equals
+        busiest, busiest_nr, busiest_load = None, 0, 0.0
         for cpu in span:
-            rq = rqs[cpu]
+            rq = cython.cast(Rq, rqs[cpu])
             if rq is dst_rq or rq.nr_running < 2 or (skip is not None and cpu in skip):
                 continue
             rq.cfs.update_load_avg(now)
-            if idle != CPU_NOT_IDLE:
-                key = (rq.nr_running, rq.cfs.load_avg)
+            nr, load = rq.nr_running, rq.cfs.load_avg
+            if busiest is None:
+                greater = True
+            elif idle != CPU_NOT_IDLE:
+                greater = nr > busiest_nr or (nr == busiest_nr and load > busiest_load)
             else:
-                key = (rq.cfs.load_avg, rq.nr_running)
-            if busiest_key is None or key > busiest_key:
-                busiest, busiest_key = rq, key
+                greater = load > busiest_load or (load == busiest_load and nr > busiest_nr)
+            if greater:
+                busiest, busiest_nr, busiest_load = rq, nr, load
         return busiest
 
     def load_balance(self, dst_rq, span, idle):

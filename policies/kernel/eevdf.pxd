@@ -4,6 +4,7 @@ cimport cython
 from policies.kernel.cfs cimport CFS
 from sim.rq cimport SchedEntity, CfsRq, Rq
 from sim.task cimport Task
+from sim.engine cimport RngStream
 
 # constants the hot paths use, as C integers rather than module globals
 cdef long CPU_NEWLY_IDLE, DEQUEUE_SLEEP, DEQUEUE_DELAYED, DEQUEUE_SPECIAL, ENQUEUE_DELAYED, ENQUEUE_INITIAL
@@ -31,7 +32,7 @@ cdef class EEVDF(CFS):
     cdef public bint delay_zero
     cdef public bint ni_random
     cdef public list newidle_stats
-    cdef public object newidle_rng
+    cdef public RngStream newidle_rng
     cdef public list nr_delayed
     cdef public long long tick_nsec
 

@@ -3,6 +3,7 @@
 cimport cython
 from sim.machine cimport Machine
 from sim.task cimport Task, Request
+from sim.engine cimport RngStream
 
 cdef class _Function:
     cdef public object tg
@@ -28,7 +29,7 @@ cdef class HashdPath:
     cdef public long long dispatch_ns
     cdef public double sleep_mean_ns
     cdef public double sleep_sd_ns
-    cdef public object rng
+    cdef public RngStream rng
     cdef public dict functions
     cdef public dict plan
 
