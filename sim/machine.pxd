@@ -41,7 +41,7 @@ cdef class Machine:
     cdef public long long nr_migrations
     cdef public long long nr_switch_outs
     cdef public long long touched_bytes
-    cdef public object run_delay_ns
+    cdef public long long run_delay_ns
     cdef public long long pcount
     cdef public object _pids
     cdef public long long tasks_alive
@@ -54,6 +54,7 @@ cdef class Machine:
     cdef public object on_exit
     cdef public RngStream idle_exit_rng
     cdef public RngStream timer_irq_rng
+    cdef object _tick_cb, _burst_end_cb, _hrtick_cb, _cputime_poll_cb
 
     cpdef sched_class(self, Task p)
     cpdef _update_curr(self, Rq rq, Task curr)

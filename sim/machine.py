@@ -84,6 +84,12 @@ class Machine:
         self.engine = engine
         self.topology = topology
         self.cost = costmodel
+        # the calendar's most frequent callbacks, bound once: compiled, a
+        # method read off self is a new bound-method object at every push
+        self._tick_cb = self._on_tick
+        self._burst_end_cb = self._on_burst_end
+        self._hrtick_cb = self._on_hrtick
+        self._cputime_poll_cb = self._on_cputime_poll
         n = topology.nr_cpus
         self.rqs = [Rq(cpu) for cpu in range(n)]
         self.cpus_by_distance = [self._by_distance(cpu) for cpu in range(n)]
@@ -650,7 +656,7 @@ class Machine:
         remaining = curr.remaining
         if rq.speed != 1.0:
             remaining = -int(-remaining // rq.speed)
-        self.engine.push(rq.run_start + remaining, self._on_burst_end, (rq, rq.gen))
+        self.engine.push(rq.run_start + remaining, self._burst_end_cb, (rq, rq.gen))
 
     def _smt_update(self, rq: Rq, now: int) -> None:
         """SMT siblings share their core: with n hardware threads busy each
@@ -830,7 +836,7 @@ class Machine:
         rq.tick_gen += 1
         rq.tick_at = at
         rq.ticking = True
-        self.engine.push(at, self._on_tick, (rq, rq.tick_gen))
+        self.engine.push(at, self._tick_cb, (rq, rq.tick_gen))
 
     def _arm_hrtick(self, rq: Rq) -> None:
         """hrtick_start(): (re)arm the slice timer; any older one is void.
@@ -847,13 +853,13 @@ class Machine:
             return
         delay = self.policy.hrtick_delay(rq)
         if delay is not None:
-            self.engine.call_later(max(delay, HRTICK_MIN_DELAY_NS), self._on_hrtick, rq,
-                                   rq.hrtick_gen)
+            self.engine.push(self.engine._now + int(max(delay, HRTICK_MIN_DELAY_NS)),
+                             self._hrtick_cb, (rq, rq.hrtick_gen))
         elif self.cputime_poll and curr is not None and not curr.host:
             delay = self.policy.cputime_poll_delay(rq)
             if delay is not None:
-                self.engine.call_later(max(delay, CPUTIME_POLL_NS), self._on_cputime_poll,
-                                       rq, rq.hrtick_gen)
+                self.engine.push(self.engine._now + int(max(delay, CPUTIME_POLL_NS)),
+                                 self._cputime_poll_cb, (rq, rq.hrtick_gen))
 
     def _on_hrtick(self, rq: Rq, hrtick_gen: int) -> None:
         """hrtick(): a queued tick always reschedules (entity_tick, queued=1)."""

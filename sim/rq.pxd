@@ -8,7 +8,7 @@ cdef double _DECAY_PER_NS
 cdef class TaskGroup:
     cdef public object name
     cdef public TaskGroup parent
-    cdef public object shares
+    cdef public long long shares
     cdef public list cfs_rq
     cdef public list se
     cdef public double load_avg

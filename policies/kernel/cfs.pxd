@@ -15,6 +15,10 @@ cdef long CPU_IDLE, CPU_NEWLY_IDLE, CPU_NOT_IDLE, DEQUEUE_SLEEP, DEQUEUE_DELAYED
 cdef long DEQUEUE_SPECIAL, ENQUEUE_INITIAL
 cdef long ENQUEUE_MIGRATED, ENQUEUE_WAKEUP, WF_FORK
 
+cpdef set_next_buddy(SchedEntity se)
+cpdef set_last_buddy(SchedEntity se)
+cpdef tuple find_matching_se(SchedEntity se, SchedEntity pse)
+
 cdef class RbNode(Node):
     cdef public SchedEntity se
 
@@ -64,7 +68,7 @@ cdef class CFS(KernelScheduler):
     @cython.locals(now=cython.longlong)
     cpdef update_load_avg(self, CfsRq cfs_rq, SchedEntity se)
     @cython.locals(tg=TaskGroup, load=cython.double, tg_weight=cython.double,
-                   shares=cython.double)
+                   shares=cython.double, tg_shares=cython.longlong)
     cpdef long long calc_group_shares(self, CfsRq cfs_rq)
     @cython.locals(now=cython.longlong)
     cpdef reweight_entity(self, CfsRq cfs_rq, SchedEntity se, long long weight)

@@ -33,7 +33,7 @@ from sim.sched_flags import (CPU_IDLE, CPU_NEWLY_IDLE, CPU_NOT_IDLE, DEQUEUE_DEL
                              DEQUEUE_SLEEP, DEQUEUE_SPECIAL, ENQUEUE_INITIAL, ENQUEUE_MIGRATED,
                              ENQUEUE_WAKEUP, WF_FORK)
 from sim.heap import Node, heap_pop, heap_push
-from sim.rq import MIN_SHARES, NICE_0_LOAD, Rq
+from sim.rq import MIN_SHARES, NICE_0_LOAD, CfsRq, Rq
 
 SCHED_LATENCY_NS = 6_000_000
 SCHED_MIN_GRANULARITY_NS = 750_000
@@ -102,6 +102,30 @@ def sysctl_factor(ncpus: int, scaling: str) -> int:
     if scaling == "log":
         return 1 + cpus.bit_length() - 1
     raise ValueError(f"scheduler.tunable_scaling = {scaling!r}: choose from none, log, linear")
+
+
+def set_next_buddy(se):
+    while se is not None:
+        se.cfs_rq.next = se
+        se = se.parent
+
+
+def set_last_buddy(se):
+    while se is not None:
+        se.cfs_rq.last = se
+        se = se.parent
+
+
+def find_matching_se(se, pse):
+    """find_matching_se(): walk both entities up to the first cfs_rq they share."""
+    while se.depth > pse.depth:
+        se = se.parent
+    while pse.depth > se.depth:
+        pse = pse.parent
+    while se.cfs_rq is not pse.cfs_rq:
+        se = se.parent
+        pse = pse.parent
+    return se, pse
 
 
 class RbNode(Node):
@@ -370,18 +394,6 @@ class CFS(KernelScheduler):
         elif cfs_rq.runtime_enabled:
             self.bandwidth.check_cfs_rq_runtime(cfs_rq)
         cfs_rq.curr = None
-
-    @staticmethod
-    def set_next_buddy(se):
-        while se is not None:
-            se.cfs_rq.next = se
-            se = se.parent
-
-    @staticmethod
-    def set_last_buddy(se):
-        while se is not None:
-            se.cfs_rq.last = se
-            se = se.parent
 
     def clear_buddies(self, cfs_rq, se):
         if cfs_rq.last is se:
@@ -713,17 +725,6 @@ class CFS(KernelScheduler):
             return -1
         return 1 if vdiff > self.calc_delta_fair(self.wakeup_granularity, se) else 0
 
-    @staticmethod
-    def find_matching_se(se, pse):
-        while se.depth > pse.depth:
-            se = se.parent
-        while pse.depth > se.depth:
-            pse = pse.parent
-        while se.cfs_rq is not pse.cfs_rq:
-            se = se.parent
-            pse = pse.parent
-        return se, pse
-
     def check_preempt_wakeup(self, rq, p):
         curr = rq.curr
         if curr is None:
@@ -732,13 +733,13 @@ class CFS(KernelScheduler):
         if curr is p or rq.need_resched or not self.wakeup_preemption:
             return
         scale = curr.se.cfs_rq.nr_running >= self.sched_nr_latency
-        se, pse = self.find_matching_se(curr.se, p.se)
+        se, pse = find_matching_se(curr.se, p.se)
         self._update_curr(se.cfs_rq)
         if self.wakeup_preempt_entity(se, pse) == 1:
-            self.set_next_buddy(pse)
+            set_next_buddy(pse)
             rq.need_resched = True
             if scale and se.task is not None:      # LAST_BUDDY
-                self.set_last_buddy(se)
+                set_last_buddy(se)
 
     # ------------------------------------------------------------------
     # placement
@@ -843,7 +844,8 @@ class CFS(KernelScheduler):
         if p.cpus_allowed is not None and dst_cpu not in p.cpus_allowed:
             return True
         tg_cfs_rq = p.tg.cfs_rq
-        return tg_cfs_rq[src_rq.cpu].throttle_count or tg_cfs_rq[dst_cpu].throttle_count
+        return cython.cast(CfsRq, tg_cfs_rq[src_rq.cpu]).throttle_count or \
+            cython.cast(CfsRq, tg_cfs_rq[dst_cpu]).throttle_count
 
     def can_detach(self, p, src_rq, now):
         """can_migrate_task() past the pinning checks: not running, and not

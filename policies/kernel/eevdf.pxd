@@ -1,7 +1,7 @@
 # Compiled declarations of policies/kernel/eevdf.py (docs/performance.md,
 # "Compiled core"): attribute and argument types only; the logic is the .py.
 cimport cython
-from policies.kernel.cfs cimport CFS
+from policies.kernel.cfs cimport CFS, find_matching_se
 from sim.rq cimport SchedEntity, CfsRq, Rq
 from sim.task cimport Task
 from sim.engine cimport RngStream

@@ -112,7 +112,8 @@ from bisect import bisect_left, insort
 from dataclasses import dataclass
 from typing import Optional
 
-from policies.kernel.cfs import CFS, GRANULARITY_RANGE_NS, FairConfig, scaled
+from policies.kernel.cfs import (CFS, GRANULARITY_RANGE_NS, FairConfig, find_matching_se,
+                                  scaled)
 from sim.rq import NICE_0_LOAD
 from sim.sched_class import tunable
 from sim.sched_flags import (CPU_NEWLY_IDLE, DEQUEUE_DELAYED, DEQUEUE_SLEEP, DEQUEUE_SPECIAL,
@@ -783,7 +784,7 @@ class EEVDF(CFS):
             return
         if curr is p or rq.need_resched or not self.wakeup_preemption:
             return
-        se, pse = self.find_matching_se(curr.se, p.se)
+        se, pse = find_matching_se(curr.se, p.se)
         cfs_rq = se.cfs_rq
         self._update_curr(cfs_rq)
         preempt_short = self.preempt_short and pse.slice < se.slice

@@ -1,7 +1,7 @@
 # Compiled declarations of policies/kernel/lags.py (docs/performance.md,
 # "Compiled core"): attribute and argument types only; the logic is the .py.
 cimport cython
-from policies.kernel.cfs cimport CFS
+from policies.kernel.cfs cimport CFS, find_matching_se, set_next_buddy
 from sim.rq cimport SchedEntity, CfsRq, Rq, TaskGroup
 from sim.task cimport Task
 from sim.machine cimport Machine

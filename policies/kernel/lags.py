@@ -102,7 +102,7 @@ if cython.compiled:            # the C library's exp: no Python call, no boxing
 else:
     from math import exp
 
-from policies.kernel.cfs import CFS, CfsConfig
+from policies.kernel.cfs import CFS, CfsConfig, find_matching_se, set_next_buddy
 from sim.rq import NICE_0_LOAD, PELT_HALFLIFE_NS
 from sim.sched_class import tunable
 from sim.sched_flags import CPU_NOT_IDLE, WF_FORK
@@ -693,7 +693,7 @@ class LAGS(CFS):
         curr = rq.curr
         if curr is None or curr is p or rq.need_resched or not self.wakeup_preemption:
             return CFS.check_preempt_wakeup(self, rq, p)
-        se, pse = self.find_matching_se(curr.se, p.se)
+        se, pse = find_matching_se(curr.se, p.se)
         aware_se, aware_pse = self._aware_se(se), self._aware_se(pse)
         if not (aware_se and aware_pse):
             if aware_se == aware_pse or not self._aware_first:
@@ -706,7 +706,7 @@ class LAGS(CFS):
         if c == 0 and not self._fifo:
             return CFS.check_preempt_wakeup(self, rq, p)
         if c < 0:
-            self.set_next_buddy(pse)
+            set_next_buddy(pse)
             rq.need_resched = True
             self.stats["wakeup_preemptions"] += 1
 
