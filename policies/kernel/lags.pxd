@@ -19,9 +19,17 @@ cdef class LoadCredit:
     cdef public long long T
 
 cdef class CreditQueue:
-    cdef public dict entities
+    cdef public list ses
+    cdef public list lcs
     cdef public SchedEntity first
     cdef public long long first_at
+
+    @cython.locals(i=Py_ssize_t, ses=list)
+    cpdef Py_ssize_t index(self, SchedEntity se)
+    @cython.locals(i=Py_ssize_t)
+    cpdef put(self, SchedEntity se, LoadCredit lc)
+    @cython.locals(i=Py_ssize_t)
+    cpdef bint remove(self, SchedEntity se)
 
 cdef class LAGS(CFS):
     cdef public bint leaves
@@ -111,8 +119,8 @@ cdef class LAGS(CFS):
     cpdef _dequeue_timeline(self, CfsRq cfs_rq, SchedEntity se)
     @cython.locals(left=SchedEntity, first=SchedEntity, cq=CreditQueue)
     cpdef _pick_first_entity(self, CfsRq cfs_rq)
-    @cython.locals(q=dict, now=cython.longlong, low=cython.double, lc=LoadCredit, se=SchedEntity,
-                   best=SchedEntity)
+    @cython.locals(ses=list, lcs=list, n=Py_ssize_t, i=Py_ssize_t, now=cython.longlong,
+                   low=cython.double, se=SchedEntity, best=SchedEntity)
     cpdef SchedEntity _credit_first(self, CreditQueue cq)
     @cython.locals(c=cython.long)
     cpdef wakeup_preempt_buddy(self, SchedEntity buddy, SchedEntity left)
@@ -136,7 +144,7 @@ cdef class LAGS(CFS):
     cpdef load_balance(self, Rq dst_rq, span, long idle)
     @cython.locals(dst_idle=bint, now=cython.longlong, order=list, n=cython.long, i=cython.long,
                    j=cython.long, k=cython.long, credit=cython.double, rqs=list, cpu=cython.long,
-                   src=Rq, sources=list, lc=LoadCredit)
+                   src=Rq, sources=list, lc=LoadCredit, other=cython.double)
     cpdef long _lc_pull(self, Rq dst_rq, span, long idle)
     @cython.locals(tg=TaskGroup, src=Rq)
     cpdef bint _waits_in(self, LoadCredit lc, list sources)

@@ -103,7 +103,7 @@ else:
     from math import exp
 
 from policies.kernel.cfs import CFS, CfsConfig, find_matching_se, set_next_buddy
-from sim.rq import NICE_0_LOAD, PELT_HALFLIFE_NS
+from sim.rq import NICE_0_LOAD, PELT_HALFLIFE_NS, CfsRq, SchedEntity
 from sim.sched_class import tunable
 from sim.sched_flags import CPU_NOT_IDLE, WF_FORK
 
@@ -244,8 +244,10 @@ class LoadCredit:
 
 
 class CreditQueue:
-    """A cfs_rq's queued latency-aware group entities (``entities``: se ->
-    its function's LoadCredit), with the first of them by credit memoised
+    """A cfs_rq's queued latency-aware group entities (``ses``, in queueing
+    order) and their functions' LoadCredits (``lcs``, the same order: two
+    lists a compiled scan reads by index, where a dict cost a hash-table
+    walk per entity), with the first of them by credit memoised
     for the instant it was found (``first``, ``first_at``).  With smoothing
     a credit's value at an instant is fixed once read (folding is one-way,
     and re-reading the load signal changes only where the EMA goes next),
@@ -255,12 +257,39 @@ class CreditQueue:
     every level on every accounting (update_min_vruntime), many times per
     instant."""
 
-    __slots__ = ("entities", "first", "first_at")
+    __slots__ = ("ses", "lcs", "first", "first_at")
 
     def __init__(self):
-        self.entities = {}
+        self.ses = []
+        self.lcs = []
         self.first = None
         self.first_at = -1
+
+    def index(self, se) -> int:
+        """Where ``se`` is queued (-1: not queued)."""
+        ses = self.ses
+        for i in range(len(ses)):
+            if ses[i] is se:
+                return i
+        return -1
+
+    def put(self, se, lc) -> None:
+        """Queue ``se`` last, or give it ``lc`` where it is queued."""
+        i = self.index(se)
+        if i < 0:
+            self.ses.append(se)
+            self.lcs.append(lc)
+        else:
+            self.lcs[i] = lc
+
+    def remove(self, se) -> bool:
+        """Unqueue ``se``; whether it was queued."""
+        i = self.index(se)
+        if i < 0:
+            return False
+        del self.ses[i]
+        del self.lcs[i]
+        return True
 
 
 class LAGS(CFS):
@@ -584,7 +613,7 @@ class LAGS(CFS):
             cq = self._aware_q.get(cfs_rq)
             if cq is None:
                 cq = self._aware_q[cfs_rq] = CreditQueue()
-            cq.entities[se] = self._credit_of[se.my_q.tg]
+            cq.put(se, self._credit_of[se.my_q.tg])
             cq.first = None
             self.stats["credit_queued"] += 1
             return
@@ -593,13 +622,13 @@ class LAGS(CFS):
     def _dequeue_timeline(self, cfs_rq, se):
         se.rb_seq = 0
         cq = self._aware_q.get(cfs_rq)
-        if cq is not None and cq.entities.pop(se, None) is not None:
+        if cq is not None and cq.remove(se):
             cq.first = None
 
     def _pick_first_entity(self, cfs_rq):
         left = CFS._pick_first_entity(self, cfs_rq)
         cq = self._aware_q.get(cfs_rq)
-        if cq is None or not cq.entities:
+        if cq is None or not cq.ses:
             return left
         first = self._credit_first(cq)
         if left is None or self._aware_first or first.vruntime < left.vruntime:
@@ -609,23 +638,25 @@ class LAGS(CFS):
     def _credit_first(self, cq):
         """The queued function entity with the lowest Load Credit; ties
         (within tie_margin of the lowest) by vruntime or queueing order."""
-        q = cq.entities
-        if len(q) == 1:
-            return next(iter(q))
+        ses, lcs = cq.ses, cq.lcs
+        n = len(ses)
+        if n == 1:
+            return ses[0]
         now = self.clock._now
         if cq.first is not None and cq.first_at == now and self._beta != INF:
             return cq.first
         low = INF
-        for lc in q.values():
-            low = min(low, self._credit(lc, now))
+        for i in range(n):
+            low = min(low, self._credit(cython.cast(LoadCredit, lcs[i]), now))
         low += self.tie_margin
         # loops, not min(key=lambda): a compiled method has no closures
         # (the second read of a credit is memoised).  Among the tied, the
         # least (vruntime, rb_seq), or the least rb_seq under fifo.
         best = None
-        for se, lc in q.items():
-            if self._credit(lc, now) > low:
+        for i in range(n):
+            if self._credit(cython.cast(LoadCredit, lcs[i]), now) > low:
                 continue
+            se = cython.cast(SchedEntity, ses[i])
             if best is not None:
                 if self._fifo or se.vruntime == best.vruntime:
                     if se.rb_seq > best.rb_seq:
@@ -827,7 +858,10 @@ class LAGS(CFS):
             if cached is not None and not cached - credit > self.tie_margin:
                 return 0        # credits only rise from here
             j = i + 1
-            while j < n and order[j][0] == credit:
+            while j < n:
+                other = order[j][0]
+                if other != credit:
+                    break
                 j += 1
             if j == i + 1:
                 # a function alone at its credit (the usual case): most
@@ -851,7 +885,7 @@ class LAGS(CFS):
 
     def _waits_on(self, tg, src):
         """Whether group ``tg`` has a task waiting (queued, not running) on rq ``src``."""
-        h = tg.cfs_rq[src.cpu].h_nr_running
+        h = cython.cast(CfsRq, tg.cfs_rq[src.cpu]).h_nr_running
         curr = src.curr
         return h > 1 or (h == 1 and (curr is None or curr.tg is not tg))
 
