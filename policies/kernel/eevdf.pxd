@@ -14,6 +14,10 @@ cdef long long NO_SLICE
 @cython.locals(q=cython.longlong)
 cpdef long long div_s64(long long a, long long b)
 
+@cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, mid=Py_ssize_t, entry=tuple, v=cython.longlong,
+               s=cython.longlong)
+cpdef Py_ssize_t timeline_index(list tl, long long vruntime, long long seq)
+
 cdef class Timeline(list):
     cdef public long long avg_vruntime
     cdef public long long avg_load
@@ -53,13 +57,14 @@ cdef class EEVDF(CFS):
     @cython.locals(curr=SchedEntity, vruntime=cython.longlong, tl=Timeline, left=cython.longlong,
                    delta=cython.longlong)
     cpdef update_min_vruntime(self, CfsRq cfs_rq)
-    @cython.locals(seq=cython.longlong)
+    @cython.locals(seq=cython.longlong, tl=Timeline)
     cpdef _enqueue_timeline(self, CfsRq cfs_rq, SchedEntity se)
     @cython.locals(tl=Timeline, i=Py_ssize_t)
     cpdef _dequeue_timeline(self, CfsRq cfs_rq, SchedEntity se)
     cpdef pick_eevdf(self, CfsRq cfs_rq)
     @cython.locals(tl=Timeline, v0=cython.longlong, avg=cython.longlong, load=cython.longlong,
-                   curr=SchedEntity, best=SchedEntity, v=cython.longlong, se=SchedEntity)
+                   curr=SchedEntity, best=SchedEntity, v=cython.longlong, se=SchedEntity,
+                   i=Py_ssize_t, entry=tuple)
     cpdef _pick_eevdf(self, CfsRq cfs_rq, bint protect)
     cpdef pick_next_entity(self, CfsRq cfs_rq, SchedEntity curr)
     @cython.locals(task=Task, low=cython.longlong, high=cython.longlong, slice_=cython.longlong)

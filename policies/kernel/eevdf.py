@@ -108,13 +108,14 @@ the protection and PREEMPT_SHORT to.
 """
 from __future__ import annotations
 
-from bisect import bisect_left, insort
 from dataclasses import dataclass
 from typing import Optional
 
+import cython
+
 from policies.kernel.cfs import (CFS, GRANULARITY_RANGE_NS, FairConfig, find_matching_se,
                                   scaled)
-from sim.rq import NICE_0_LOAD
+from sim.rq import NICE_0_LOAD, SchedEntity
 from sim.sched_class import tunable
 from sim.sched_flags import (CPU_NEWLY_IDLE, DEQUEUE_DELAYED, DEQUEUE_SLEEP, DEQUEUE_SPECIAL,
                              ENQUEUE_DELAYED, ENQUEUE_INITIAL, ENQUEUE_MIGRATED)
@@ -177,6 +178,22 @@ def div_s64(a: int, b: int) -> int:
     """The kernel's signed division: truncates toward zero."""
     q = abs(a) // abs(b)
     return q if (a < 0) == (b < 0) else -q
+
+
+def timeline_index(tl, vruntime, seq):
+    """Where (vruntime, seq) goes in the timeline (bisect_left over its
+    (vruntime, seq, se) entries; seq is unique, so the entity is never
+    compared): compiled, C integer comparisons instead of tuples'."""
+    lo, hi = 0, len(tl)
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        entry = cython.cast(tuple, tl[mid])
+        v, s = entry[0], entry[1]
+        if v < vruntime or (v == vruntime and s < seq):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 class Timeline(list):
@@ -304,11 +321,12 @@ class EEVDF(CFS):
         self.avg_vruntime_add(cfs_rq, se)
         seq = self._next_seq()
         se.rb_seq = seq
-        insort(cfs_rq.timeline, (se.vruntime, seq, se))
+        tl = cfs_rq.timeline
+        tl.insert(timeline_index(tl, se.vruntime, seq), (se.vruntime, seq, se))
 
     def _dequeue_timeline(self, cfs_rq, se):
         tl = cfs_rq.timeline
-        i = bisect_left(tl, (se.vruntime, se.rb_seq))
+        i = timeline_index(tl, se.vruntime, se.rb_seq)
         if i == len(tl) or tl[i][2] is not se:
             raise RuntimeError("EEVDF timeline: a queued entity's vruntime changed")
         del tl[i]
@@ -334,9 +352,12 @@ class EEVDF(CFS):
         if protect and curr is not None and self.protect_slice(curr):
             return curr
         best = None
-        for v, _, se in tl:
+        for i in range(len(tl)):
+            entry = cython.cast(tuple, tl[i])
+            v = entry[0]
             if avg < (v - v0) * load:
                 break
+            se = cython.cast(SchedEntity, entry[2])
             if best is None or se.deadline < best.deadline:
                 best = se
         # curr keeps the CPU only with a strictly earlier deadline
