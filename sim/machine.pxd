@@ -61,6 +61,9 @@ cdef class Machine:
     cpdef long _select_task_rq(self, Task p, long prev_cpu, long wake_flags)
     cpdef resched_curr(self, Rq rq)
     cpdef bint idle_core(self, long cpu)
+    @cython.locals(p=Task)
+    cpdef Task new_task(self, name, TaskGroup tg, long nice, long long burst_ns, long long ws_bytes,
+                        owner, request=*)
     cpdef wake_up_new_task(self, Task p, long hint_cpu)
     cpdef wake_up(self, Task p)
     cpdef _finish_delayed(self, Task p)

@@ -196,8 +196,14 @@ class ServiceTime:
         elif self.kind == "det":
             d = self.mean_ns
         elif self.kind == "mix":
+            # the first demand whose cumulative probability exceeds u (a
+            # loop: a compiled method has no generator expressions)
             u = self.rng.uniform()
-            d = next((s for s, c in zip(self.mix_ns, self.mix_cdf) if u < c), self.mix_ns[-1])
+            d = self.mix_ns[-1]
+            for i in range(len(self.mix_cdf)):
+                if u < self.mix_cdf[i]:
+                    d = self.mix_ns[i]
+                    break
         else:
             d = self.rng.lognormal(self.mean_ns, self.sigma)
         return max(1, int(d))
@@ -223,9 +229,10 @@ class ForkJoin:
     """Requests served by ``k`` threads forked at arrival (the demand split
     evenly); the request ends when its last thread exits.  Users set
     ``machine``, ``engine``, ``recorder``, ``nice`` and ``ws_bytes``, and
-    ``path`` for a request path other than direct (sim/workloads/request_path.py)."""
-
-    path = None   # request_path.build(cfg, self): None is the direct path
+    ``path`` for a request path other than direct (sim/workloads/request_path.py;
+    request_path.build(cfg, self), None for the direct path).  Compiled
+    (sim/workloads/common.pxd): a request's fork and end run in C; a
+    subclass, compiled or not, overrides any method."""
 
     def fork_request(self, name: str, tg, demand: int, k: int, hint: int,
                      arrival: int | None = None) -> int:
@@ -239,7 +246,7 @@ class ForkJoin:
                     arrival: int | None = None) -> Request:
         """A request of ``k`` threads, recorded as arrived (not started yet:
         a caller that waits for its end keeps it before starting it)."""
-        req = Request(name, tg.name, self.engine.now if arrival is None else arrival, demand)
+        req = Request(name, tg.name, self.engine._now if arrival is None else arrival, demand)
         self.recorder.request_arrived(req)
         req.pending = k
         return req
@@ -255,7 +262,7 @@ class ForkJoin:
         req = task.request
         req.pending -= 1
         if req.pending == 0:
-            req.end = self.engine.now
+            req.end = self.engine._now
             self.request_done(req)
         return BURST_EXIT
 

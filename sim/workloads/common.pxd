@@ -1,0 +1,36 @@
+# Compiled declarations of sim/workloads/common.py (docs/performance.md,
+# "Compiled core"): attribute and argument types only; the logic is the .py.
+cimport cython
+from sim.engine cimport Calendar, RngStream
+from sim.machine cimport Machine
+from sim.rq cimport TaskGroup
+from sim.task cimport Task, Request
+
+cdef class ServiceTime:
+    cdef public object kind
+    cdef public double mean_ns
+    cdef public double sigma
+    cdef public RngStream rng
+    cdef public list mix_ns
+    cdef public list mix_cdf
+    @cython.locals(d=cython.double, u=cython.double, i=Py_ssize_t)
+    cpdef long long sample_ns(self)
+
+@cython.locals(share=cython.longlong, extra=cython.longlong, j=cython.long, t=Task)
+cpdef long fork_threads(Machine machine, Request req, TaskGroup tg, long nice, long long ws_bytes,
+                        owner, long hint, long long start_ns=*)
+
+cdef class ForkJoin:
+    cdef public Machine machine
+    cdef public Calendar engine
+    cdef public object recorder
+    cdef public long nice
+    cdef public long long ws_bytes
+    cdef public object path
+
+    @cython.locals(req=Request)
+    cpdef Request new_request(self, name, TaskGroup tg, long long demand, long k, arrival=*)
+    cpdef long start_request(self, Request req, TaskGroup tg, long hint)
+    @cython.locals(req=Request)
+    cpdef burst_done(self, Task task)
+    cpdef request_done(self, Request req)
