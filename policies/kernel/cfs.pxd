@@ -55,6 +55,7 @@ cdef class CFS(KernelScheduler):
     cpdef _pick_first_entity(self, CfsRq cfs_rq)
     @cython.locals(w=cython.longlong)
     cpdef long long calc_delta_fair(self, long long delta, SchedEntity se)
+    cpdef long long _sched_period(self, long nr_running)
     @cython.locals(slice_=cython.longlong, load=cython.longlong, nr_running=cython.long)
     cpdef long long sched_slice(self, CfsRq cfs_rq, SchedEntity se)
     cpdef long long sched_vslice(self, CfsRq cfs_rq, SchedEntity se)

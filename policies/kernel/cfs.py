@@ -225,7 +225,8 @@ class CFS(KernelScheduler):
         w = se.weight
         return delta if w == NICE_0_LOAD else delta * NICE_0_LOAD // w
 
-    def __sched_period(self, nr_running):
+    def _sched_period(self, nr_running):
+        """fair.c's __sched_period() (one underscore: Python would mangle two)."""
         if nr_running > self.sched_nr_latency:
             return nr_running * self.min_granularity
         return self.sched_latency
@@ -233,7 +234,7 @@ class CFS(KernelScheduler):
     def sched_slice(self, cfs_rq, se):
         # ALT_PERIOD: the period follows the number of tasks on the CPU
         nr_running = cfs_rq.rq.cfs.h_nr_running
-        slice_ = self.__sched_period(nr_running + (not se.on_rq))
+        slice_ = self._sched_period(nr_running + (not se.on_rq))
         while se is not None:
             load = se.cfs_rq.load_weight
             if not se.on_rq:
