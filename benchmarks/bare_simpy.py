@@ -14,8 +14,10 @@ PROCESSES = 100
 TIMEOUTS = 200_000
 
 
-def bare_simpy_rate(processes: int = PROCESSES, timeouts: int = TIMEOUTS) -> float:
-    """Timeouts per wall second of a bare ``simpy.Environment``."""
+def bare_simpy_loop(processes: int = PROCESSES,
+                    timeouts: int = TIMEOUTS) -> tuple[simpy.Environment, int]:
+    """A ``simpy.Environment`` with the loop's processes started, ready to
+    run, and the number of timeouts its run makes."""
     env = simpy.Environment()
     per_process = timeouts // processes
 
@@ -24,6 +26,12 @@ def bare_simpy_rate(processes: int = PROCESSES, timeouts: int = TIMEOUTS) -> flo
             yield env.timeout(1)
     for _ in range(processes):
         env.process(proc())
+    return env, processes * per_process
+
+
+def bare_simpy_rate(processes: int = PROCESSES, timeouts: int = TIMEOUTS) -> float:
+    """Timeouts per wall second of a bare ``simpy.Environment``."""
+    env, count = bare_simpy_loop(processes, timeouts)
     start = time.perf_counter()
     env.run()
-    return processes * per_process / (time.perf_counter() - start)
+    return count / (time.perf_counter() - start)
