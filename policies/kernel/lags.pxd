@@ -11,12 +11,18 @@ cdef long long NICE_0_LOAD
 cdef long CPU_NOT_IDLE, WF_FORK
 cdef double INF
 
+@cython.locals(h=cython.long, curr=Task)
+cpdef bint waits_on(TaskGroup tg, Rq src)
+@cython.locals(src=Rq)
+cpdef bint waits_in(TaskGroup tg, list sources)
+
 cdef class LoadCredit:
     cdef public TaskGroup tg
     cdef public double ema
     cdef public double W
     cdef public double D
     cdef public long long T
+    cdef public double key
 
 cdef class CreditQueue:
     cdef public list ses
@@ -74,7 +80,7 @@ cdef class LAGS(CFS):
                    z=cython.double, W=cython.double, D=cython.double, c=cython.double)
     cpdef _fold(self, LoadCredit lc, long long now)
     cpdef double load_credit(self, TaskGroup tg)
-    cpdef double _credit(self, LoadCredit lc, long long now)
+    cpdef double _credit(self, LoadCredit lc, long long now) except? -1
     @cython.locals(lc=LoadCredit, cq=CreditQueue)
     cpdef set_load_credit(self, TaskGroup tg, double value)
     @cython.locals(lc=LoadCredit)
@@ -120,7 +126,7 @@ cdef class LAGS(CFS):
     @cython.locals(left=SchedEntity, first=SchedEntity, cq=CreditQueue)
     cpdef _pick_first_entity(self, CfsRq cfs_rq)
     @cython.locals(ses=list, lcs=list, n=Py_ssize_t, i=Py_ssize_t, now=cython.longlong,
-                   low=cython.double, se=SchedEntity, best=SchedEntity)
+                   low=cython.double, se=SchedEntity, best=SchedEntity, lc=LoadCredit)
     cpdef SchedEntity _credit_first(self, CreditQueue cq)
     @cython.locals(c=cython.long)
     cpdef wakeup_preempt_buddy(self, SchedEntity buddy, SchedEntity left)
@@ -142,15 +148,12 @@ cdef class LAGS(CFS):
     cpdef _first_fit(self, Task p, cpus, double credit)
     @cython.locals(moved=cython.long)
     cpdef load_balance(self, Rq dst_rq, span, long idle)
-    @cython.locals(dst_idle=bint, now=cython.longlong, order=list, n=cython.long, i=cython.long,
-                   j=cython.long, k=cython.long, credit=cython.double, rqs=list, cpu=cython.long,
-                   src=Rq, sources=list, lc=LoadCredit, other=cython.double)
+    @cython.locals(dst_idle=bint, now=cython.longlong, order=list, n=Py_ssize_t, i=Py_ssize_t,
+                   j=Py_ssize_t, k=Py_ssize_t, credit=cython.double, ceiling=cython.double,
+                   rqs=list, cpu=cython.long, src=Rq, sources=list, lc=LoadCredit)
     cpdef long _lc_pull(self, Rq dst_rq, span, long idle)
-    @cython.locals(tg=TaskGroup, src=Rq)
-    cpdef bint _waits_in(self, LoadCredit lc, list sources)
-    @cython.locals(h=cython.long, curr=Task)
-    cpdef bint _waits_on(self, TaskGroup tg, Rq src)
-    @cython.locals(lc=LoadCredit)
+    @cython.locals(order=list, n=Py_ssize_t, i=Py_ssize_t, j=Py_ssize_t, lc=LoadCredit,
+                   key=cython.double)
     cpdef list _credit_order(self, long long now)
     @cython.locals(m=Machine, dst_cpu=cython.long, src=Rq, curr=Task,
                    waiting=bint, lc=LoadCredit, p=Task, chain=tuple, tgs=set)

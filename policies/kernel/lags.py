@@ -229,11 +229,28 @@ def _matches(path: str, globs: list[list[str]]) -> bool:
                for g in globs)
 
 
+def waits_on(tg, src):
+    """Whether group ``tg`` has a task waiting (queued, not running) on rq ``src``."""
+    h = cython.cast(CfsRq, tg.cfs_rq[src.cpu]).h_nr_running
+    curr = src.curr
+    return h > 1 or (h == 1 and (curr is None or curr.tg is not tg))
+
+
+def waits_in(tg, sources):
+    """Whether group ``tg`` has a task waiting on one of the rqs ``sources``
+    (module functions, not methods: the pull asks it of every function
+    until one is found, and a compiled call needs no method dispatch)."""
+    for src in sources:
+        if waits_on(tg, src):
+            return True
+    return False
+
+
 class LoadCredit:
     """tg->load_avg_ema of task group ``tg``, with its load signal kept as
     S(t) = W + D * exp(-lambda * (t - T)) since the last fold at T."""
 
-    __slots__ = ("tg", "ema", "W", "D", "T")
+    __slots__ = ("tg", "ema", "W", "D", "T", "key")
 
     def __init__(self, tg, now: int):
         self.tg = tg
@@ -241,6 +258,10 @@ class LoadCredit:
         self.W = 0.0
         self.D = 0.0
         self.T = now
+        # its value as an ordering last read it (the credit order, a
+        # queue's first), at that instant: read back by the same ordering
+        # only, at the same instant, when smoothing fixes the value
+        self.key = 0.0
 
 
 class CreditQueue:
@@ -329,7 +350,7 @@ class LAGS(CFS):
         ncpus = machine.topology.nr_cpus
         self._aware: set = set()              # latency-aware task groups
         self._aware_credits: list = []        # their LoadCredits, in creation order
-        self._order: list = []                # _credit_order() at _order_at
+        self._order: list = []                # _credit_order() at _order_at (LoadCredits)
         self._order_at = -1
         self._credit_of: dict = {}            # TaskGroup -> LoadCredit
         self._chains: dict = {}               # TaskGroup -> credits of aware tgs, itself upward
@@ -355,6 +376,7 @@ class LAGS(CFS):
         self._chains.clear()
         credit_of = self._credit_of
         self._aware_credits = [credit_of[g] for g in credit_of if g in self._aware]
+        self._order = list(self._aware_credits)
         self._order_at = -1
 
     def latency_aware(self, tg) -> bool:
@@ -647,14 +669,16 @@ class LAGS(CFS):
             return cq.first
         low = INF
         for i in range(n):
-            low = min(low, self._credit(cython.cast(LoadCredit, lcs[i]), now))
+            lc = cython.cast(LoadCredit, lcs[i])
+            lc.key = self._credit(lc, now)
+            low = min(low, lc.key)
         low += self.tie_margin
-        # loops, not min(key=lambda): a compiled method has no closures
-        # (the second read of a credit is memoised).  Among the tied, the
-        # least (vruntime, rb_seq), or the least rb_seq under fifo.
+        # loops, not min(key=lambda): a compiled method has no closures.
+        # Among the tied, the least (vruntime, rb_seq), or the least rb_seq
+        # under fifo.
         best = None
         for i in range(n):
-            if self._credit(cython.cast(LoadCredit, lcs[i]), now) > low:
+            if cython.cast(LoadCredit, lcs[i]).key > low:
                 continue
             se = cython.cast(SchedEntity, ses[i])
             if best is not None:
@@ -834,11 +858,12 @@ class LAGS(CFS):
         one queue scan rather than a scan of every queued task in the
         domain (thousands on an overloaded dense host)."""
         dst_idle = idle != CPU_NOT_IDLE
-        cached = None
+        ceiling = INF           # the credit of dst's running function, if busy
         if not dst_idle:
             cached = self._cached_credit(dst_rq.cpu)
             if cached is None:
                 return 0
+            ceiling = cached
         rqs = self.machine.rqs
         # the CPUs something could be pulled from, in span order: nothing
         # moves until the pull, so they are found once per call
@@ -854,51 +879,52 @@ class LAGS(CFS):
         n = len(order)
         i = 0
         while i < n:
-            credit = order[i][0]
-            if cached is not None and not cached - credit > self.tie_margin:
+            lc = cython.cast(LoadCredit, order[i])
+            credit = lc.key
+            if not ceiling - credit > self.tie_margin:
                 return 0        # credits only rise from here
             j = i + 1
-            while j < n:
-                other = order[j][0]
-                if other != credit:
-                    break
+            while j < n and cython.cast(LoadCredit, order[j]).key == credit:
                 j += 1
             if j == i + 1:
                 # a function alone at its credit (the usual case): most
                 # have no task waiting in the span, which one pass tells
-                lc = order[i][1]
-                if self._waits_in(lc, sources) and self._pull_first(dst_rq, sources, {lc}, now):
+                if waits_in(lc.tg, sources) and self._pull_first(dst_rq, sources, {lc}, now):
                     return 1
-            elif self._pull_first(dst_rq, sources, {order[k][1] for k in range(i, j)}, now):
+            elif self._pull_first(dst_rq, sources, {order[k] for k in range(i, j)}, now):
                 return 1
             i = j
         return 0
 
-    def _waits_in(self, lc, sources):
-        """Whether ``lc``'s function has a task waiting on one of the rqs
-        ``sources``."""
-        tg = lc.tg
-        for src in sources:
-            if self._waits_on(tg, src):
-                return True
-        return False
-
-    def _waits_on(self, tg, src):
-        """Whether group ``tg`` has a task waiting (queued, not running) on rq ``src``."""
-        h = cython.cast(CfsRq, tg.cfs_rq[src.cpu]).h_nr_running
-        curr = src.curr
-        return h > 1 or (h == 1 and (curr is None or curr.tg is not tg))
-
     def _credit_order(self, now):
-        """(credit, LoadCredit) of every latency-aware group, lowest first.
-        With smoothing a credit's value at an instant is fixed once read
-        (folding is one-way), so all CPUs balancing at one tick share one
-        sort; unsmoothed credits follow load changes within the instant."""
+        """The LoadCredits of every latency-aware group, lowest credit
+        (``key``, set here) first; equal credits in no particular order
+        (the pull takes them as a set).  With smoothing a credit's value at
+        an instant is fixed once read (folding is one-way), so all CPUs
+        balancing at one tick share one sort; unsmoothed credits follow load
+        changes within the instant.
+
+        Credits drift slowly against each other, so the last order is
+        nearly sorted now: an insertion sort of it costs one pass plus one
+        step per pair that changed places since (a fresh sort of hundreds
+        of functions per balance was a fifth of a CFS-LAGS run)."""
+        order = self._order
         if self._order_at == now and self._beta != INF:
-            return self._order
-        order = [(self._credit(lc, now), lc) for lc in self._aware_credits]
-        order.sort(key=_first)
-        self._order, self._order_at = order, now
+            return order
+        n = len(order)
+        for i in range(n):
+            lc = cython.cast(LoadCredit, order[i])
+            lc.key = self._credit(lc, now)
+        for i in range(1, n):
+            lc = cython.cast(LoadCredit, order[i])
+            key = lc.key
+            j = i
+            while j > 0 and cython.cast(LoadCredit, order[j - 1]).key > key:
+                order[j] = order[j - 1]
+                j -= 1
+            if j != i:
+                order[j] = lc
+        self._order_at = now
         return order
 
     def _pull_first(self, dst_rq, sources, run, now):
@@ -911,7 +937,7 @@ class LAGS(CFS):
             curr = src.curr
             waiting = False
             for lc in run:
-                if self._waits_on(lc.tg, src):
+                if waits_on(lc.tg, src):
                     waiting = True
                     break
             if not waiting:
@@ -935,10 +961,6 @@ class LAGS(CFS):
                 self.stats["pulls"] += 1
                 return True
         return False
-
-
-def _first(pair):
-    return pair[0]
 
 POLICY = LAGS
 CONFIG = LagsConfig
