@@ -10,13 +10,18 @@ cdef class _Call(Node):
 @cython.locals(call=_Call)
 cpdef _Call new_call(long long t, long long seq, fn, tuple args)
 
+cdef class _Batch:
+    cdef str draw
+    cdef list values
+    cdef Py_ssize_t i
+
 cdef class RngStream:
     cdef public object gen
     cdef long _batch
-    cdef list _exp, _uni, _norm
-    cdef Py_ssize_t _exp_i, _uni_i, _norm_i
+    cdef _Batch _exp, _uni, _norm
 
-    cdef long _next_batch(self)
+    @cython.locals(i=Py_ssize_t, n=cython.long)
+    cdef double _next(self, _Batch batch) except? -1
     cpdef double exponential(self, double mean)
     cpdef double lognormal(self, double mean, double sigma)
     cpdef double uniform(self)

@@ -98,6 +98,18 @@ def new_call(t: int, seq: int, fn, args: tuple) -> _Call:
     return call
 
 
+class _Batch:
+    """Values of one variate drawn in bulk (by the generator's method
+    ``draw``) and handed out one at a time: ``values[i]`` is the next."""
+
+    __slots__ = ("draw", "values", "i")
+
+    def __init__(self, draw: str):
+        self.draw = draw
+        self.values = []
+        self.i = 0
+
+
 class RngStream:
     """A named, seeded random stream that draws in batches (numpy calls are
     expensive one at a time, cheap in bulk).  Batches start small and double
@@ -115,43 +127,31 @@ class RngStream:
         seq = np.random.SeedSequence(entropy=seed, spawn_key=(zlib.crc32(name.encode()),))
         self.gen = np.random.Generator(np.random.PCG64(seq))
         self._batch = self._FIRST_BATCH
-        self._exp = []
-        self._uni = []
-        self._norm = []
-        self._exp_i = 0
-        self._uni_i = 0
-        self._norm_i = 0
+        self._exp = _Batch("standard_exponential")
+        self._uni = _Batch("random")
+        self._norm = _Batch("standard_normal")
 
-    def _next_batch(self) -> int:
-        n = self._batch
-        self._batch = min(2 * n, self._MAX_BATCH)
-        return n
+    def _next(self, batch: _Batch) -> float:
+        """The next value of ``batch``, drawing a new batch when it is used up."""
+        i = batch.i
+        if i == len(batch.values):
+            n = self._batch
+            self._batch = min(2 * n, self._MAX_BATCH)
+            batch.values = getattr(self.gen, batch.draw)(n).tolist()
+            i = 0
+        batch.i = i + 1
+        return batch.values[i]
 
     def exponential(self, mean: float) -> float:
-        i = self._exp_i
-        if i == len(self._exp):
-            self._exp = self.gen.standard_exponential(self._next_batch()).tolist()
-            i = 0
-        self._exp_i = i + 1
-        return self._exp[i] * mean
+        return self._next(self._exp) * mean
 
     def lognormal(self, mean: float, sigma: float) -> float:
         """A lognormal draw with the given mean and shape sigma."""
-        i = self._norm_i
-        if i == len(self._norm):
-            self._norm = self.gen.standard_normal(self._next_batch()).tolist()
-            i = 0
-        self._norm_i = i + 1
-        z = self._norm[i]
+        z = self._next(self._norm)
         return mean * math.exp(sigma * z - 0.5 * sigma * sigma)
 
     def uniform(self) -> float:
-        i = self._uni_i
-        if i == len(self._uni):
-            self._uni = self.gen.random(self._next_batch()).tolist()
-            i = 0
-        self._uni_i = i + 1
-        return self._uni[i]
+        return self._next(self._uni)
 
     def quantile_draw(self, probs, values) -> float:
         """A draw from the distribution whose quantiles at ``probs`` (0 ...
