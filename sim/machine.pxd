@@ -34,7 +34,8 @@ cdef class Machine:
     cdef public list rt_rqs
     cdef public tuple default_task_policy
     cdef public dict group_task_policy
-    cdef public set idle_cpus
+    cdef public long nr_idle_cpus
+    cdef public list llc_wrap
     cdef public bint rd_overloaded
     cdef public bint nohz_kick_ipi
     cdef public bint affinity_requeue
@@ -60,6 +61,8 @@ cdef class Machine:
     cpdef _update_curr(self, Rq rq, Task curr)
     cpdef long _select_task_rq(self, Task p, long prev_cpu, long wake_flags)
     cpdef resched_curr(self, Rq rq)
+    cpdef bint idle_cpu(self, long cpu)
+    @cython.locals(rqs=list)
     cpdef bint idle_core(self, long cpu)
     @cython.locals(p=Task)
     cpdef Task new_task(self, name, TaskGroup tg, long nice, long long burst_ns, long long ws_bytes,

@@ -93,6 +93,9 @@ class Machine:
         n = topology.nr_cpus
         self.rqs = [Rq(cpu) for cpu in range(n)]
         self.cpus_by_distance = [self._by_distance(cpu) for cpu in range(n)]
+        # the other CPUs of each CPU's LLC from the next one on, wrapping:
+        # select_idle_cpu()'s for_each_cpu_wrap(cpu, llc, target + 1)
+        self.llc_wrap = [self._llc_wrap(cpu) for cpu in range(n)]
         self.tick_ns = topology.tick_ns
         self.smt = topology.threads_per_core > 1
         self.siblings = topology.siblings
@@ -126,7 +129,7 @@ class Machine:
             else None
         self.timer_irq_rng = engine.rng("host/timer_irq") if costmodel.timer_irq_spread \
             else None
-        self.idle_cpus = set(range(n))
+        self.nr_idle_cpus = n         # CPUs whose rq is idle (rq.idle)
         self.nr_migrations = 0
         # switches away from a task (to another task or to idle): what perf's
         # context-switches event counts for a cgroup's tasks (perf stat -G)
@@ -168,6 +171,11 @@ class Machine:
             return (o.core != me.core, o.llc != me.llc, o.numa != me.numa,
                     o.socket != me.socket, (c - cpu) % n)
         return sorted(range(n), key=key)
+
+    def _llc_wrap(self, cpu: int) -> list[int]:
+        span = self.topology.llc_span(cpu)
+        start = span.index(cpu)
+        return [span[(start + i) % len(span)] for i in range(1, len(span))]
 
     # ------------------------------------------------------------------
     # cgroups
@@ -399,11 +407,15 @@ class Machine:
         rq.need_resched = True
         self.schedule(rq)
 
+    def idle_cpu(self, cpu: int) -> bool:
+        """idle_cpu(): nothing runs or waits on ``cpu``."""
+        return cython.cast(Rq, self.rqs[cpu]).idle
+
     def idle_core(self, cpu: int) -> bool:
         """All SMT siblings of ``cpu`` (itself included) are idle."""
-        idle = self.idle_cpus
+        rqs = self.rqs
         for c in self.siblings[cpu]:
-            if c not in idle:
+            if not cython.cast(Rq, rqs[c]).idle:
                 return False
         return True
 
@@ -482,7 +494,9 @@ class Machine:
             self._arm_hrtick(rq)      # hrtick_update(): the slice just shrank
 
     def _leave_idle(self, rq: Rq, now: int) -> None:
-        self.idle_cpus.discard(rq.cpu)
+        if rq.idle:
+            rq.idle = False
+            self.nr_idle_cpus -= 1
         if rq.curr is None:
             # update_avg(&rq->avg_idle, idle duration), capped at 2 x migration cost
             sample = max(0, now - rq.idle_since)
@@ -551,8 +565,9 @@ class Machine:
             rq.idle_since = now + c
             if self.tracer is not None:
                 self.tracer.sched_switch(now, rq.cpu, prev, None, c)
-            if rq.nr_running == 0:
-                self.idle_cpus.add(rq.cpu)
+            if rq.nr_running == 0 and not rq.idle:
+                rq.idle = True
+                self.nr_idle_cpus += 1
             if self.smt:
                 self._smt_update(rq, now)
             return
@@ -906,7 +921,7 @@ class Machine:
         if rq.nr_running >= 2:
             self.rd_overloaded = True     # add_nr_running()
         if rq.curr is None:
-            if rq.cpu in self.idle_cpus:
+            if rq.idle:
                 self._leave_idle(rq, self.engine._now)
             self.resched_curr(rq)
         self._ensure_tick(rq)
@@ -923,7 +938,7 @@ class Machine:
                 self.rt.task_tick(rq, curr)
             else:
                 policy.task_tick(rq, curr)
-        if rq.nr_running >= 2 and self.idle_cpus:
+        if rq.nr_running >= 2 and self.nr_idle_cpus:
             if self.nohz_kick_ipi:
                 # the idle CPU balances when it takes the kick's IPI, after
                 # this tick's reschedule below (SchedConfig.nohz_kick_ipi)
@@ -946,7 +961,7 @@ class Machine:
         for cpu in self.nohz_span[busy.cpu]:
             if busy.nr_running < 2:
                 break
-            if cpu not in self.idle_cpus:
+            if not self.idle_cpu(cpu):
                 continue
             rq = self.rqs[cpu]
             if now < rq.next_balance:

@@ -84,6 +84,7 @@ cdef class Rq:
     cdef public long long gen
     cdef public long long run_start
     cdef public long long switch_end
+    cdef public bint idle
     cdef public long long idle_since
     cdef public long long avg_idle
     cdef public long long next_balance

@@ -228,6 +228,7 @@ class Rq:
         self.gen = 0                  # invalidates the pending completion event
         self.run_start = 0            # when curr's useful work (re)started
         self.switch_end = 0           # the context switch in progress ends here
+        self.idle = True              # idle_cpu(): nothing runs or waits here
         self.idle_since = 0
         self.avg_idle = 0
         self.next_balance = 0

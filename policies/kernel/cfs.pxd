@@ -134,7 +134,7 @@ cdef class CFS(KernelScheduler):
     @cython.locals(curr=Task, se=SchedEntity, pse=SchedEntity, scale=bint)
     cpdef check_preempt_wakeup(self, Rq rq, Task p)
     cpdef select_task_rq(self, Task p, long prev_cpu, long wake_flags)
-    @cython.locals(m=Machine, start=cython.long, i=cython.long)
+    @cython.locals(m=Machine)
     cpdef select_idle_sibling(self, Task p, long target)
     @cython.locals(m=Machine, cpu=cython.long)
     cpdef _first_idle(self, Task p, list cpus, fallback)

@@ -756,22 +756,18 @@ class CFS(KernelScheduler):
         """The target CPU if idle, else an idle core sharing its LLC, else
         an idle CPU there (select_idle_core/select_idle_cpu), else target."""
         m = self.machine
-        if target in m.idle_cpus:
+        if m.idle_cpu(target):
             return target
-        span = m.topology.llc_span(target)
-        start = span.index(target)
-        return self._first_idle(p, [span[(start + i) % len(span)]
-                                    for i in range(1, len(span))], target)
+        return self._first_idle(p, m.llc_wrap[target], target)
 
     def _first_idle(self, p, cpus, fallback):
         """The first allowed CPU of ``cpus`` on a fully idle core, else the
         first idle one, else ``fallback``."""
         m = self.machine
-        idle = m.idle_cpus
         allowed = p.cpus_allowed
         first_idle = None
         for cpu in cpus:
-            if cpu in idle and (allowed is None or cpu in allowed):
+            if m.idle_cpu(cpu) and (allowed is None or cpu in allowed):
                 if m.idle_core(cpu):
                     return cpu
                 if first_idle is None:
@@ -783,7 +779,7 @@ class CFS(KernelScheduler):
         an idle CPU, else the least loaded allowed CPU."""
         m = self.machine
         order = m.cpus_by_distance[prev_cpu]
-        if m.idle_cpus:
+        if m.nr_idle_cpus:
             cpu = self._first_idle(p, order, None)
             if cpu is not None:
                 return cpu

@@ -141,11 +141,10 @@ cdef class LAGS(CFS):
     cpdef bint _higher_load(self, long cpu, double credit)
     @cython.locals(chain=tuple)
     cpdef bint cpu_has_higher_load_task(self, long cpu, Task p)
-    @cython.locals(cpu=cython.long, chain=tuple, credit=cython.double, m=Machine, start=cython.long,
-                   i=cython.long)
+    @cython.locals(cpu=cython.long, chain=tuple, credit=cython.double, m=Machine)
     cpdef select_task_rq(self, Task p, long prev_cpu, long wake_flags)
-    @cython.locals(m=Machine, idle=set, c=cython.long)
-    cpdef _first_fit(self, Task p, cpus, double credit)
+    @cython.locals(m=Machine, c=cython.long)
+    cpdef _first_fit(self, Task p, list cpus, double credit)
     @cython.locals(moved=cython.long)
     cpdef load_balance(self, Rq dst_rq, span, long idle)
     @cython.locals(dst_idle=bint, now=cython.longlong, order=list, n=Py_ssize_t, i=Py_ssize_t,

@@ -805,13 +805,10 @@ class LAGS(CFS):
         if wake_flags & WF_FORK:
             # find_idlest_cpu(): candidates nearest first; none: least loaded
             pick = self._first_fit(p, m.cpus_by_distance[prev_cpu], credit)
-        elif prev_cpu in m.idle_cpus or self._higher_load(prev_cpu, credit):
+        elif m.idle_cpu(prev_cpu) or self._higher_load(prev_cpu, credit):
             pick = prev_cpu         # select_idle_sibling(): the target itself
         else:
-            span = m.topology.llc_span(prev_cpu)
-            start = span.index(prev_cpu)
-            pick = self._first_fit(p, [span[(start + i) % len(span)]
-                                       for i in range(1, len(span))], credit)
+            pick = self._first_fit(p, m.llc_wrap[prev_cpu], credit)
         if pick is None:
             return cpu
         if pick != cpu:
@@ -822,13 +819,12 @@ class LAGS(CFS):
         """The first allowed CPU of ``cpus`` on a fully idle core, else the
         first that is idle or runs a higher-credit function, else None."""
         m = self.machine
-        idle = m.idle_cpus
         allowed = p.cpus_allowed
         first = None
         for c in cpus:
             if allowed is not None and c not in allowed:
                 continue
-            if c in idle:
+            if m.idle_cpu(c):
                 if m.idle_core(c):
                     return c
                 if first is None:
