@@ -10,11 +10,13 @@ cdef class _Call(Node):
 @cython.locals(call=_Call)
 cpdef _Call new_call(long long t, long long seq, fn, tuple args)
 
+@cython.final
 cdef class _Batch:
     cdef str draw
     cdef list values
     cdef Py_ssize_t i
 
+@cython.final
 cdef class RngStream:
     cdef public object gen
     cdef long _batch

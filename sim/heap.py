@@ -22,6 +22,10 @@ class Node:
         self.seq = seq
 
 
+# indices stay within the list by construction: compiled, no bounds or
+# negative-index tests per item (the decorators do nothing in the sources)
+@cython.boundscheck(False)
+@cython.wraparound(False)
 def heap_push(heap: list, node: Node) -> None:
     heap.append(node)
     i = len(heap) - 1
@@ -37,6 +41,8 @@ def heap_push(heap: list, node: Node) -> None:
     heap[i] = node
 
 
+@cython.boundscheck(False)
+@cython.wraparound(False)
 def heap_pop(heap: list) -> Node:
     """Remove and return the smallest node (the heap must not be empty)."""
     last = cython.cast(Node, heap.pop())

@@ -19,6 +19,7 @@ cdef class TaskGroup:
     cdef public object cfs_bandwidth
     cdef public dict tasks
 
+@cython.final
 cdef class SchedEntity:
     cdef public long long weight
     cdef public long long vruntime
@@ -43,6 +44,7 @@ cdef class SchedEntity:
     cpdef update_avg(self, long long now)
     cpdef double load_avg(self, long long now)
 
+@cython.final
 cdef class CfsRq:
     cdef public Rq rq
     cdef public TaskGroup tg

@@ -212,7 +212,7 @@ class Rq:
     """kernel ``struct rq``: per-CPU run queue state the simulator needs."""
 
     __slots__ = ("cpu", "cfs", "curr", "nr_running", "cfs_tasks", "need_resched",
-                 "gen", "run_start", "switch_end", "idle_since", "avg_idle",
+                 "gen", "run_start", "switch_end", "idle", "idle_since", "avg_idle",
                  "next_balance", "nr_balance_failed", "ticking",
                  "tick_gen", "tick_at", "hrtick_gen", "resched_pending",
                  "speed", "nr_switches", "busy_ns", "overhead_ns", "runtime_expiry_gen",

@@ -16,6 +16,7 @@ cpdef bint waits_on(TaskGroup tg, Rq src)
 @cython.locals(src=Rq)
 cpdef bint waits_in(TaskGroup tg, list sources)
 
+@cython.final
 cdef class LoadCredit:
     cdef public TaskGroup tg
     cdef public double ema
@@ -24,6 +25,7 @@ cdef class LoadCredit:
     cdef public long long T
     cdef public double key
 
+@cython.final
 cdef class CreditQueue:
     cdef public list ses
     cdef public list lcs

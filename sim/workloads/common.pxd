@@ -6,6 +6,7 @@ from sim.machine cimport Machine
 from sim.rq cimport TaskGroup
 from sim.task cimport Task, Request
 
+@cython.final
 cdef class ServiceTime:
     cdef public object kind
     cdef public double mean_ns
