@@ -35,3 +35,17 @@ cdef class ForkJoin:
     @cython.locals(req=Request)
     cpdef burst_done(self, Task task)
     cpdef request_done(self, Request req)
+
+@cython.final
+cdef class Replay:
+    cdef public list names
+    cdef public dict groups
+    cdef public dict hints
+    cdef public object arrivals
+    cdef public object demands
+    cdef public object function_of
+    cdef public object threads
+    cdef public Py_ssize_t next
+
+    @cython.locals(n=Py_ssize_t, i=Py_ssize_t)
+    cpdef long long fork_due(self, workload, long long now)

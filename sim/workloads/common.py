@@ -268,3 +268,41 @@ class ForkJoin:
 
     def request_done(self, req) -> None:
         self.recorder.request_done(req)
+
+
+class Replay:
+    """An invocation trace's requests still to come, in arrival order:
+    typed columns (``arrivals`` and ``demands`` in ns, ``function_of`` an
+    index into ``names``, ``threads``: array.arrays, 24 bytes an
+    invocation), ``next`` the first not yet forked, and per function name
+    its cgroup (``groups``) and the CPU its dispatcher last forked from
+    (``hints``; the workload's own dicts).  Compiled, ``fork_due`` forks
+    each due request without the interpreter's attribute reads, which were
+    a twentieth of a replayed run (sim/workloads/trace.py)."""
+
+    __slots__ = ("names", "groups", "hints", "arrivals", "demands", "function_of", "threads",
+                 "next")
+
+    def __init__(self, names, groups, hints, arrivals, demands, function_of, threads):
+        self.names = names
+        self.groups = groups
+        self.hints = hints
+        self.arrivals = arrivals
+        self.demands = demands
+        self.function_of = function_of
+        self.threads = threads
+        self.next = 0
+
+    def fork_due(self, workload, now: int) -> int:
+        """Fork, by ``workload.fork_request`` (which a workload may
+        override), every request that has arrived by ``now``; the arrival
+        of the next one (-1: none left)."""
+        arrivals = self.arrivals
+        n = len(arrivals)
+        while self.next < n and arrivals[self.next] <= now:
+            i = self.next
+            self.next += 1
+            name = self.names[self.function_of[i]]
+            self.hints[name] = workload.fork_request(name, self.groups[name], self.demands[i],
+                                                     self.threads[i], self.hints[name])
+        return arrivals[self.next] if self.next < n else -1

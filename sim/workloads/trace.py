@@ -27,7 +27,7 @@ import pyarrow as pa
 from sim.engine import NSEC_PER_SEC
 from sim.workloads import request_path
 from sim.workloads.base import Workload
-from sim.workloads.common import ForkJoin, function_cgroup
+from sim.workloads.common import ForkJoin, Replay, function_cgroup
 from sim.workloads.functions import FunctionCgroupsConfig
 from sim.workloads.tablefile import TableFormat, TraceError, parse_field
 
@@ -132,27 +132,20 @@ class TraceWorkload(ForkJoin, Workload):
         # the invocations to come, one typed entry per column (24 bytes an
         # invocation, against ~160 as a tuple of Python objects): a long
         # replay holds millions (docs/performance.md, "Memory")
-        self.names = list(self.groups)
-        index = {name: i for i, name in enumerate(self.names)}
-        self.arrivals, self.demands = _typed("q", arrivals), _typed("q", demands)
-        self.function_of = array("i", (index[n] for n in names))
-        self.threads = _typed("i", trace.column("threads").to_numpy())
-        self.next = 0
+        fnames = list(self.groups)
+        index = {name: i for i, name in enumerate(fnames)}
+        self.replay = Replay(fnames, self.groups, self.hints, _typed("q", arrivals),
+                             _typed("q", demands), array("i", (index[n] for n in names)),
+                             _typed("i", trace.column("threads").to_numpy()))
 
     def start(self):
-        if self.arrivals:
-            self.engine.call_at(self.arrivals[0], self._arrive)
+        if self.replay.arrivals:
+            self.engine.call_at(self.replay.arrivals[0], self._arrive)
 
     def _arrive(self):
-        arrivals, now = self.arrivals, self.engine.now
-        while self.next < len(arrivals) and arrivals[self.next] <= now:
-            i = self.next
-            self.next += 1
-            name = self.names[self.function_of[i]]
-            self.hints[name] = self.fork_request(name, self.groups[name], self.demands[i],
-                                                 self.threads[i], self.hints[name])
-        if self.next < len(arrivals):
-            self.engine.call_at(arrivals[self.next], self._arrive)
+        at = self.replay.fork_due(self, self.engine.now)
+        if at >= 0:
+            self.engine.call_at(at, self._arrive)
 
 
 def _typed(code: str, values: np.ndarray) -> array:
