@@ -136,7 +136,7 @@ cdef class CFS(KernelScheduler):
     cpdef select_task_rq(self, Task p, long prev_cpu, long wake_flags)
     @cython.locals(m=Machine)
     cpdef select_idle_sibling(self, Task p, long target)
-    @cython.locals(m=Machine, cpu=cython.long)
+    @cython.locals(m=Machine, cpu=cython.long, rqs=list)
     cpdef _first_idle(self, Task p, list cpus, fallback)
     @cython.locals(m=Machine, now=cython.longlong, cfs=CfsRq, rqs=list, best=cython.long,
                    best_nr=cython.long, best_load=cython.double)

@@ -764,10 +764,12 @@ class CFS(KernelScheduler):
         """The first allowed CPU of ``cpus`` on a fully idle core, else the
         first idle one, else ``fallback``."""
         m = self.machine
+        rqs = m.rqs
         allowed = p.cpus_allowed
         first_idle = None
         for cpu in cpus:
-            if m.idle_cpu(cpu) and (allowed is None or cpu in allowed):
+            # idle_cpu(cpu), read in place: a wake-up scans the whole LLC
+            if cython.cast(Rq, rqs[cpu]).idle and (allowed is None or cpu in allowed):
                 if m.idle_core(cpu):
                     return cpu
                 if first_idle is None:
