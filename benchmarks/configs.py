@@ -84,6 +84,16 @@ def overload(scheduler: str = "cfs") -> dict:
     return OmegaConf.to_container(cfg, resolve=True)
 
 
+def fig3_point(scheduler: str = "cfs") -> dict:
+    """The largest point of the LAGS Fig. 3 grid (``experiment=lags_fig3``,
+    which the speed issue times whole): azure2021 at 228 functions through
+    rd-hashd's request path, seed 0, under ``scheduler``, the experiment's
+    30 s after 5 s."""
+    cfg = compose(["experiment=lags_fig3", "workload=azure2021", "workload.functions=228",
+                   f"scheduler={scheduler}", "seed=0"])
+    return OmegaConf.to_container(cfg, resolve=True)
+
+
 def tiny() -> dict:
     """this-vm (2 CPUs), 4 functions at 60 % load, 5 simulated seconds."""
     return poisson_cfg("this-vm", 4, 0.6, 5.0)
