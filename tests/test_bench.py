@@ -335,6 +335,9 @@ def test_kthreads_finds_the_hogs_interruptions(tmp_path):
 def test_loadgen_costs_more_at_a_higher_rate(tmp_path):
     t = loadgen.run(tmp_path, quick=True)
     df = t.to_pandas()
+    if df.host_disturbed.any():
+        pytest.skip("the host was disturbed (other load, or the generator stalled) "
+                    f"during {int(df.host_disturbed.sum())} of {len(df)} runs")
     assert (df.dispatches > 0).all() and (df.gen_switch_ins > 0).all()
     # 300 dispatches/s cost the generator more CPU than 50/s (about 2x here,
     # far beyond the runs' spread) at each density

@@ -76,7 +76,12 @@ def one_run(functions: int, rate_rps: float, duration_s: float, seed: int) -> di
         if now_s >= WARMUP_S:
             marks.append((now_s, *_schedstat()))
     res = run_real(cfg, progress=progress, run_name=f"bench-loadgen-{functions}")
-    (t0, cpu0, n0), (t1, cpu1, n1) = marks[0], marks[-1]
+    # the progress callback, on the generator's own thread, times the span:
+    # called at most once after warm-up (or twice at one instant), the
+    # generator was stalled and the run measured nothing (seen once: a
+    # sampler read of 274 ms); such a run counts as disturbed
+    stalled = len(marks) < 2 or marks[-1][0] <= marks[0][0]
+    (t0, cpu0, n0), (t1, cpu1, n1) = ((0.0, 0, 0),) * 2 if stalled else (marks[0], marks[-1])
     arr = np.asarray(res.trace.column("arrival_s").to_numpy(zero_copy_only=False))
     s = res.summary.to_pylist()[0]
     interval_s = float(cfg.interval_s)
@@ -86,7 +91,7 @@ def one_run(functions: int, rate_rps: float, duration_s: float, seed: int) -> di
             "dispatches": int(((arr >= t0) & (arr < t1)).sum()),
             "gen_cpu_ns": cpu1 - cpu0, "gen_switch_ins": n1 - n0,
             "lateness_p99_s": float(s["loadgen_lateness_p99_s"]),
-            "host_disturbed": bool(s.get("host_disturbed", False)),
+            "host_disturbed": bool(s.get("host_disturbed", False)) or stalled,
             "cgroups": functions + SAMPLED_BESIDE_FUNCTIONS,
             "sampler_read_us": float(s["sampler_read_us"]),
             "sampler_reads": sum(t0 <= t < t1 for t in instants)}
