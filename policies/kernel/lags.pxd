@@ -69,7 +69,6 @@ cdef class LAGS(CFS):
     cdef public dict _aware_q
     cdef public list _curr_credit
     cdef public list _running
-    cdef public list _aware_credits
     cdef public list _order
     cdef public long long _order_at
 

@@ -349,8 +349,7 @@ class LAGS(CFS):
         self._runnable = self.load_signal == "runnable"
         ncpus = machine.topology.nr_cpus
         self._aware: set = set()              # latency-aware task groups
-        self._aware_credits: list = []        # their LoadCredits, in creation order
-        self._order: list = []                # _credit_order() at _order_at (LoadCredits)
+        self._order: list = []                # their LoadCredits: _credit_order() at _order_at
         self._order_at = -1
         self._credit_of: dict = {}            # TaskGroup -> LoadCredit
         self._chains: dict = {}               # TaskGroup -> credits of aware tgs, itself upward
@@ -375,8 +374,8 @@ class LAGS(CFS):
             self._aware.add(tg)
         self._chains.clear()
         credit_of = self._credit_of
-        self._aware_credits = [credit_of[g] for g in credit_of if g in self._aware]
-        self._order = list(self._aware_credits)
+        # a new group (maybe a function): the order, re-sorted at its next read
+        self._order = [credit_of[g] for g in credit_of if g in self._aware]
         self._order_at = -1
 
     def latency_aware(self, tg) -> bool:
