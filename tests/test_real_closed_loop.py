@@ -153,7 +153,7 @@ def test_closed_loop_on_the_native_worker():
     # thread, so a rare request overshoots by more (seen once in CI: 1.02
     # ms, no steal counted): at most 1 % of them, and none by its demand
     for d in res.done.values():
-        assert 2 * MS <= d.cpu_ns < 4 * MS, (d, stolen)
+        assert 2 * MS <= d.cpu_ns < 4 * MS + stolen, (d, stolen)
     over = [d for d in res.done.values() if d.cpu_ns > 3 * MS + stolen]
     assert len(over) <= max(1, len(res.done) // 100), (over, stolen)
     # throughput = C / (think + latency), latency from the scheduled send
