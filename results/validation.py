@@ -309,7 +309,9 @@ RTAPP_LOOP = ("rt-app's busy loop: each run costs its iterations at the vCPU's s
               "moment, 18.4-22.2 ns an iteration here within one hour (calibration/bench/"
               "rtapp_loop.py; the profile has its median, the simulator the real runs' "
               "calibration)")
-CACHE = ("switch cost under cache pressure (many working sets sharing the LLC; the native "
+CACHE = ("switch cost under cache pressure (calibration/bench/density.py: up to 64 working "
+         "sets of 1-4 MiB sharing the LLC cost the host 0-2 % of useful CPU and the model "
+         "within a point of that; more or larger ones are not measured; the native "
          "worker's own CPU, warm and cold, is measured and modelled: "
          "calibration/bench/dispatch.py), and the host's speed drifting between the "
          "profile's microbenchmarks and this run (re-run `colosim calibrate` the same day)")

@@ -17,8 +17,10 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from calibration import checks
 from calibration import fit as F
 from calibration import simbench
+from calibration.bench import density
 from calibration.profile import build_profile, cost_params, read_profile, write_profile
 from results import validation as vt
 
@@ -336,3 +338,40 @@ def test_calibrate_takes_the_idle_exit_from_its_ladder(tmp_path, sim_table):
     assert "wakeup" not in {r["kind"] for r in prof["fit"]["residuals"]}
     notes = "\n".join(prof["fit"]["notes"])
     assert "idle_exit benchmark's ladder" in notes and "(a check, not fitted)" in notes
+
+
+def _density_table(drifts: list[float], useful: list[float]) -> pa.Table:
+    """Two hogs of N = 2 per repetition, each given half of ``useful`` of a 1 s
+    sample at 100 ns an iteration alone, with 250 switch-outs a second."""
+    rows = []
+    for rep, (drift, u) in enumerate(zip(drifts, useful)):
+        for i in range(2):
+            rows.append({"repeat": rep, "n_hogs": 2, "hog_ws_bytes": 0,
+                         "cgroup": f"density/hog{i}", "iterations": int(u / 2 * 1e7),
+                         "elapsed_ns": 1_000_000_000, "cpu_usage_ns": 500_000_000,
+                         "context_switches": 125 + rep, "cpu_migrations": 0,
+                         "perf_window_ns": 1_000_000_000, "ns_per_iteration_alone": 100.0,
+                         "alone_drift": drift})
+    return pa.Table.from_pylist(rows, schema=density.SCHEMA)
+
+
+def test_density_check_leaves_out_repetitions_whose_reference_drifted():
+    over = density.DRIFT_LIMIT * 1.5
+    t = _density_table([0.0, -over, 0.01, -0.005], [0.99, 0.90, 0.97, 0.98])
+    [row] = checks.density_rows(t, truth_config(), "generic", "cfs", 0)
+    assert (row["repeats_kept"], row["repeats"]) == (3, 4)
+    assert row["useful_cpu_real"] == pytest.approx(0.98)
+    assert (row["useful_cpu_real_min"], row["useful_cpu_real_max"]) == \
+        pytest.approx((0.97, 0.99))
+    # switch rate: the median over every repetition (perf is not drift-prone)
+    assert row["switch_outs_per_s_real"] == pytest.approx(np.median([250, 252, 254, 256]))
+    # two hogs on one simulated CPU: busy but for the switches' cost
+    assert 0.95 < row["useful_cpu_sim"] < 1.0
+    md = checks.markdown([row], [])
+    assert "| 2 | 0 KiB | 253 |" in md and "0.970–0.990 | 3/4 |" in md
+
+
+def test_density_check_without_a_steady_repetition_has_no_useful_cpu():
+    t = _density_table([0.5, -0.5], [0.99, 0.98])
+    [row] = checks.density_rows(t, truth_config(), "generic", "cfs", 0)
+    assert row["repeats_kept"] == 0 and math.isnan(row["useful_cpu_real"])

@@ -1,28 +1,35 @@
 """Switch rate and useful work vs density -> density.parquet.
 
 N CPU hogs (native/hog.c), each in its own cgroup density/hog<i> at the
-default (equal) weight, all pinned to the highest-numbered CPU, for N in
-1, 2, 4, 8, 16, 32, 64 (quick 1, 4, 16) and hog working sets of 0 and 1M
-(quick 0).  A hog iteration is a fixed chain of 256 dependent multiply-adds
-plus 16 read-modify-writes continuing cyclically through its working set; each
-hog publishes its iteration count in a shared memory slot the driver reads
-without disturbing it.
+default (equal) weight, all pinned to the highest-numbered CPU, for N in 1, 2,
+4, 8, 16, 32, 64 (quick 1, 4, 16) and hog working sets of 0, 1 MiB and 4 MiB
+(quick 0), the whole ladder three times (quick once). A hog iteration is a
+fixed chain of 256 dependent multiply-adds plus 16 read-modify-writes
+continuing cyclically through its working set; each hog publishes its
+iteration count in a shared memory slot the driver reads without disturbing
+it.
 
-Before the sweep, for each working set, one hog runs alone on the CPU
-(quick 0.5 s, full 1 s after a warm-up) to give ns_per_iteration_alone =
-its cpuacct usage / iterations; useful work = iterations *
-ns_per_iteration_alone.  For each N: warm-up (0.5 s, 1 s full), then
-`perf stat -I 100 -e context-switches,cpu-migrations -G <each hog cgroup>`
-(backends/real/perf.PerfStat) and one sample of T seconds (full 4 s, quick
-1.5 s): iterations, cpuacct.usage of every hog cgroup and CLOCK_MONOTONIC at
-both ends.  The perf counts are the sum of the 100 ms intervals whose midpoint
-lies in the sample (perf_window_ns says how long that is); they are null when
-perf is unavailable (meta perf_status says why), never 0 for missing.
+Useful work = iterations * ns_per_iteration_alone, the CPU time an iteration
+takes when one hog (same working set) runs alone on the CPU: its cpuacct usage
+/ iterations over 0.5 s after a short warm-up. This vCPU's speed moves by
+several percent within minutes (rt-app's loop: 18.4-22.2 ns an iteration
+within one hour), as much as the effect measured, so the lone hog runs before
+the first N and after every N of a working set, and each sample's reference is
+the mean of the two runs bracketing it; alone_drift = after / before - 1 says
+how far the speed moved meanwhile (DRIFT_LIMIT: beyond it the sample's useful
+work is not trusted). For each N: warm-up (0.5 s, 1 s full), then `perf stat
+-I 100 -e context-switches,cpu-migrations -G <each hog cgroup>`
+(backends/real/perf.PerfStat) and one sample of T seconds (full 2 s, quick 1.5
+s): iterations, cpuacct.usage of every hog cgroup and CLOCK_MONOTONIC at both
+ends. The perf counts are the sum of the 100 ms intervals whose midpoint lies
+in the sample (perf_window_ns says how long that is); they are null when perf
+is unavailable (meta perf_status says why), never 0 for missing.
 
-Columns (one row per hog and N): n_hogs, hog_ws_bytes, cgroup, iterations,
-elapsed_ns, cpu_usage_ns, context_switches, cpu_migrations, perf_window_ns,
-ns_per_iteration_alone.  Meta: config_hz (CONFIG_HZ, null when the kernel
-config is not readable), the CPU, durations.
+Columns (one row per hog, N and repetition): repeat, n_hogs, hog_ws_bytes,
+cgroup, iterations, elapsed_ns, cpu_usage_ns, context_switches,
+cpu_migrations, perf_window_ns, ns_per_iteration_alone, alone_drift. Meta:
+config_hz (CONFIG_HZ, null when the kernel config is not readable), the CPU,
+durations.
 """
 from __future__ import annotations
 
@@ -41,19 +48,25 @@ NAME = "density"
 ROOT = "density"
 N_HOGS = (1, 2, 4, 8, 16, 32, 64)
 N_HOGS_QUICK = (1, 4, 16)
-WS = (0, 1 << 20)
+WS = (0, 1 << 20, 4 << 20)
 WS_QUICK = (0,)
-SAMPLE_S, SAMPLE_S_QUICK = 4.0, 1.5
+REPEATS, REPEATS_QUICK = 3, 1
+# A sample whose bracketing lone-hog runs differ by more than this is not
+# compared: the useful-work loss it is there to show is 0-2 % here
+# (docs/microbenchmarks.md, density).
+DRIFT_LIMIT = 0.02
+SAMPLE_S, SAMPLE_S_QUICK = 2.0, 1.5
 WARMUP_S, WARMUP_S_QUICK = 1.0, 0.5
-ALONE_S, ALONE_S_QUICK = 1.0, 0.5
+ALONE_S, ALONE_S_QUICK = 0.5, 0.5
 PERF_INTERVAL_MS = 100
 SLOT = 64   # one cache line per hog counter (hog.c)
 
 SCHEMA = pa.schema([
-    ("n_hogs", pa.int64()), ("hog_ws_bytes", pa.int64()), ("cgroup", pa.string()),
+    ("repeat", pa.int64()), ("n_hogs", pa.int64()), ("hog_ws_bytes", pa.int64()), ("cgroup", pa.string()),
     ("iterations", pa.int64()), ("elapsed_ns", pa.int64()), ("cpu_usage_ns", pa.int64()),
     ("context_switches", pa.int64()), ("cpu_migrations", pa.int64()),
     ("perf_window_ns", pa.int64()), ("ns_per_iteration_alone", pa.float64()),
+    ("alone_drift", pa.float64()),
 ])
 
 
@@ -156,7 +169,7 @@ def measure(cg, counters: Counters, cpu: int, n: int, ws: int, warmup_s: float,
 
 def run(out_dir, quick: bool = False, progress: Progress = None, *,
         n_hogs: tuple[int, ...] | None = None, ws_list: tuple[int, ...] | None = None,
-        sample_s: float | None = None) -> pa.Table:
+        sample_s: float | None = None, repeats: int | None = None) -> pa.Table:
     """Run the sweep (keywords narrow it, for tests) and write density.parquet."""
     started = common.utc_now()
     common.check_host()
@@ -167,31 +180,36 @@ def run(out_dir, quick: bool = False, progress: Progress = None, *,
     sample_s = sample_s or (SAMPLE_S_QUICK if quick else SAMPLE_S)
     warmup_s = WARMUP_S_QUICK if quick else WARMUP_S
     alone_s = ALONE_S_QUICK if quick else ALONE_S
+    repeats = repeats or (REPEATS_QUICK if quick else REPEATS)
     pstatus = perf_status()
     use_perf = pstatus == "ok"
     rows: list[dict] = []
-    per_it: dict[int, float] = {}
     t_start = time.monotonic()
     counters = Counters(max(ns))
     try:
         with common.bench_session(NAME, ROOT) as cg:
-            for ws in wss:
-                common.say(progress, f"{NAME} alone ws={ws}")
-                per_it[ws] = alone(cg, counters, cpu, ws, warmup_s / 2, alone_s)
-                for n in ns:
-                    common.say(progress, f"{NAME} n_hogs={n} ws={ws} "
-                                         f"({time.monotonic() - t_start:.0f} s)")
-                    r, status = measure(cg, counters, cpu, n, ws, warmup_s, sample_s, use_perf)
-                    if status != "ok" and pstatus == "ok":
-                        pstatus = status
-                    for row in r:
-                        row["ns_per_iteration_alone"] = per_it[ws]
-                    rows += r
+            for rep in range(repeats):
+                for ws in wss:
+                    before = alone(cg, counters, cpu, ws, warmup_s / 2, alone_s)
+                    for n in ns:
+                        common.say(progress, f"{NAME} repeat {rep + 1}/{repeats} n_hogs={n} "
+                                             f"ws={ws} ({time.monotonic() - t_start:.0f} s)")
+                        r, status = measure(cg, counters, cpu, n, ws, warmup_s, sample_s,
+                                            use_perf)
+                        if status != "ok" and pstatus == "ok":
+                            pstatus = status
+                        after = alone(cg, counters, cpu, ws, warmup_s / 2, alone_s)
+                        for row in r:
+                            row.update(repeat=rep, ns_per_iteration_alone=(before + after) / 2,
+                                       alone_drift=after / before - 1)
+                        rows += r
+                        before = after
     finally:
         counters.close()
     table = pa.Table.from_pylist(rows, schema=SCHEMA)
     params = {"n_hogs": list(ns), "hog_ws_bytes": list(wss), "sample_s": sample_s,
-              "warmup_s": warmup_s, "alone_s": alone_s, "perf_interval_ms": PERF_INTERVAL_MS,
+              "warmup_s": warmup_s, "alone_s": alone_s, "repeats": repeats,
+              "drift_limit": DRIFT_LIMIT, "perf_interval_ms": PERF_INTERVAL_MS,
               "hog_iteration": "256 dependent multiply-adds + 16 line read-modify-writes"}
     return common.finish(table, out_dir, NAME, params, quick, started, t_start, cpu=cpu,
                          config_hz=common.config_hz(), perf_status=pstatus,
