@@ -241,3 +241,26 @@ def test_sigterm_during_a_run_tears_everything_down():
     assert not _ours(name)
     time.sleep(0.1)
     assert not any(alive(p) for p in pids)
+
+
+@pytest.mark.parametrize("overrides, warned", [
+    (["workload=poisson"], True),                               # the default 256 KiB
+    (["workload=poisson", "workload.working_set_kb=0"], False),
+    (["workload=periodic"], True),
+    (["workload=noisy_jobs", "workload.working_set_kb=512"], False),   # memory workers
+])
+def test_a_simulated_working_set_on_the_spinning_workers_is_warned_about(
+        monkeypatch, capsys, overrides, warned):
+    """The native workers spin on their CPU clock and walk no memory: a
+    working_set_kb the simulator would refill is said to have no
+    counterpart, before anything is created (the run stops at the next
+    step here: no worker binary)."""
+    def no_binary(_):
+        raise run.WorkerError("no worker (test)")
+    monkeypatch.setattr(run, "worker_binary", no_binary)
+    with pytest.raises(RealRunError, match="no worker"):
+        run.run_real(_cfg(*overrides), run_name=f"rt-{os.getpid()}-ws")
+    err = capsys.readouterr().err
+    assert ("workload.working_set_kb=" in err) == warned, err
+    if warned:
+        assert "simulate this run with workload.working_set_kb=0" in err

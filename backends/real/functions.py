@@ -25,6 +25,7 @@ class FunctionsRunner(Runner):
     per function cgroup, a thread per request."""
 
     RUNS = "invocation traces"
+    SPINS_ON_CPU_CLOCK = True
 
     def __init__(self, cfg: dict, b: RealBackend, trace: pa.Table | None = None):
         """``trace``: the rows to replay (None: the workload's own,

@@ -444,6 +444,7 @@ class JobsRunner(FunctionsRunner):
     arrival (or admitted by a controller) through the run's :class:`JobGate`."""
 
     RUNS = "job streams"
+    SPINS_ON_CPU_CLOCK = False    # its jobs are memory workers walking their buffers
 
     def __init__(self, cfg: dict, b: RealBackend, trace: pa.Table | None = None):
         """``trace``: the job table (None: the workload's own,

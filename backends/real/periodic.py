@@ -34,6 +34,7 @@ class PeriodicRunner(BurstRunner):
     workload's), its cpuset and task policy."""
 
     RUNS = "periodic threads"
+    SPINS_ON_CPU_CLOCK = True
 
     def __init__(self, cfg: dict, b: RealBackend, trace=None):
         super().__init__(cfg, b)

@@ -247,6 +247,12 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
     except schedtrace.TraceRefused as e:
         raise RealRunError(str(e)) from None
     runner = runner_for(cfg, b, trace)
+    ws_kb = runner.w.get("working_set_kb") or 0
+    if runner.SPINS_ON_CPU_CLOCK and ws_kb > 0:
+        print(f"colosim: warning: workload.working_set_kb={ws_kb} is the simulator's: here the "
+              f"native workers walk no memory and spin on their own CPU clock (a refill would "
+              f"count as work); simulate this run with workload.working_set_kb=0",
+              file=sys.stderr)
     duration_ns = int(round(float(cfg["duration_s"]) * NS))
     warmup_ns = int(round(float(cfg.get("warmup_s", 0.0)) * NS))
     interval_ns = int(round(float(cfg.get("interval_s", 1.0)) * NS))

@@ -109,6 +109,11 @@ class Runner(ABC):
     """One real-backend capability (``capability`` in backends/real/run.py)."""
 
     RUNS: str    # what it runs, as the refusal of other workloads lists it
+    # its threads burn their demand spinning on their own CPU clock in the
+    # native worker (funcworker.c spin_cpu), walking no memory: a working set
+    # the simulator refills after each switch has no counterpart here, and a
+    # refill would count as work anyway
+    SPINS_ON_CPU_CLOCK = False
 
     def __init__(self, cfg: dict, b: RealBackend, trace: pa.Table | None = None):
         """``cfg``: the plain scenario config; ``b``: its backend keys;
