@@ -14,8 +14,12 @@ latency`` and ``perf sched timehist`` define them:
 - **switches**: every switch-out of the task, voluntary when it left the
   CPU sleeping or exiting (prev_state S or X), involuntary when preempted
   (R); ``involuntary_frac`` is the involuntary share.
-- **migrations**: its ``sched_migrate_task`` events; **wake-ups** its
-  ``sched_wakeup`` and ``sched_wakeup_new`` events.
+- **migrations**: its ``sched_migrate_task`` events; **at wake-up** those
+  whose next event of the task is a wake-up (try_to_wake_up() places a
+  sleeping task with set_task_cpu() before it traces the wake-up; a
+  sleeping task moves no other way), the others moved it while runnable
+  (the balancers pulling a queued task, a stopper moving a running one);
+  **wake-ups** its ``sched_wakeup`` and ``sched_wakeup_new`` events.
 
 A **named thread** (:meth:`SchedAnalysis.thread`, ``trace.thread``): the
 tasks whose comm (the last seen) is the name, pooled, with their wake-up
@@ -142,6 +146,13 @@ def _stream(sched: pa.Table) -> _Stream:
                    task_cgroup=cgroups.take(last), task_comm=comms.take(last))
 
 
+def _next_is(s: _Stream, kind: int) -> np.ndarray:
+    """Per stream row: the same task's next event is of ``kind``."""
+    nxt = np.zeros(s.task.size, bool)
+    nxt[:-1] = (s.task[1:] == s.task[:-1]) & (s.kind[1:] == kind)
+    return nxt
+
+
 def _firsts(keys: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """First position per key (positions ascending)."""
     uniq, first = np.unique(keys, return_index=True)
@@ -186,7 +197,9 @@ class SchedAnalysis:
             "switches_voluntary": np.bincount(s.task[(s.kind == _OUT) & ~s.involuntary],
                                               minlength=nt),
             "switches_involuntary": np.bincount(s.task[s.involuntary], minlength=nt),
-            "migrations": np.bincount(s.task[s.kind == _MIGRATE], minlength=nt),
+            "migrations": np.bincount(s.task[migrate], minlength=nt),
+            "migrations_wakeup": np.bincount(s.task[migrate & _next_is(s, _WAKE)],
+                                             minlength=nt),
         }
 
     @cached_property
@@ -265,6 +278,7 @@ class SchedAnalysis:
                 "switches_voluntary": cols["switches_voluntary"],
                 "switches_involuntary": cols["switches_involuntary"],
                 "involuntary_frac": frac, "migrations": cols["migrations"],
+                "migrations_wakeup": cols["migrations_wakeup"],
             })
         return pa.concat_tables([pa.table({f.name: _array(p[f.name], f.type)
                                            for f in SCHED_METRICS}, schema=SCHED_METRICS)
@@ -350,7 +364,8 @@ _SHOWN = (("runtime_s", "runtime s", 1), ("n_runs", "runs", 1), ("n_wakeups", "w
           ("wakeup_latency_p99_s", "wake p99", 1e3), ("wakeup_latency_max_s", "wake max", 1e3),
           ("run_length_mean_s", "run mean", 1e3), ("run_length_p99_s", "run p99", 1e3),
           ("switches_voluntary", "vol", 1), ("switches_involuntary", "invol", 1),
-          ("involuntary_frac", "invol %", 1e2), ("migrations", "migr", 1))
+          ("involuntary_frac", "invol %", 1e2), ("migrations", "migr", 1),
+          ("migrations_wakeup", "at wake", 1))
 
 
 def format_metrics(metrics: pa.Table, level: str = "cgroup") -> str:

@@ -248,6 +248,10 @@ SCHED_METRICS = pa.schema(
         ("switches_involuntary", pa.int64()),    # switch-outs with prev_state R (preempted)
         ("involuntary_frac", pa.float64()),      # involuntary / all switch-outs
         ("migrations", pa.int64()),              # sched_migrate_task events
+        # of those, the ones placing the task at a wake-up (the task's next
+        # event is the wake-up: ttwu's set_task_cpu()); the rest moved it
+        # while runnable (the balancers, a stopper)
+        ("migrations_wakeup", pa.int64()),
     ]
 )
 SCHED_METRICS_FILE = "sched_metrics.parquet"

@@ -429,6 +429,7 @@ def write_metrics(run, scale):
         "run_length_p50_s": f([1.5e-3] * n), "run_length_p99_s": f([9e-3] * n),
         "switches_voluntary": i([8] * n), "switches_involuntary": i([2] * n),
         "involuntary_frac": f([0.2] * n), "migrations": i([0] + [3] * len(cgroups)),
+        "migrations_wakeup": i([0] + [1] * len(cgroups)),
     }), run / SCHED_METRICS_FILE)
 
 

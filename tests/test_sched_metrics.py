@@ -82,6 +82,7 @@ def test_hand_built_trace_has_the_known_metrics():
     assert (t1["switches_voluntary"], t1["switches_involuntary"], t1["n_wakeups"]) == (1, 1, 2)
     assert (t2["switches_voluntary"], t2["switches_involuntary"], t2["n_wakeups"]) == (2, 0, 3)
     assert (t2["migrations"], t1["migrations"], t2["n_runs"]) == (1, 0, 2)
+    assert t2["migrations_wakeup"] == 1     # asleep at 70, woken at 90
     assert t1["involuntary_frac"] == 0.5 and t2["involuntary_frac"] == 0.0
     assert math.isnan(t3["involuntary_frac"]) and t3["n_runs"] == 0 and t3["runtime_s"] == 0
     assert math.isnan(t3["run_length_mean_s"])
@@ -339,3 +340,29 @@ def test_trace_thread_puts_the_named_threads_columns_in_the_summary(tmp_path, ca
     assert main(["run", *keys, f"output_dir={plain}"]) == 0
     names = pq.read_table(plain / "summary.parquet").column_names
     assert not [n for n in names if n.startswith("thread_")]
+
+
+def test_a_migration_is_at_wake_up_when_the_wake_up_follows():
+    """Task 1 is preempted and then pulled while queued (a balancer); task 2
+    sleeps and is placed on another CPU as it wakes; task 3 is moved while
+    running (a stopper), later sleeps and wakes where it is."""
+    t = sched_table([
+        (0, "sched_wakeup_new", 0, 1), (1, "sched_wakeup_new", 0, 3),
+        (5, SW, 0, 0, "R", 1),
+        (10, SW, 0, 1, "R", 2),                 # 1 preempted: runnable
+        (20, "sched_migrate_task", 1, 1, 0),    # pulled while queued
+        (25, SW, 1, 0, "R", 1),
+        (30, SW, 0, 2, "S", 3),                 # 2 sleeps
+        (40, "sched_migrate_task", 1, 2, 0),    # placed at its wake-up
+        (41, "sched_wakeup", 1, 2),
+        (50, SW, 1, 1, "S", 2),
+        (55, "sched_migrate_task", 1, 3, 0),    # 3, running on CPU 0, moved
+        (60, SW, 1, 2, "S", 3),
+        (70, SW, 1, 3, "S", 0),
+        (80, "sched_wakeup", 1, 3),
+    ])
+    m = rows(sched_metrics(t))
+    got = {p: (m["task", p]["migrations"], m["task", p]["migrations_wakeup"]) for p in (1, 2, 3)}
+    assert got == {1: (1, 0), 2: (1, 1), 3: (1, 0)}
+    g = m["cgroup", "/g1"]                      # tasks 1 and 2
+    assert (g["migrations"], g["migrations_wakeup"]) == (2, 1)
