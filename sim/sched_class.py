@@ -69,6 +69,23 @@ class SchedConfig:
     # (calibration/bench/delay_dequeue.py saw it).  false: the change leaves
     # it alone (colosim before 2026-11-27; cfs, lags and eevdf66 keep it)
     affinity_requeue: bool = tunable(False)
+    # PELT's propagation up the task-group hierarchy (add_tg_cfs_propagate,
+    # update_tg_cfs_load; Linux 4.13 on): a task attached to or removed
+    # from a group's cfs_rq (forked, exited, migrated) changes every
+    # ancestor's load at once, not as its group entity's own average moves
+    # (docs/scheduling.md "Event model").  false: the group entity's average
+    # alone carries it up, over tens of ms.  Off for every scheduler until
+    # the balancer's gap to this host is understood (docs/host-validation.md
+    # "Where the host's migrations come from")
+    pelt_propagate: bool = tunable(False)
+    # calculate_imbalance()'s migrate_task for an idle CPU (its own tick's
+    # balance or the nohz balance done for it): the local group has spare
+    # capacity, so it takes (busiest's nr_running - its own) / 2 tasks, up
+    # to sysctl_sched_nr_migrate examined, stopping when the source is down
+    # to one (detach_tasks()); a newly idle CPU takes one (CONFIG_PREEMPTION).
+    # false: every idle balance takes one task.  Off for every scheduler,
+    # as pelt_propagate
+    migrate_task_half: bool = tunable(False)
     # /proc/sys/kernel/sched_rr_timeslice_ms: SCHED_RR's round-robin quantum
     sched_rr_timeslice_ms: int = tunable(100, range=(1, None))
     # RT throttling: RT threads may run sched_rt_runtime_us per

@@ -283,9 +283,12 @@ def test_reduced_calibrate_and_validate_on_this_host(tmp_path, capsys):
     # and within the hour: only that it is a VM's (tens of us, not ns or
     # ms) is reproducible; the idle_exit ladder gives it (its medians, both
     # paths), and its fitted growth stays within what was measured
-    ladder = [v for by_period in quick["fit"]["idle_exit"]["median_ns_by_period"].values()
-              for v in by_period.values()]
-    assert ladder and all(5_000 <= v <= 1_000_000 for v in ladder), ladder
+    # (no ladder when the host disturbed its periods: calibrate then keeps
+    # the idle exit constant and says so)
+    if "idle_exit" in quick["fit"]:
+        ladder = [v for by_period in quick["fit"]["idle_exit"]["median_ns_by_period"].values()
+                  for v in by_period.values()]
+        assert ladder and all(5_000 <= v <= 1_000_000 for v in ladder), ladder
     assert 5_000 <= quick["idle_exit_ns"] + quick["idle_exit_cold_ns"] <= 1_000_000, quick
     capsys.readouterr()
     # full-length runs (15 s): quick ones (5 s) leave p50 too noisy for a 10% target

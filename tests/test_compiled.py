@@ -93,6 +93,12 @@ SCENARIOS = {
                        cores=2, threads_per_core=2, duration_s=1.0, warmup_s=0.1,
                        calibration=DEFAULT_COSTS),
 }
+# the balancer's opt-in pieces (tests/test_pelt_propagate.py): PELT's
+# propagation through function groups and an idle CPU's half of the queue
+SCENARIOS["balance-options"] = make_cfg(
+    poisson(functions=6, rate_rps=70.0, request_path="worker"), cores=2, duration_s=1.0,
+    warmup_s=0.1, calibration=DEFAULT_COSTS,
+    scheduler={"name": "eevdf", "pelt_propagate": True, "migrate_task_half": True})
 # EEVDF as Linux 6.6 had it (no PREEMPT_SHORT, no delayed dequeue)
 SCENARIOS["eevdf66"] = make_cfg(poisson(functions=4, rate_rps=80.0), cores=2, duration_s=1.0,
                                 warmup_s=0.1, calibration=DEFAULT_COSTS,

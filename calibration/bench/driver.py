@@ -61,7 +61,7 @@ def _groups(n: int, sleep_ms: float) -> str:
 
 def one_run(kind: str, groups: int, sleep_ms: float, duration_s: float, seed: int) -> dict:
     workload = (["workload=rtapp", f"workload.file={RTAPP_FILE}"] if kind == "rtapp"
-                else ["workload=periodic", _groups(groups, sleep_ms)])
+                else ["workload=periodic", "workload.working_set_kb=0", _groups(groups, sleep_ms)])
     cfg = compose(["host=this-vm", "scheduler=eevdf", "backend=real", *workload,
                    f"duration_s={duration_s}", f"warmup_s={WARMUP_S}", f"seed={seed}",
                    "backend.lateness_action=flag"])

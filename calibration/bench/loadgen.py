@@ -66,7 +66,8 @@ def _schedstat() -> tuple[int, int]:
 
 def one_run(functions: int, rate_rps: float, duration_s: float, seed: int) -> dict:
     cfg = compose(["host=this-vm", "scheduler=eevdf", "backend=real", "workload=poisson",
-                   "workload.request_path=worker", f"workload.functions={functions}",
+                   "workload.request_path=worker", "workload.working_set_kb=0",
+                   f"workload.functions={functions}",
                    f"workload.rate_rps={rate_rps / functions}",
                    f"workload.mean_service_s={DEMAND_S}", f"duration_s={duration_s}",
                    f"warmup_s={WARMUP_S}", f"seed={seed}", "backend.lateness_action=flag"])

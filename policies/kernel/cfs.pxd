@@ -43,6 +43,8 @@ cdef class CFS(KernelScheduler):
     cdef public object bandwidth
     cdef public list domains
     cdef public bint balance_backoff
+    cdef public bint pelt_propagate
+    cdef public bint migrate_task_half
     cdef public list sd_balance_interval
     cdef public long long max_lb_interval_ms
     cdef public long lb_result
@@ -93,6 +95,9 @@ cdef class CFS(KernelScheduler):
     cpdef set_task_rq(self, Task p, long cpu)
     @cython.locals(cfs_rq=CfsRq, now=cython.longlong)
     cpdef _move_entity_load_avg(self, SchedEntity se, long sign)
+    @cython.locals(now=cython.longlong, se=SchedEntity, cfs_rq=CfsRq, old=cython.double,
+                   new=cython.double)
+    cpdef propagate_entity_load_avg(self, CfsRq gcfs_rq, double runnable)
     @cython.locals(now=cython.longlong, blocked=dict, cfs_rq=CfsRq)
     cpdef update_blocked_averages(self, long cpu)
     cpdef attach_entity_load_avg(self, SchedEntity se)
@@ -160,7 +165,7 @@ cdef class CFS(KernelScheduler):
     cpdef load_balance(self, Rq dst_rq, span, long idle)
     @cython.locals(m=Machine, now=cython.longlong, moved=cython.long, dst_cpu=cython.long,
                    p=Task, busiest_load=cython.double, local_load=cython.double,
-                   load=cython.double, all_pinned=cython.bint)
+                   load=cython.double, all_pinned=cython.bint, nr_tasks=cython.long)
     cpdef long _detach_tasks(self, Rq src_rq, Rq dst_rq, long idle)
     cpdef balance(self, Rq rq, long idle)
     cpdef balance_interval_ns(self, Rq rq, long idle)

@@ -169,6 +169,12 @@ class CFS(KernelScheduler):
         # it at the span weight, where it stays without the back-off
         # (SchedConfig.balance_backoff)
         self.balance_backoff = bool(cfg.balance_backoff)
+        # a task's load attached to or removed from a group reaches the
+        # root at once (SchedConfig.pelt_propagate)
+        self.pelt_propagate = bool(cfg.pelt_propagate)
+        # an idle CPU's balance evens out the run queues' lengths
+        # (SchedConfig.migrate_task_half)
+        self.migrate_task_half = bool(cfg.migrate_task_half)
         self.sd_balance_interval = [[sd.interval_ms for sd in d] for d in topology.domains]
         self.max_lb_interval_ms = MAX_LOAD_BALANCE_INTERVAL_MS_PER_CPU * topology.nr_cpus
         self.lb_result = LB_UNBALANCED
@@ -457,6 +463,44 @@ class CFS(KernelScheduler):
         cfs_rq.load_avg = max(0.0, cfs_rq.load_avg + sign * se.weight * se.runnable_avg)
         if sign < 0:
             self.blocked_cfs_rqs[cfs_rq.cpu][cfs_rq] = None
+        if self.pelt_propagate and cfs_rq.se is not None:
+            self.propagate_entity_load_avg(cfs_rq, sign * se.runnable_avg)
+
+    def propagate_entity_load_avg(self, gcfs_rq, runnable):
+        """add_tg_cfs_propagate() and, level by level up to the root,
+        propagate_entity_load_avg()'s update_tg_cfs_load(): a task's
+        runnable average attached to (``runnable`` > 0) or removed from (< 0)
+        group cfs_rq ``gcfs_rq`` reaches every ancestor's load at once, so
+        the balancer sees a new, arriving or departed task in the CPU's load
+        as the kernel does, not after its group entity's average catches up.
+        Attached, the group entity becomes more runnable, up to always;
+        removed, it is taken to be as runnable as the weight still queued in
+        its group on average, never more than it was (0 when the group is
+        empty: the kernel keeps the entity's running average there, which
+        the simulator does not track).  The kernel applies the removal at the
+        group's next blocked-load update, which every balance does first
+        (update_blocked_averages), so the balancer reads the same."""
+        now = self.clock._now
+        se = gcfs_rq.se
+        while se is not None:
+            cfs_rq = se.cfs_rq
+            cfs_rq.update_load_avg(now)
+            se.update_avg(now)
+            old = se.runnable_avg
+            if runnable >= 0:
+                new = min(1.0, old + runnable)
+            elif gcfs_rq.load_weight > 0:
+                new = min(old, gcfs_rq.load_avg / gcfs_rq.load_weight)
+            else:
+                new = 0.0
+            se.runnable_avg = new
+            cfs_rq.load_avg = max(0.0, cfs_rq.load_avg + se.weight * (new - old))
+            if cfs_rq.se is not None:
+                cfs_rq.update_tg_load_avg()
+                if runnable < 0:
+                    self.blocked_cfs_rqs[cfs_rq.cpu][cfs_rq] = None
+            gcfs_rq = cfs_rq
+            se = cfs_rq.se
 
     def update_blocked_averages(self, cpu):
         """update_blocked_averages(): decay the load of cfs_rqs with nothing
@@ -910,9 +954,18 @@ class CFS(KernelScheduler):
         """detach_tasks() + attach: the number of tasks moved, or -1 if every
         examined task was pinned (LBF_ALL_PINNED)."""
         now = self.clock._now
+        nr_tasks = 1
         if idle != CPU_NOT_IDLE:
-            # migrate_task: an idle CPU takes one waiting task
+            # migrate_task: an idle CPU takes waiting tasks, one when newly
+            # idle (CONFIG_PREEMPTION's early stop); with migrate_task_half
+            # an idle CPU's own or nohz balance takes half the difference of
+            # the two run queues' lengths (SchedConfig.migrate_task_half)
             imbalance = None
+            if self.migrate_task_half and idle == CPU_IDLE:
+                nr_tasks = (src_rq.nr_running - dst_rq.nr_running) >> 1
+                if nr_tasks <= 0:       # the kernel finds no imbalance
+                    self.lb_result = LB_BALANCED
+                    return 0
         else:
             dst_rq.cfs.update_load_avg(now)
             busiest_load, local_load = src_rq.cfs.load_avg, dst_rq.cfs.load_avg
@@ -941,7 +994,12 @@ class CFS(KernelScheduler):
                 imbalance -= load
             m.move_queued_task(p, src_rq, dst_rq)
             moved += 1
-            if imbalance is None or imbalance <= 0:
+            if imbalance is None:
+                # detach_tasks() stops an idle CPU's pull when the source
+                # is down to one task
+                if moved >= nr_tasks or src_rq.nr_running <= 1:
+                    break
+            elif imbalance <= 0:
                 break
         if all_pinned:
             return -1
