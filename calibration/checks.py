@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from calibration.bench import density
+from calibration.bench import density, throttle
 from calibration.simbench import _cfg
 from scenarios.simulate import simulate
 from sim.topology import Topology
@@ -39,6 +39,12 @@ def _hogs(groups: list[dict], ws_bytes: int, **bandwidth) -> dict:
     return {"name": "periodic", "threads": 1, "run_ms": 10_000.0, "sleep_ms": 0.0, "nice": 0,
             "working_set_kb": ws_bytes // 1024, "cgroup_weight": 100, "groups": groups,
             **bandwidth}
+
+
+def missing_columns(bench: str, table: pa.Table) -> list[str]:
+    """The columns of ``bench``'s current schema that ``table`` lacks."""
+    schema = {"density": density.SCHEMA, "throttle": throttle.SCHEMA}[bench]
+    return [name for name in schema.names if name not in table.column_names]
 
 
 def density_rows(table: pa.Table, calibration: dict, host: str, scheduler: str,

@@ -21,6 +21,7 @@ from calibration import checks
 from calibration import fit as F
 from calibration import simbench
 from calibration.bench import density
+from calibration.bench.common import write_bench
 from calibration.profile import build_profile, cost_params, read_profile, write_profile
 from results import validation as vt
 
@@ -378,3 +379,19 @@ def test_density_check_without_a_steady_repetition_has_no_useful_cpu():
     t = _density_table([0.5, -0.5], [0.99, 0.98])
     [row] = checks.density_rows(t, truth_config(), "generic", "cfs", 0)
     assert row["repeats_kept"] == 0 and math.isnan(row["useful_cpu_real"])
+
+
+def test_an_older_density_recording_is_named_and_its_check_left_out(tmp_path):
+    """A density.parquet recorded before the benchmark had repetitions and
+    drift columns: the fit report's checks skip it, saying what to re-run,
+    instead of failing the calibration."""
+    old = _density_table([0.0], [0.99]).drop(["repeat", "alone_drift"])
+    assert checks.missing_columns("density", old) == ["repeat", "alone_drift"]
+    assert checks.missing_columns("density", _density_table([0.0], [0.99])) == []
+    write_bench(old, tmp_path, {"bench": "density", "cpu": 0})
+    said = []
+    from calibration.calibrate import run_checks
+    md = run_checks(F.FitResult(dict(TRUTH), {}, {}, LEVELS, [], [], [], 0.0, 1), tmp_path,
+                    tmp_path, "generic", "cfs", said.append)
+    assert md == "" and any("no repeat, alone_drift" in s and "calibration.bench.density" in s
+                            for s in said)
