@@ -5,6 +5,7 @@ from __future__ import annotations
 from omegaconf import OmegaConf
 
 from scenarios.config import compose
+from sim.workloads import generated, trace_for
 
 MEAN_SERVICE_S = 0.010
 
@@ -92,6 +93,13 @@ def fig3_point(scheduler: str = "cfs") -> dict:
     cfg = compose(["experiment=lags_fig3", "workload=azure2021", "workload.functions=228",
                    f"scheduler={scheduler}", "seed=0"])
     return OmegaConf.to_container(cfg, resolve=True)
+
+
+def drawn_trace(cfg: dict):
+    """The trace a generated workload replays, drawn once before any timed
+    or counted run, as a sweep draws it before running; None for the
+    others (they read a file or have none)."""
+    return trace_for(cfg) if cfg["workload"]["name"] in generated() else None
 
 
 def tiny() -> dict:

@@ -36,10 +36,9 @@ import time
 from pathlib import Path
 
 from benchmarks.bare_simpy import bare_simpy_loop
-from benchmarks.configs import fig3_point, overload
+from benchmarks.configs import drawn_trace, fig3_point, overload
 from scenarios.simulate import simulate
 from scenarios.validate import ConfigError
-from sim.workloads import generated, trace_for
 
 LOOP_SYMBOL = "__pyx_f_3sim_6engine_8Calendar__run_until"
 BARE_TIMEOUTS = (20_000, 60_000)
@@ -56,8 +55,7 @@ def _wait_for_instrumentation(ready: Path) -> None:
 
 def _child_sim(scenario: str, scheduler: str, duration_s: float, ready: Path) -> None:
     cfg = SCENARIOS[scenario](scheduler) | {"duration_s": duration_s + 1.0, "warmup_s": 1.0}
-    # a generated trace is drawn before counting, as a sweep draws it before running
-    trace = trace_for(cfg) if cfg["workload"]["name"] in generated() else None
+    trace = drawn_trace(cfg)
     # imports and first-use costs before counting starts
     simulate(cfg | {"duration_s": 1.0, "warmup_s": 0.1}, trace=trace)
     _wait_for_instrumentation(ready)

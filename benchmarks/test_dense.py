@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.configs import (azure_lags, dense, dense_traced, small, small_lags,
-                                small_traced, tiny)
-from sim.workloads import generated, trace_for
+from benchmarks.configs import (azure_lags, dense, dense_traced, drawn_trace, small,
+                                small_lags, small_traced, tiny)
 from scenarios.simulate import simulate
 
 
 def _run(benchmark, cfg: dict, rounds: int = 1) -> dict:
     walls: list[float] = []
-    # generated trace workloads are drawn once, outside the timed rounds
-    trace = trace_for(cfg) if cfg["workload"]["name"] in generated() else None
+    trace = drawn_trace(cfg)      # outside the timed rounds
 
     def once():
         result = simulate(cfg, trace=trace)

@@ -74,7 +74,7 @@ def run_checks(result: F.FitResult, bench_dir: Path, work_dir: Path, host: str,
     """The fit report's section on the benchmarks the fit does not use
     (calibration/checks.py); their rows also go to checks.parquet."""
     found = {}
-    for bench, rows_of in (("density", checks.density_rows), ("throttle", checks.throttle_rows)):
+    for bench, (_, rows_of) in checks.CHECKS.items():
         if (bench_dir / f"{bench}.parquet").exists():
             table, _, meta = read_table(bench_dir, bench)
             missing = checks.missing_columns(bench, table)

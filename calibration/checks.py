@@ -43,7 +43,7 @@ def _hogs(groups: list[dict], ws_bytes: int, **bandwidth) -> dict:
 
 def missing_columns(bench: str, table: pa.Table) -> list[str]:
     """The columns of ``bench``'s current schema that ``table`` lacks."""
-    schema = {"density": density.SCHEMA, "throttle": throttle.SCHEMA}[bench]
+    schema = CHECKS[bench][0]
     return [name for name in schema.names if name not in table.column_names]
 
 
@@ -101,6 +101,10 @@ def throttle_rows(table: pa.Table, calibration: dict, host: str, scheduler: str,
                      "throttled_s_per_s_real": r["throttled_time_ns"] / 1e9 / secs,
                      "throttled_s_per_s_sim": s["throttled_time_s"] / SIM_SECONDS})
     return rows
+
+
+# the benchmarks checked: the schema their tables need, their rows
+CHECKS = {"density": (density.SCHEMA, density_rows), "throttle": (throttle.SCHEMA, throttle_rows)}
 
 
 def markdown(density: list[dict], throttle: list[dict]) -> str:
