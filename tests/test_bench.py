@@ -314,11 +314,13 @@ def test_dispatch_measures_the_workers_own_cpu(tmp_path):
     assert ((own > 0) & (own < 1e6)).all(), own
     assert ((df.start_cpu_ns > 0) & (df.start_cpu_ns < own * df.requests)).all()
     # the main thread sleeps on its pipe between requests: one switch each,
-    # unless other load delayed it past the next request (0.5 ms later):
-    # judged on the samples the host was quiet for (each measures its own)
-    quiet = df[~df.host_disturbed]
+    # unless something held the worker up past the next request: judged on
+    # the samples the host was quiet for (each measures its own other load
+    # and steal) and the worker began every request within the gap
+    quiet = df[~df.host_disturbed & (df.late_requests == 0)]
     if quiet.empty:
-        pytest.skip(f"other load during every sample: {list(df.other_frac.round(3))}")
+        pytest.skip(f"other load or a held-up worker during every sample: other "
+                    f"{list(df.other_frac.round(3))}, late {list(df.late_requests)}")
     assert ((quiet.main_vcsw / quiet.requests).between(0.9, 1.1)).all(), \
         list(zip(quiet.gap_s, quiet.threads_per_request, quiet.main_vcsw / quiet.requests,
                  quiet.other_frac.round(4)))

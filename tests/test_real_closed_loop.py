@@ -146,16 +146,19 @@ def test_closed_loop_on_the_native_worker():
     for c, ids in _by_client(res).items():
         for a, b in zip(ids, ids[1:]):
             assert res.done[a].end_ns <= t0 + res.dispatch_ns[b]
-    # a spin of 2 ms of thread CPU time overshoots by one clock read, or by
-    # what the hypervisor stole from the vCPU meanwhile (the guest counts it
-    # as the thread's), measured over the test; /proc/stat counts steal in
-    # 10 ms ticks and not the interrupts the guest charges to the running
-    # thread, so a rare request overshoots by more (seen once in CI: 1.02
-    # ms, no steal counted): at most 1 % of them, and none by its demand
-    for d in res.done.values():
-        assert 2 * MS <= d.cpu_ns < 4 * MS + stolen, (d, stolen)
-    over = [d for d in res.done.values() if d.cpu_ns > 3 * MS + stolen]
-    assert len(over) <= max(1, len(res.done) // 100), (over, stolen)
+    # a spin of 2 ms of thread CPU time stops at its demand and overshoots
+    # by one clock read, or by what the hypervisor stole from the vCPU
+    # meanwhile (the guest counts it as the thread's), measured over the
+    # test.  /proc/stat counts steal in 10 ms ticks and not the interrupts
+    # the guest charges to the running thread, so a single stall can inflate
+    # one request by any amount with no steal counted (seen: 1.02 ms over
+    # in CI, 4.15 ms over in a fresh clone's run): the typical spin is held
+    # to a clock read, a millisecond's overshoot to 1 % of the requests
+    cpu = np.array([d.cpu_ns for d in res.done.values()])
+    assert (cpu >= 2 * MS).all(), cpu.min()
+    assert np.median(cpu) < 2 * MS + 100_000, np.median(cpu)
+    over = cpu[cpu > 3 * MS + stolen]
+    assert len(over) <= max(1, len(cpu) // 100), (over, stolen)
     # throughput = C / (think + latency), latency from the scheduled send
     # (Little's law on each client's cycle) within a generous 20 %
     window = [i for i in res.done if 0.5e9 <= res.done[i].end_ns - t0 < end]

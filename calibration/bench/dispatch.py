@@ -29,9 +29,12 @@ worker's cgroup CPU (``cpuacct.usage``), and from the worker's "D" lines
 the threads' measured spin CPU and their start-up CPU.
 
 Columns: hog, gap_s, threads_per_request, requests, main_cpu_ns, main_vcsw,
-cgroup_cpu_ns, spin_cpu_ns, start_cpu_ns, steal_frac, other_frac,
-host_disturbed (the host's steal and other load over the sample, against
-the real backend's bounds; common.disturbance) (one row per sample; 3
+cgroup_cpu_ns, spin_cpu_ns, start_cpu_ns, late_requests (requests whose
+first thread began a gap or more after the request was sent: the worker's
+CPU was held up that long, by a stall /proc/stat's 10 ms steal ticks may
+not show), steal_frac, other_frac, host_disturbed (the host's steal and
+other load over the sample, against the real backend's bounds;
+common.disturbance) (one row per sample; 3
 samples per point, quick: 1 sample of fewer requests at three gaps, no
 hog).
 """
@@ -65,7 +68,8 @@ SCHEMA = pa.schema([("hog", pa.bool_()), ("gap_s", pa.float64()),
                     ("threads_per_request", pa.int64()), ("requests", pa.int64()),
                     ("main_cpu_ns", pa.int64()), ("main_vcsw", pa.int64()),
                     ("cgroup_cpu_ns", pa.int64()), ("spin_cpu_ns", pa.int64()),
-                    ("start_cpu_ns", pa.int64()), ("steal_frac", pa.float64()),
+                    ("start_cpu_ns", pa.int64()), ("late_requests", pa.int64()),
+                    ("steal_frac", pa.float64()),
                     ("other_frac", pa.float64()), ("host_disturbed", pa.bool_())])
 
 
@@ -91,7 +95,9 @@ def measure(worker: WorkerProc, usage, hog: bool, gap_s: float, threads: int,
     cpu0, vcsw0 = _main_thread(worker.pid)
     h0, u0, b0 = host_times(), usage(), bench_usage()
     done: list[Done] = []
+    sent_ns: dict[int, int] = {}
     for i in range(requests):
+        sent_ns[req_id + i] = time.monotonic_ns()
         worker.send(request_line(req_id + i, DEMAND_NS, threads))
         time.sleep(gap_s)
         done += _done(worker)
@@ -108,6 +114,7 @@ def measure(worker: WorkerProc, usage, hog: bool, gap_s: float, threads: int,
             "main_cpu_ns": cpu1 - cpu0, "main_vcsw": vcsw1 - vcsw0,
             "cgroup_cpu_ns": u1 - u0, "spin_cpu_ns": sum(d.cpu_ns for d in done),
             "start_cpu_ns": sum(d.start_cpu_ns for d in done),
+            "late_requests": sum(d.start_ns - sent_ns[d.id] >= gap_s * 1e9 for d in done),
             **common.disturbance(h0, h1, bench_usage() - b0)}
 
 
