@@ -86,13 +86,13 @@ def run_checks(result: F.FitResult, bench_dir: Path, work_dir: Path, host: str,
                          f"python -m calibration.bench.{bench}")
                 continue
             progress(f"checking {bench} on the simulator")
-            found[bench] = rows_of(table, result.cost_config(), host, scheduler,
-                                   int(meta.get("cpu", 0)))
+            found[bench] = rows_of(table, result.cost_config(), host, scheduler, meta)
     if not found:
         return ""
     rows = [r for v in found.values() for r in v]
     pq.write_table(pa.Table.from_pylist(rows), work_dir / "checks.parquet")
-    return "\n" + checks.markdown(found.get("density", []), found.get("throttle", []))
+    return "\n" + checks.markdown(found.get("density", []), found.get("throttle", []),
+                                  found.get("rcu", []))
 
 
 def report_markdown(name: str, result: F.FitResult, fingerprint: dict, bench: dict,

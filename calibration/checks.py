@@ -8,7 +8,11 @@ with the host's measurements.
   ``switch_out_rate_per_s``) and the CPU's useful work (host: iterations x
   the lone hog's ns per iteration; simulator: busy time);
 - throttle (a cgroup's hogs under cpu.max): CPU used, the fraction of
-  periods throttled, throttled time per second.
+  periods throttled, throttled time per second;
+- rcu (threads exiting on an otherwise idle CPU): the share of time that
+  CPU keeps its tick, from its local timer interrupts beyond the exit-free
+  point's, against ``scheduler.rcu_idle_tick``'s rule with the fitted
+  ``rcu_gp_*`` keys (no simulation: the rule is the model).
 
 None of these numbers is fitted: they test the scheduler and bandwidth
 models with the fitted costs, and where they differ the report says so.
@@ -18,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from calibration.bench import density, throttle
+from calibration.bench import density, rcu, throttle
 from calibration.simbench import _cfg
 from scenarios.simulate import simulate
 from sim.topology import Topology
@@ -48,7 +52,7 @@ def missing_columns(bench: str, table: pa.Table) -> list[str]:
 
 
 def density_rows(table: pa.Table, calibration: dict, host: str, scheduler: str,
-                 cpu: int) -> list[dict]:
+                 meta: dict) -> list[dict]:
     """One row per (n_hogs, hog_ws_bytes): host vs simulator.  The host's
     switch rate and useful CPU are medians over the benchmark's repetitions;
     a repetition whose lone-hog references drifted apart by more than
@@ -66,7 +70,7 @@ def density_rows(table: pa.Table, calibration: dict, host: str, scheduler: str,
             if (r.alone_drift.abs() <= density.DRIFT_LIMIT).all():
                 useful.append(float((r.iterations * r.ns_per_iteration_alone).sum()
                                     / r.elapsed_ns.max()))
-        groups = [{"name": f"density/hog{i}", "threads": 1, "cpuset": str(cpu)}
+        groups = [{"name": f"density/hog{i}", "threads": 1, "cpuset": str(meta.get("cpu", 0))}
                   for i in range(int(n))]
         s = _simulate(base, _hogs(groups, int(ws)))
         rows.append({"check": "density", "n_hogs": int(n), "hog_ws_bytes": int(ws),
@@ -81,13 +85,13 @@ def density_rows(table: pa.Table, calibration: dict, host: str, scheduler: str,
 
 
 def throttle_rows(table: pa.Table, calibration: dict, host: str, scheduler: str,
-                  cpu: int) -> list[dict]:
+                  meta: dict) -> list[dict]:
     """One row per (threads, quota_us, period_us): host vs simulator."""
     base = _cfg(calibration, host, scheduler, 0)
     rows = []
     for r in table.to_pylist():
         secs = r["elapsed_ns"] / 1e9
-        cpuset = None if r["threads"] > 1 else str(cpu)
+        cpuset = None if r["threads"] > 1 else str(meta.get("cpu", 0))
         group = {"name": "throttle", "threads": int(r["threads"]), "cpuset": cpuset}
         s = _simulate(base, _hogs([group], 0, quota_us=int(r["quota_us"]),
                                   period_us=int(r["period_us"])))
@@ -103,14 +107,30 @@ def throttle_rows(table: pa.Table, calibration: dict, host: str, scheduler: str,
     return rows
 
 
-# the benchmarks checked: the schema their tables need, their rows
-CHECKS = {"density": (density.SCHEMA, density_rows), "throttle": (throttle.SCHEMA, throttle_rows)}
+def rcu_rows(table: pa.Table, calibration: dict, host: str, scheduler: str,
+             meta: dict) -> list[dict]:
+    """One row per exit rate: the idle CPU's tick kept by RCU callbacks,
+    host vs the simulator's rule (rcu.idle_tick_rows) with the rcu_gp_* keys
+    the profile fits from this table (the cost model's ``calibration`` has
+    none of them); none when the table fits none."""
+    keys = rcu.rcu_params(table)
+    if keys is None:
+        return []
+    return rcu.idle_tick_rows(table, keys, int(meta.get("config_hz") or 250))
 
 
-def markdown(density: list[dict], throttle: list[dict]) -> str:
+# the benchmarks checked: the schema their tables need, their rows (each
+# called with the table, the fitted profile, host and scheduler options and
+# the table's metadata)
+CHECKS = {"density": (density.SCHEMA, density_rows), "throttle": (throttle.SCHEMA, throttle_rows),
+          "rcu": (rcu.SCHEMA, rcu_rows)}
+
+
+def markdown(density: list[dict], throttle: list[dict], rcu: list[dict] = ()) -> str:
     out = ["## Checks (not fitted)", "",
            "The simulator with the fitted profile runs the density and throttle benchmarks' "
-           "configurations (calibration/checks.py); the host's numbers are the "
+           "configurations, and the RCU benchmark's idle ticks are set beside the rule "
+           "the simulator follows (calibration/checks.py); the host's numbers are the "
            "benchmarks'.", ""]
     if density:
         out += ["### Density: N hogs in N cgroups on one CPU", "",
@@ -134,5 +154,12 @@ def markdown(density: list[dict], throttle: list[dict]) -> str:
                        f"{r['cpu_real']:.3f} | {r['cpu_sim']:.3f} | "
                        f"{r['throttled_frac_real']:.2f} | {r['throttled_frac_sim']:.2f} | "
                        f"{r['throttled_s_per_s_real']:.3f} | {r['throttled_s_per_s_sim']:.3f} |")
+        out.append("")
+    if rcu:
+        out += ["### RCU: an idle CPU's tick kept by exiting threads' callbacks", "",
+                "| exits/s | tick kept host | sim | repetitions |", "|---:|---:|---:|---:|"]
+        for r in rcu:
+            out.append(f"| {r['rate']:g} | {r['kept_real']:.2f} | {r['kept_sim']:.2f} | "
+                       f"{r['repeats']} |")
         out.append("")
     return "\n".join(out) + "\n"

@@ -122,6 +122,10 @@ class RcuGp(HostWork):
             return
         now = self.engine.now
         self.busy_until = max(self.busy_until, now + self.span_ns)
+        # its callback waits on the exit CPU for the grace period (the
+        # machine's rcu_idle_tick keeps that CPU's tick meanwhile)
+        rq = self.machine.rqs[task.cpu]
+        rq.rcu_cb_until = max(rq.rcu_cb_until, now + self.span_ns)
         if not self.armed:
             self.armed = True
             tick = self.machine.tick_ns

@@ -39,6 +39,7 @@ cdef class Machine:
     cdef public bint rd_overloaded
     cdef public bint nohz_kick_ipi
     cdef public bint affinity_requeue
+    cdef public bint rcu_idle_tick
     cdef public long long nr_migrations
     cdef public long long nr_switch_outs
     cdef public long long touched_bytes

@@ -120,6 +120,7 @@ class Machine:
         self.rd_overloaded = False
         self.nohz_kick_ipi = bool(sched_cfg.nohz_kick_ipi)
         self.affinity_requeue = bool(sched_cfg.affinity_requeue)
+        self.rcu_idle_tick = bool(sched_cfg.rcu_idle_tick)
         # avg_idle starts at 2 x migration cost, as in sched_init()
         for rq in self.rqs:
             rq.avg_idle = 2 * self.policy.migration_cost
@@ -568,6 +569,8 @@ class Machine:
             if rq.nr_running == 0 and not rq.idle:
                 rq.idle = True
                 self.nr_idle_cpus += 1
+            if self.rcu_idle_tick:
+                self._ensure_tick(rq)     # tick_nohz_idle_stop_tick() may keep it
             if self.smt:
                 self._smt_update(rq, now)
             return
@@ -841,6 +844,8 @@ class Machine:
         if rq.nr_running == 1:
             # a lone task needs no preemption check; only periodic balancing
             return max(boundary, -(-rq.next_balance // tick) * tick)
+        if self.rcu_idle_tick and rq.rcu_cb_until > now:
+            return boundary           # rcu_needs_cpu(): the idle CPU keeps its tick
         return None
 
     def _ensure_tick(self, rq: Rq) -> None:
@@ -964,7 +969,8 @@ class Machine:
             if not self.idle_cpu(cpu):
                 continue
             rq = self.rqs[cpu]
-            if now < rq.next_balance:
+            if now < rq.next_balance or (self.rcu_idle_tick and rq.rcu_cb_until > now):
+                # not due, or its tick runs: it is not in nohz.idle_cpus_mask
                 continue
             self.policy.balance(rq, CPU_IDLE)
             rq.next_balance = now + self.policy.balance_interval_ns(rq, CPU_IDLE)

@@ -102,3 +102,4 @@ cdef class Rq:
     cdef public long long overhead_ns
     cdef public long long touched_bytes
     cdef public long long runtime_expiry_gen
+    cdef public long long rcu_cb_until

@@ -216,7 +216,7 @@ class Rq:
                  "next_balance", "nr_balance_failed", "ticking",
                  "tick_gen", "tick_at", "hrtick_gen", "resched_pending",
                  "speed", "nr_switches", "busy_ns", "overhead_ns", "runtime_expiry_gen",
-                 "touched_bytes")
+                 "touched_bytes", "rcu_cb_until")
 
     def __init__(self, cpu: int):
         self.cpu = cpu
@@ -243,4 +243,7 @@ class Rq:
         self.busy_ns = 0              # useful task work executed
         self.overhead_ns = 0          # context-switch cost executed
         self.touched_bytes = 0        # working sets its tasks brought in (sim/costmodel.py)
+        # RCU callbacks queued here wait for a grace period until then
+        # (rcu_needs_cpu(); sim/kthreads.py RcuGp)
+        self.rcu_cb_until = 0
         self.runtime_expiry_gen = 0   # invalidates the pending bandwidth expiry event

@@ -86,6 +86,17 @@ class SchedConfig:
     # false: every idle balance takes one task.  Off for every scheduler,
     # as pelt_propagate
     migrate_task_half: bool = tunable(False)
+    # tick_nohz_next_event(): an idle CPU keeps its tick while rcu_needs_cpu(),
+    # i.e. while RCU callbacks queued on it wait for their grace period, and
+    # a CPU whose tick runs is not in nohz.idle_cpus_mask (no nohz kick
+    # balances for it): it balances at its own tick, as an idle CPU.  An
+    # exiting thread queues one (release_task()'s call_rcu()), pending for
+    # the grace-period span the profile's rcu_gp_* keys give
+    # (sim/kthreads.py RcuGp; without them no CPU keeps its tick).  This
+    # host: 18 % of the time at 5 exits/s, 64 % at 20 (calibration/bench/rcu.py;
+    # docs/scheduling.md "The idle tick and RCU").  false: an idle
+    # CPU's tick stops (colosim before 2026-11-28; eevdf66 keeps that)
+    rcu_idle_tick: bool = tunable(True)
     # /proc/sys/kernel/sched_rr_timeslice_ms: SCHED_RR's round-robin quantum
     sched_rr_timeslice_ms: int = tunable(100, range=(1, None))
     # RT throttling: RT threads may run sched_rt_runtime_us per

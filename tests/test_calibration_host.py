@@ -362,7 +362,7 @@ def _density_table(drifts: list[float], useful: list[float]) -> pa.Table:
 def test_density_check_leaves_out_repetitions_whose_reference_drifted():
     over = density.DRIFT_LIMIT * 1.5
     t = _density_table([0.0, -over, 0.01, -0.005], [0.99, 0.90, 0.97, 0.98])
-    [row] = checks.density_rows(t, truth_config(), "generic", "cfs", 0)
+    [row] = checks.density_rows(t, truth_config(), "generic", "cfs", {"cpu": 0})
     assert (row["repeats_kept"], row["repeats"]) == (3, 4)
     assert row["useful_cpu_real"] == pytest.approx(0.98)
     assert (row["useful_cpu_real_min"], row["useful_cpu_real_max"]) == \
@@ -377,7 +377,7 @@ def test_density_check_leaves_out_repetitions_whose_reference_drifted():
 
 def test_density_check_without_a_steady_repetition_has_no_useful_cpu():
     t = _density_table([0.5, -0.5], [0.99, 0.98])
-    [row] = checks.density_rows(t, truth_config(), "generic", "cfs", 0)
+    [row] = checks.density_rows(t, truth_config(), "generic", "cfs", {"cpu": 0})
     assert row["repeats_kept"] == 0 and math.isnan(row["useful_cpu_real"])
 
 

@@ -375,3 +375,49 @@ def test_rcu_params_recover_the_measured_shape():
     assert p["rcu_gp_period_ms"] == pytest.approx(8.0, rel=0.01)
     assert p["rcu_gp_run_us"] == pytest.approx(15.0, rel=0.01)
     assert rcu_params(pa.Table.from_pylist([r for r in rows if r["rate"] < 50])) is None
+
+
+def _idle_ticks() -> list:
+    """One function's 1 ms requests, 5 a second, on 2 CPUs for 2 s under
+    EEVDF with RCU's keys and rcu_idle_tick: at every 1 ms, each idle CPU's
+    (now, the time its RCU callbacks wait until, whether its tick is armed)."""
+    cfg = make_cfg(poisson(functions=1, rate_rps=5.0, mean_service_s=0.001), cores=2,
+                   duration_s=2.0, warmup_s=0.0, calibration={**IDEAL, **RCU},
+                   scheduler={"name": "eevdf", "rcu_idle_tick": True})
+    engine, machine, _, workload = build(cfg)
+    workload.start()
+    seen = []
+    for ms in range(1, 2000):
+        engine.run(ms * 1_000_000)
+        seen += [(engine.now, rq.rcu_cb_until, rq.ticking) for rq in machine.rqs
+                 if rq.curr is None and rq.nr_running == 0]
+    return seen
+
+
+def test_an_exit_keeps_its_idle_cpus_tick_for_the_grace_period():
+    """scheduler.rcu_idle_tick (tick_nohz_next_event()'s rcu_needs_cpu()): an
+    idle CPU where a thread exited ticks until that exit's grace-period span
+    (4 wake-ups x 8 ms) is over, then stops.  (Off, only a tick armed while
+    the CPU was busy still comes: 122 of 217 such samples here.)"""
+    seen = _idle_ticks()
+    pending = [ticking for now, until, ticking in seen if until > now]
+    after = [ticking for now, until, ticking in seen if until and now > until + 4_000_000]
+    # 5 exits a second keep an idle CPU ticking about 5 x 32 ms of each second
+    assert len(pending) > 200 and all(pending)
+    assert len(after) > 1000 and not any(after)
+
+
+def test_idle_tick_rows_set_the_host_beside_the_rule():
+    """The fit report's RCU check: ticks beyond the exit-free point as a
+    share of HZ, against min(1, rate x wake-ups per exit x period)."""
+    from calibration.bench.rcu import idle_tick_rows
+    rows = [{"rep": 0, "rate": float(rate), "exits": 4 * rate, "span_s": 4.0, "gp_cpu_ns": 1,
+             "gp_runs": 1, "cpu_ticks": int(4 * (10 + 250 * kept)), "other_frac": 0.0,
+             "host_disturbed": False}
+            for rate, kept in ((0, 0.0), (5, 0.2), (20, 0.6), (100, 1.0))]
+    rows.append({**rows[1], "cpu_ticks": 0, "host_disturbed": True})
+    got = idle_tick_rows(pa.Table.from_pylist(rows), RCU, 250)
+    assert [r["rate"] for r in got] == [5.0, 20.0, 100.0]
+    assert [r["kept_real"] for r in got] == pytest.approx([0.2, 0.6, 1.0])
+    assert [r["kept_sim"] for r in got] == pytest.approx([5 * 0.032, 20 * 0.032, 1.0])
+    assert idle_tick_rows(pa.Table.from_pylist(rows[1:]), RCU, 250) == []

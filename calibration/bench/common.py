@@ -341,6 +341,16 @@ def config_hz() -> int | None:
     return None
 
 
+def local_timer_interrupts(cpu: int) -> int:
+    """The LOC line of /proc/interrupts for ``cpu``: every local timer
+    interrupt it took (its ticks and its high-resolution timers)."""
+    for line in Path("/proc/interrupts").read_text().splitlines():
+        fields = line.split()
+        if fields and fields[0] == "LOC:":
+            return int(fields[1 + cpu])
+    raise BenchUnavailable("/proc/interrupts has no LOC (local timer) line")
+
+
 def mem_available() -> int:
     for line in Path("/proc/meminfo").read_text().splitlines():
         if line.startswith("MemAvailable:"):

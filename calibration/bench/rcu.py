@@ -17,8 +17,20 @@ Seen here (2026-11-26, Linux 6.18, HZ 250): about 3 wake-ups/s with no
 exits; about 4 per exit while exits are rare; at most about 125/s (every
 2 jiffies) from some 30 exits/s on, 11-20 us each.
 
+The same points count the benchmark CPU's local timer interrupts
+(``/proc/interrupts`` LOC): between requests that CPU is idle, and an idle
+CPU keeps its tick while RCU callbacks queued on it wait for a grace
+period (tick_nohz_next_event(): rcu_needs_cpu()), so each exit keeps it
+ticking for a while.  ``idle_tick_rows`` sets the ticks gained over the
+exit-free point against the simulator's rule (``scheduler.rcu_idle_tick``:
+an exit keeps its CPU's tick for ``rcu_gp_wakeups_per_exit`` x
+``rcu_gp_period_ms``).  Seen here (2026-11-28): the CPU ticked 18 % of
+the time more at 5 exits/s, 31 % at 10, 64 % at 20 and all of it from 50
+on, i.e. some 32-35 ms per exit (the rule: 29 ms).
+
 Columns: rep, rate (asked, exits/s), exits (threads that exited in the
-span), span_s, gp_cpu_ns, gp_runs, other_frac (the host's CPU outside the
+span), span_s, gp_cpu_ns, gp_runs, cpu_ticks (local timer interrupts of the
+benchmark CPU over the span), other_frac (the host's CPU outside the
 worker, the driver and the kthread, over all CPUs: other processes'
 threads exit too) and host_disturbed (steal or other load above the real
 backend's bounds, calibration/bench/common.py ``disturbance``: such points
@@ -52,7 +64,8 @@ RARE, SATURATED = 20, 100
 
 SCHEMA = pa.schema([("rep", pa.int64()), ("rate", pa.float64()), ("exits", pa.int64()),
                     ("span_s", pa.float64()), ("gp_cpu_ns", pa.int64()),
-                    ("gp_runs", pa.int64()), ("other_frac", pa.float64()),
+                    ("gp_runs", pa.int64()), ("cpu_ticks", pa.int64()),
+                    ("other_frac", pa.float64()),
                     ("host_disturbed", pa.bool_())])
 
 
@@ -75,10 +88,12 @@ def _schedstat(pid: int) -> tuple[int, int]:
 
 
 def measure(worker: WorkerProc, usage, gp: int, rate: float, seconds: float,
-            req_id: int) -> dict:
-    """Requests of one thread each at ``rate`` per second for ``seconds``."""
+            req_id: int, cpu: int) -> dict:
+    """Requests of one thread each at ``rate`` per second for ``seconds``
+    to the worker on ``cpu``."""
     worker.read_lines()
     cpu0, n0 = _schedstat(gp)
+    loc0 = common.local_timer_interrupts(cpu)
     h0, u0 = host_times(), usage()
     t0 = time.monotonic()
     sent = 0
@@ -92,11 +107,12 @@ def measure(worker: WorkerProc, usage, gp: int, rate: float, seconds: float,
         worker.read_lines()
     span = time.monotonic() - t0
     cpu1, n1 = _schedstat(gp)
+    loc1 = common.local_timer_interrupts(cpu)
     h1, u1 = host_times(), usage()
     # the worker and the kthread it wakes are the benchmark's own load
     dist = common.disturbance(h0, h1, (u1 - u0) + (cpu1 - cpu0))
     return {"rate": float(rate), "exits": sent, "span_s": span, "gp_cpu_ns": cpu1 - cpu0,
-            "gp_runs": n1 - n0, "other_frac": dist["other_frac"],
+            "gp_runs": n1 - n0, "cpu_ticks": loc1 - loc0, "other_frac": dist["other_frac"],
             "host_disturbed": dist["host_disturbed"]}
 
 
@@ -118,7 +134,7 @@ def run(out_dir, quick: bool = False, progress: Progress = None) -> pa.Table:
             for rate in rates:
                 common.say(progress, f"{NAME} rep {rep + 1}/{repeats} exits={rate}/s "
                                      f"({time.monotonic() - t0:.0f} s)")
-                row = measure(worker, usage, gp, rate, seconds, req_id)
+                row = measure(worker, usage, gp, rate, seconds, req_id, cpu)
                 req_id += row["exits"]
                 rows.append({"rep": rep, **row})
     table = pa.Table.from_pylist(rows, schema=SCHEMA)
@@ -162,6 +178,27 @@ def rcu_params(table: pa.Table) -> dict | None:
                 "rcu_gp_wakeups_per_exit": float(f"{np.sqrt(cov[0, 0]):.3g}"),
                 "rcu_gp_period_ms": float(f"{period_ms * np.std(sat) / np.mean(sat):.3g}"),
                 "rcu_gp_run_us": float(f"{1.4826 * np.median(np.abs(run_us - np.median(run_us))):.3g}")}}
+
+
+def idle_tick_rows(table: pa.Table, calibration: dict, hz: int) -> list[dict]:
+    """Per exit rate: the benchmark CPU's ticks a second beyond the
+    exit-free point's, as a share of ``hz`` (the host), against the share
+    of time the simulator keeps an idle CPU's tick (``rcu_idle_tick``: each
+    exit keeps it for ``rcu_gp_wakeups_per_exit`` x ``rcu_gp_period_ms``;
+    exits ``1/rate`` apart cover min(1, rate x span) of the time).  Medians
+    over the undisturbed repetitions; the 1 ms requests' own ticks (at most
+    rate x 1 ms x hz) are left in the host's share."""
+    df = table.to_pandas()
+    df = df[(df.span_s > 0) & ~df.host_disturbed]
+    per_s = (df.cpu_ticks / df.span_s).groupby(df.rate).median()
+    if 0.0 not in per_s.index:
+        return []
+    span_s = calibration["rcu_gp_wakeups_per_exit"] * calibration["rcu_gp_period_ms"] / 1e3
+    return [{"check": "rcu_idle_tick", "rate": float(rate),
+             "kept_real": float((per_s[rate] - per_s[0.0]) / hz),
+             "kept_sim": min(1.0, float(rate) * span_s),
+             "repeats": int((df.rate == rate).sum())}
+            for rate in per_s.index if rate > 0]
 
 
 main = common.main_of(__doc__, run, NAME)
