@@ -452,7 +452,8 @@ def _check_backend(c: _Checks) -> None:
     c.require("backend.stall_event", bool(str(c.get("backend.stall_event") or "").strip()),
               "must name a perf event", c.get("backend.stall_event"))
     c.within("backend.job_alone_s", (0.05, 60))
-    for key in ("disturbed_steal_frac", "disturbed_other_frac", "disturbed_alone_spread"):
+    for key in ("disturbed_steal_frac", "disturbed_other_frac", "disturbed_alone_spread",
+                "disturbed_speed_frac"):
         c.within(f"backend.{key}", (0, 1))
     path = c.get("workload.request_path")
     c.require("workload.request_path", path in (None, "direct", "worker"),

@@ -1,6 +1,10 @@
 """backends/real/disturbance.py: the steal / other-load arithmetic on
 synthetic /proc/stat snapshots and the verdict's bounds."""
 import math
+import os
+import shutil
+
+import pytest
 
 from backends.real import disturbance as D
 
@@ -39,3 +43,27 @@ def test_the_verdict_names_each_bound_exceeded():
 def test_host_times_reads_this_host():
     t = D.host_times()
     assert 0 <= t["steal_ns"] <= t["total_ns"] and 0 < t["busy_ns"] < t["total_ns"]
+
+
+def test_a_vcpu_slower_or_faster_than_the_profile_is_named():
+    quiet = {"host_steal_frac": 0.0, "host_other_frac": 0.0}
+    assert D.verdict(quiet, {}, 0.02, 0.05, 0.1, (22.0, 20.5), 0.25) == ""
+    assert D.verdict(quiet, {}, 0.02, 0.05, 0.1, None, 0.25) == ""
+    slow = D.verdict(quiet, {}, 0.02, 0.05, 0.1, (36.1, 20.5), 0.25)
+    assert "rt-app's loop at 36.1 ns an iteration" in slow and "20.5" in slow
+    assert D.verdict(quiet, {}, 0.02, 0.05, 0.1, (15.0, 20.5), 0.25) != ""
+
+
+def test_the_speed_probe_keeps_each_cpus_faster_sample_and_the_worst_cpu():
+    samples = {0: iter([30.0, 21.0]), 1: iter([24.0, 26.0]), 2: iter([18.0, 40.0])}
+    # CPU 0: 21 (1.02x), CPU 1: 24 (1.17x), CPU 2: 18 (1/1.14x)
+    assert D.speed_probe(lambda c: next(samples[c]), {0, 1, 2}, 20.5) == 24.0
+
+
+@pytest.mark.hardware
+@pytest.mark.skipif(shutil.which("rt-app") is None, reason="needs rt-app")
+def test_rt_apps_loop_probe_reads_this_host():
+    from backends.real.rtapp import loop_ns, rtapp_binary
+    ns = [loop_ns(rtapp_binary(), cpu) for cpu in sorted(os.sched_getaffinity(0))]
+    # an iteration of rt-app's loop: nanoseconds on any CPU of today
+    assert all(2 < v < 500 for v in ns), ns

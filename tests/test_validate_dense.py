@@ -273,6 +273,12 @@ def test_two_dense_points_three_repetitions_on_this_host(tmp_path, capsys):
     assert (frame["repeat"] == 3).all()
     assert ((frame["n_reps"] + frame["n_disturbed"]) == 3).all()
     assert vt.table_head(frame) == vt.HEAD_REPEATED and "verdict: " in captured.out
+    if (frame["n_reps"] < 2).any():
+        # a point needs two undisturbed repetitions to be compared: a VM whose
+        # speed moved away from the profile's (host_loop_ns) or a busy host
+        # leaves none
+        pytest.skip("too few undisturbed repetitions on this host now: "
+                    f"{sorted(set(zip(frame.scenario, frame.n_disturbed)))}")
     fn = frame[(frame["scenario"] == "f32-rho85") & frame["task"].isna()].set_index("metric")
     assert list(fn.index) == list(v.METRICS)
     for m in ("throughput_rps", "latency_p50_s", "cpu_util", "switch_out_rate_per_s"):

@@ -40,7 +40,12 @@ class RealBackend:
     # a run is flagged host_disturbed (backends/real/disturbance.py) when, over its
     # summary window, steal or other load exceed these fractions of the host's CPU
     # time, or a job shape's speed alone measured before and after the run spreads
-    # by more than disturbed_alone_spread (slowest / fastest - 1)
+    # by more than disturbed_alone_spread (slowest / fastest - 1), or the vCPUs
+    # run rt-app's busy loop before or after the run more than
+    # disturbed_speed_frac slower or faster than the calibration profile's
+    # rtapp_loop_ns (the VM's speed moved: neighbours on the physical host, which
+    # steal does not show)
     disturbed_steal_frac: float = 0.02
     disturbed_other_frac: float = 0.05
     disturbed_alone_spread: float = 0.10
+    disturbed_speed_frac: float = 0.25

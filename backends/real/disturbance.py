@@ -25,6 +25,13 @@ instead of letting it be compared silently:
     (memory workers only) one thread of the job shape alone is measured
     three times before the run and three times after it: slowest over
     fastest ns per access, minus one.
+``host_loop_ns``
+    the vCPUs' speed: ns per iteration of rt-app's busy loop, each run CPU
+    probed twice alone before the run and twice after it (the faster of
+    each pair; the one furthest from the reference is kept), against the
+    calibration profile's ``rtapp_loop_ns`` (``host_loop_ns_ref``).  On
+    this VM the loop's cost moved from 18-22 ns to 32-43 ns for an hour
+    with no steal counted and no other load on the guest.
 
 The thresholds are ``backend.disturbed_*`` (backends/real/config.py).
 """
@@ -67,8 +74,10 @@ def measure(a: dict, z: dict, run: str) -> dict[str, float]:
 
 
 def verdict(fracs: dict[str, float], spreads: dict[str, tuple[float, float, float]],
-            steal_max: float, other_max: float, spread_max: float) -> str:
-    """Why the run counts as disturbed ("" when it does not)."""
+            steal_max: float, other_max: float, spread_max: float,
+            speed: tuple[float, float] | None = None, speed_max: float = 0.0) -> str:
+    """Why the run counts as disturbed ("" when it does not).  ``speed``:
+    (the probe's ns per loop furthest from the reference, the reference)."""
     why = []
     steal, other = fracs["host_steal_frac"], fracs["host_other_frac"]
     if steal > steal_max:
@@ -80,4 +89,17 @@ def verdict(fracs: dict[str, float], spreads: dict[str, tuple[float, float, floa
             why.append(f"{cls} alone took {fast:.1f}-{slow:.1f} ns per access before and "
                        f"after the run (spread {spread:.0%}, bound {spread_max:.0%}: "
                        f"neighbours sharing the cache or memory)")
+    if speed is not None:
+        ns, ref = speed
+        if not ref / (1 + speed_max) <= ns <= ref * (1 + speed_max):
+            why.append(f"the vCPUs ran rt-app's loop at {ns:.1f} ns an iteration around the "
+                       f"run, the calibration profile's {ref:.1f} (bound ±{speed_max:.0%}: the "
+                       f"VM's speed moved)")
     return "; ".join(why)
+
+
+def speed_probe(probe, cpus, ref: float) -> float:
+    """Of ``probe(cpu)`` (ns per loop) taken twice on each CPU, the faster of
+    each pair, and of those the one furthest from ``ref`` (by ratio)."""
+    per_cpu = [min(probe(c), probe(c)) for c in sorted(cpus)]
+    return max(per_cpu, key=lambda ns: max(ns / ref, ref / ns))

@@ -255,6 +255,39 @@ def calibrate(binary: str, cpu: int) -> int:
     return int(m.group(1))
 
 
+# the speed probe (loop_ns): one run of this length, rt-app told this pLoad
+PROBE_RUN_US, PROBE_PLOAD_NS = 20_000, 20
+
+
+def loop_ns(binary: str, cpu: int) -> float:
+    """ns per iteration of rt-app's busy loop on ``cpu`` now: one thread runs
+    ``PROBE_RUN_US`` alone there, rt-app told pLoad = ``PROBE_PLOAD_NS``, and
+    its log gives the iterations done and the run's wall time (its CPU time,
+    the CPU being otherwise idle).  The vCPU's speed of the moment, to set
+    beside the profile's ``rtapp_loop_ns`` (calibration/bench/rtapp_loop.py
+    measures that the same way)."""
+    with tempfile.TemporaryDirectory(prefix="colosim-rtapp-probe-") as d:
+        doc = {"global": {"calibration": PROBE_PLOAD_NS, "logdir": d, "log_basename": "probe",
+                          "default_policy": "SCHED_OTHER"},
+               "tasks": {"probe": {"cpus": [cpu], "loop": 1,
+                                   "phases": {"p": {"loop": 1, "run": PROBE_RUN_US}}}}}
+        f = Path(d) / "probe.json"
+        f.write_text(json.dumps(doc))
+        try:
+            r = subprocess.run([binary, str(f)], capture_output=True, text=True,
+                               timeout=CALIBRATION_TIMEOUT_S, preexec_fn=die_with_parent)
+        except subprocess.TimeoutExpired:
+            raise RealRunError(f"rt-app's speed probe on CPU{cpu} took over "
+                               f"{CALIBRATION_TIMEOUT_S} s") from None
+        log = Path(d) / "probe-probe-0.log"
+        rows = parse_log(log.read_text(), str(log)) if log.exists() else []
+    if r.returncode != 0 or not rows or rows[0][1] <= 0:
+        raise RealRunError(f"rt-app's speed probe on CPU{cpu} failed (exit {r.returncode}): "
+                           f"{r.stderr.strip()[-300:]}")
+    _, perf, run_us = rows[0][:3]
+    return run_us * 1000 / perf
+
+
 class RtAppProc:
     """The rt-app process of a run: started in the run's top cgroup on the
     run's CPUs, its JSON and logs in a temporary directory removed by

@@ -55,6 +55,7 @@ from backends.host import plain_config
 from backends.real import cgroupfs, detect, schedtrace
 from backends.real.cgroupfs import CgroupError, CgroupFS, parse_cpulist
 from backends.real.disturbance import measure as measure_disturbance
+from backends.real.disturbance import speed_probe
 from backends.real.disturbance import verdict as disturbance_verdict
 from backends.real.config import RealBackend
 from backends.real.functions import FunctionsRunner, WebserverRunner, WorkerPoolRunner
@@ -65,7 +66,7 @@ from backends.real.loadgen import Timer, lateness_stats, lateness_verdict, set_t
 from backends.real.memlookup import MemLookupRunner
 from backends.real.perf import PerfUnavailable
 from backends.real.periodic import PeriodicRunner
-from backends.real.rtapp import RtAppRunner
+from backends.real.rtapp import RtAppRunner, loop_ns, rtapp_binary
 from backends.real.runner import RealRunError, Runner, Setup
 from backends.real.taskcount import TaskCounters
 from backends.real.workers import WorkerError, worker_binary
@@ -265,6 +266,8 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
     online = os.sched_getaffinity(0)
     cpus = _run_cpus(cfg, b, online)
     ncpus = len(cpus)
+    loop_ref, probe = _loop_probe(cfg)
+    loop_before = speed_probe(probe, cpus, loop_ref) if probe else None
 
     try:
         cg = CgroupFS(cgroupfs.tree_name(run_name), given=run_name)
@@ -417,9 +420,17 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
     spreads = alone_spreads(runner, b)
     for cls, (_, _, spread) in sorted(spreads.items()):
         summary = summary.append_column(f"job_alone_spread_{cls}", pa.array([spread]))
+    loop = None
+    if probe:
+        after = speed_probe(probe, cpus, loop_ref)
+        loop = max(loop_before, after, key=lambda ns: max(ns / loop_ref, loop_ref / ns))
+    summary = summary.append_column("host_loop_ns", pa.array([loop], pa.float64()))
+    summary = summary.append_column("host_loop_ns_ref", pa.array(
+        [loop_ref if probe else None], pa.float64()))
     row = summary.slice(0, 1).to_pylist()[0]
     why = disturbance_verdict(row, spreads, b.disturbed_steal_frac, b.disturbed_other_frac,
-                              b.disturbed_alone_spread)
+                              b.disturbed_alone_spread,
+                              None if loop is None else (loop, loop_ref), b.disturbed_speed_frac)
     if why:
         print(f"colosim: warning: the host was disturbed during the run ({why}); the run "
               f"is flagged (host_disturbed = true): compare it only with that in mind",
@@ -487,6 +498,24 @@ def trace_columns(cap: schedtrace.Capture | None, p: schedtrace.Plan) -> dict:
                 f"{c}:{n}" for c, n in sorted(cap.per_cpu.items())), pa.string()),
             "sched_trace_clock_err_us": (None if cap is None else cap.offset_err_ns / 1000,
                                          pa.float64())}
+
+
+def _loop_probe(cfg: dict):
+    """(the profile's rtapp_loop_ns, a probe of the vCPU's speed on a CPU
+    now) for the run's disturbance check (backends/real/disturbance.py
+    ``host_loop_ns``); (None, None) when the profile has no such reference,
+    or rt-app is missing (said once)."""
+    ref = (cfg.get("calibration") or {}).get("rtapp_loop_ns")
+    if not ref:
+        return None, None
+    try:
+        binary = rtapp_binary()
+    except RealRunError:
+        print("colosim: warning: rt-app is not installed, so the vCPUs' speed is not checked "
+              "against the calibration profile's rtapp_loop_ns (host_loop_ns stays empty)",
+              file=sys.stderr)
+        return None, None
+    return float(ref), lambda cpu: loop_ns(binary, cpu)
 
 
 def alone_spreads(runner: Runner, b: RealBackend) -> dict[str, tuple[float, float, float]]:
