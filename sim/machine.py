@@ -569,8 +569,8 @@ class Machine:
             if rq.nr_running == 0 and not rq.idle:
                 rq.idle = True
                 self.nr_idle_cpus += 1
-            if self.rcu_idle_tick:
-                self._ensure_tick(rq)     # tick_nohz_idle_stop_tick() may keep it
+            if self.rcu_idle_tick and rq.rcu_cb_until > now:
+                self._ensure_tick(rq)     # tick_nohz_idle_stop_tick() keeps it
             if self.smt:
                 self._smt_update(rq, now)
             return

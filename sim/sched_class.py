@@ -86,6 +86,17 @@ class SchedConfig:
     # false: every idle balance takes one task.  Off for every scheduler,
     # as pelt_propagate
     migrate_task_half: bool = tunable(False)
+    # fork placement when no allowed CPU is idle, as the kernel's
+    # sched_balance_find_dst_group() (find_idlest_group(), reworked in 5.5)
+    # decides it: each CPU a group, classified overloaded (two or more
+    # runnable) or fully busy (one); the parent's CPU keeps the child unless
+    # another CPU is of a lower class, or of the same class with a load
+    # lighter by NICE_0_LOAD x (imbalance_pct - 100) % and by imbalance_pct
+    # (docs/scheduling.md "Fork placement").  This host's native workers
+    # started 72 % of their threads on the dispatcher's CPU, the least-loaded
+    # rule 38 %.  false: the least loaded CPU, (h_nr_running, load_avg)
+    # (colosim before 2026-11-28; cfs, lags and eevdf66 keep it)
+    find_idlest_group: bool = tunable(False)
     # tick_nohz_next_event(): an idle CPU keeps its tick while rcu_needs_cpu(),
     # i.e. while RCU callbacks queued on it wait for their grace period, and
     # a CPU whose tick runs is not in nohz.idle_cpus_mask (no nohz kick

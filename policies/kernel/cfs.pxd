@@ -45,6 +45,7 @@ cdef class CFS(KernelScheduler):
     cdef public bint balance_backoff
     cdef public bint pelt_propagate
     cdef public bint migrate_task_half
+    cdef public bint find_idlest_group
     cdef public list sd_balance_interval
     cdef public long long max_lb_interval_ms
     cdef public long lb_result
@@ -146,6 +147,10 @@ cdef class CFS(KernelScheduler):
     @cython.locals(m=Machine, now=cython.longlong, cfs=CfsRq, rqs=list, best=cython.long,
                    best_nr=cython.long, best_load=cython.double)
     cpdef find_idlest_cpu(self, Task p, long prev_cpu)
+    @cython.locals(m=Machine, rq=Rq, now=cython.longlong, rqs=list, idlest=cython.long,
+                   idlest_type=cython.long, idlest_load=cython.double, group_type=cython.long,
+                   local_type=cython.long, local_load=cython.double, cpu=cython.long)
+    cpdef long find_dst_group_cpu(self, Task p, long this_cpu)
     @cython.locals(now=cython.longlong)
     cpdef double cfs_rq_h_load(self, CfsRq cfs_rq)
     @cython.locals(q=CfsRq, parent=CfsRq, h_load=cython.double)

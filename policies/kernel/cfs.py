@@ -175,6 +175,8 @@ class CFS(KernelScheduler):
         # an idle CPU's balance evens out the run queues' lengths
         # (SchedConfig.migrate_task_half)
         self.migrate_task_half = bool(cfg.migrate_task_half)
+        # fork placement by group class and load (SchedConfig.find_idlest_group)
+        self.find_idlest_group = bool(cfg.find_idlest_group)
         self.sd_balance_interval = [[sd.interval_ms for sd in d] for d in topology.domains]
         self.max_lb_interval_ms = MAX_LOAD_BALANCE_INTERVAL_MS_PER_CPU * topology.nr_cpus
         self.lb_result = LB_UNBALANCED
@@ -829,6 +831,8 @@ class CFS(KernelScheduler):
             cpu = self._first_idle(p, order, None)
             if cpu is not None:
                 return cpu
+        if self.find_idlest_group:
+            return self.find_dst_group_cpu(p, prev_cpu)
         allowed = p.cpus_allowed
         # the least (h_nr_running, load_avg), the nearest of equals
         best, best_nr, best_load = prev_cpu, -1, 0.0
@@ -843,6 +847,45 @@ class CFS(KernelScheduler):
                     (cfs.h_nr_running == best_nr and cfs.load_avg < best_load):
                 best, best_nr, best_load = cpu, cfs.h_nr_running, cfs.load_avg
         return best
+
+    def find_dst_group_cpu(self, p, this_cpu):
+        """sched_balance_find_dst_group() over the widest sched domain, each
+        CPU a group, when none is idle: the busy CPUs' classes (overloaded:
+        two or more runnable, else fully busy; the kernel reads PELT's
+        utilisation and runnable averages, the simulator the queue as it
+        is), the idlest other CPU the one of the lowest class, then of the
+        least load_avg (nearest first among equals), and the parent's CPU
+        ``this_cpu`` kept unless the idlest is of a lower class, or of the
+        same class and lighter by NICE_0_LOAD x (imbalance_pct - 100) % and
+        by the imbalance_pct ratio."""
+        m = self.machine
+        rqs = m.rqs
+        now = self.clock._now
+        allowed = p.cpus_allowed
+        idlest, idlest_type, idlest_load = -1, 0, 0.0
+        for cpu in m.cpus_by_distance[this_cpu]:
+            if cpu == this_cpu or (allowed is not None and cpu not in allowed):
+                continue
+            rq = cython.cast(Rq, rqs[cpu])
+            rq.cfs.update_load_avg(now)
+            group_type = 2 if rq.nr_running >= 2 else rq.nr_running
+            if idlest < 0 or group_type < idlest_type or (
+                    group_type == idlest_type and rq.cfs.load_avg < idlest_load):
+                idlest, idlest_type, idlest_load = cpu, group_type, rq.cfs.load_avg
+        if idlest < 0:
+            return this_cpu
+        if allowed is not None and this_cpu not in allowed:
+            return idlest
+        rq = cython.cast(Rq, rqs[this_cpu])
+        rq.cfs.update_load_avg(now)
+        local_type = 2 if rq.nr_running >= 2 else rq.nr_running
+        local_load = rq.cfs.load_avg
+        if local_type != idlest_type:
+            return this_cpu if local_type < idlest_type else idlest
+        if idlest_load >= local_load + NICE_0_LOAD * (IMBALANCE_PCT - 100) / 100 or \
+                100 * local_load <= IMBALANCE_PCT * idlest_load:
+            return this_cpu
+        return idlest
 
     # ------------------------------------------------------------------
     # load balancing

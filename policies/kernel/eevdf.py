@@ -172,6 +172,8 @@ class EevdfConfig(FairConfig):
     balance_backoff: bool = tunable(True)
     # the running task's affinity change as an update_curr() (SchedConfig)
     affinity_requeue: bool = tunable(True)
+    # fork placement by the 5.5+ group statistics (SchedConfig)
+    find_idlest_group: bool = tunable(True)
 
 
 def div_s64(a: int, b: int) -> int:
