@@ -234,24 +234,31 @@ def log_table(config: RtAppConfig, logdir: Path, t0_us: int) -> pa.Table:
     return pa.table([pa.array(c, f.type) for c, f in zip(cols, RTAPP)], schema=RTAPP)
 
 
+def _run_once(binary: str, doc: dict, d: str, what: str) -> subprocess.CompletedProcess:
+    """rt-app on ``doc`` (written to the directory ``d``), outside the run's
+    cgroups; RealRunError naming ``what`` if it takes too long."""
+    f = Path(d) / "doc.json"
+    f.write_text(json.dumps(doc))
+    try:
+        return subprocess.run([binary, str(f)], capture_output=True, text=True,
+                              timeout=CALIBRATION_TIMEOUT_S, preexec_fn=die_with_parent)
+    except subprocess.TimeoutExpired:
+        raise RealRunError(f"{what} took over {CALIBRATION_TIMEOUT_S} s") from None
+
+
 def calibrate(binary: str, cpu: int) -> int:
     """ns per loop as rt-app measures it on ``cpu`` (its own calibration:
     about 5 s), outside the run's cgroups, before the run."""
+    what = f"rt-app's calibration on CPU{cpu}"
     with tempfile.TemporaryDirectory(prefix="colosim-rtapp-cal-") as d:
-        doc = {"global": {"calibration": f"CPU{cpu}", "logdir": d, "log_basename": "cal"},
-               "tasks": {"cal": {"loop": 1, "phases": {"p": {"loop": 1, "run": 1}}}}}
-        f = Path(d) / "calibrate.json"
-        f.write_text(json.dumps(doc))
-        try:
-            r = subprocess.run([binary, str(f)], capture_output=True, text=True,
-                               timeout=CALIBRATION_TIMEOUT_S, preexec_fn=die_with_parent)
-        except subprocess.TimeoutExpired:
-            raise RealRunError(f"rt-app's calibration on CPU{cpu} took over "
-                               f"{CALIBRATION_TIMEOUT_S} s") from None
+        r = _run_once(binary, {"global": {"calibration": f"CPU{cpu}", "logdir": d,
+                                          "log_basename": "cal"},
+                               "tasks": {"cal": {"loop": 1, "phases": {"p": {"loop": 1,
+                                                                             "run": 1}}}}},
+                      d, what)
     m = CALIBRATION.search(r.stderr)
     if r.returncode != 0 or m is None:
-        raise RealRunError(f"rt-app's calibration on CPU{cpu} failed (exit {r.returncode}): "
-                           f"{r.stderr.strip()[-300:]}")
+        raise RealRunError(f"{what} failed (exit {r.returncode}): {r.stderr.strip()[-300:]}")
     return int(m.group(1))
 
 
@@ -266,24 +273,18 @@ def loop_ns(binary: str, cpu: int) -> float:
     the CPU being otherwise idle).  The vCPU's speed of the moment, to set
     beside the profile's ``rtapp_loop_ns`` (calibration/bench/rtapp_loop.py
     measures that the same way)."""
+    what = f"rt-app's speed probe on CPU{cpu}"
     with tempfile.TemporaryDirectory(prefix="colosim-rtapp-probe-") as d:
-        doc = {"global": {"calibration": PROBE_PLOAD_NS, "logdir": d, "log_basename": "probe",
-                          "default_policy": "SCHED_OTHER"},
-               "tasks": {"probe": {"cpus": [cpu], "loop": 1,
-                                   "phases": {"p": {"loop": 1, "run": PROBE_RUN_US}}}}}
-        f = Path(d) / "probe.json"
-        f.write_text(json.dumps(doc))
-        try:
-            r = subprocess.run([binary, str(f)], capture_output=True, text=True,
-                               timeout=CALIBRATION_TIMEOUT_S, preexec_fn=die_with_parent)
-        except subprocess.TimeoutExpired:
-            raise RealRunError(f"rt-app's speed probe on CPU{cpu} took over "
-                               f"{CALIBRATION_TIMEOUT_S} s") from None
+        r = _run_once(binary, {"global": {"calibration": PROBE_PLOAD_NS, "logdir": d,
+                                          "log_basename": "probe",
+                                          "default_policy": "SCHED_OTHER"},
+                               "tasks": {"probe": {"cpus": [cpu], "loop": 1, "phases": {
+                                   "p": {"loop": 1, "run": PROBE_RUN_US}}}}},
+                      d, what)
         log = Path(d) / "probe-probe-0.log"
         rows = parse_log(log.read_text(), str(log)) if log.exists() else []
     if r.returncode != 0 or not rows or rows[0][1] <= 0:
-        raise RealRunError(f"rt-app's speed probe on CPU{cpu} failed (exit {r.returncode}): "
-                           f"{r.stderr.strip()[-300:]}")
+        raise RealRunError(f"{what} failed (exit {r.returncode}): {r.stderr.strip()[-300:]}")
     _, perf, run_us = rows[0][:3]
     return run_us * 1000 / perf
 
