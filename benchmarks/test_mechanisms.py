@@ -3,7 +3,8 @@
 The dense suite's ``f64-rho95`` point (calibration/suites/dense.yaml: this-vm,
 64 functions on the worker path at rho 0.95, ``calibration=this-vm``) run
 with every mechanism on, as the suite runs it, and with every one off:
-EEVDF as 6.6 (``scheduler=eevdf66``), no load generator or kernel threads
+EEVDF as 6.6 (``scheduler=eevdf66``, which also keeps no idle CPU's tick
+for RCU and forks on the least-loaded CPU), no load generator or kernel threads
 as host tasks (``calibration.loadgen=false calibration.kthreads=false``),
 no timer slack or timer interrupt (``calibration.timer_slack_ns=0
 calibration.timer_irq_ns=0``) and no CPU-clock reads

@@ -380,6 +380,13 @@ def test_signal_removes_cgroups_and_processes(tmp_path, sig):
 
 
 
+def _disturbed(df) -> str:
+    """Why a benchmark's samples were flagged: its steal and other load."""
+    parts = [f"{col} {sorted(df[col].round(3).unique())}" for col in ("steal_frac", "other_frac")
+             if col in df]
+    return "the host was disturbed during the benchmark: " + ", ".join(parts)
+
+
 @hardware
 @pytest.mark.usefixtures("no_leftovers")
 def test_rcu_measures_the_grace_period_kthread(tmp_path):
@@ -389,7 +396,7 @@ def test_rcu_measures_the_grace_period_kthread(tmp_path):
     assert list(df.rate) == list(rcu.RATES_QUICK)
     ok = df[~df.host_disturbed]
     if len(ok) < len(df):
-        pytest.skip(f"other load during the benchmark: {list(df.other_frac.round(3))}")
+        pytest.skip(_disturbed(df))
     per_s = ok.gp_runs / ok.span_s
     # the kthread wakes more with exits than without, and never faster than
     # every jiffy
@@ -410,7 +417,7 @@ def test_rtapp_loop_measures_the_loop_rtapp_calibrated(tmp_path):
     whole = df[df.run_us >= df.c_duration_us // 2]
     assert (whole.loops == rtapp_loop.RUN_US * 1000 // whole.pload_ns).all()
     if df.host_disturbed.any():
-        pytest.skip(f"other load during the benchmark: {sorted(df.other_frac.round(3).unique())}")
+        pytest.skip(_disturbed(df))
     # rt-app's calibration times the same loop: an iteration costs about pLoad
     # (it keeps whole ns and its fastest trial: here 0.9-1.2x, allow 0.5-2x)
     keys = rtapp_loop.rtapp_params(t)
@@ -426,7 +433,7 @@ def test_idle_exit_wakes_later_after_a_longer_idle(tmp_path):
     assert sorted(df.period_ns.unique()) == sorted(idle_exit.PERIODS_NS_QUICK)
     assert (df.lateness_ns >= 0).all()
     if df.host_disturbed.any():
-        pytest.skip(f"other load during the benchmark: {sorted(df.other_frac.round(3).unique())}")
+        pytest.skip(_disturbed(df))
     assert set(df.kind) == set(idle_exit.KINDS)
     for kind, g in df.groupby("kind"):
         med = g.groupby("period_ns").lateness_ns.median()
