@@ -270,8 +270,13 @@ def test_reduced_calibrate_and_validate_on_this_host(tmp_path, capsys):
     if reason:
         pytest.skip(reason)
     out = tmp_path / "quick.yaml"
-    assert main(["calibrate", "--out", str(out), "--quick", "--dir", str(tmp_path / "cal"),
-                 "--no-resimulate"]) == 0
+    rc = main(["calibrate", "--out", str(out), "--quick", "--dir", str(tmp_path / "cal"),
+               "--no-resimulate"])
+    if rc != 0 and "measured on a disturbed host" in capsys.readouterr().err:
+        # calibrate refuses to fit a benchmark whose every sweep the host
+        # disturbed: nothing to compare, as with a disturbed real run
+        pytest.skip("calibrate refused: the host was disturbed during a benchmark")
+    assert rc == 0
     quick, committed = read_profile(str(out)), read_profile("this-vm")
 
     # within a factor of 3: between calibrate runs on this VM direct_ns has
