@@ -91,8 +91,7 @@ def run_checks(result: F.FitResult, bench_dir: Path, work_dir: Path, host: str,
         return ""
     rows = [r for v in found.values() for r in v]
     pq.write_table(pa.Table.from_pylist(rows), work_dir / "checks.parquet")
-    return "\n" + checks.markdown(found.get("density", []), found.get("throttle", []),
-                                  found.get("rcu", []))
+    return "\n" + checks.markdown(found)
 
 
 def report_markdown(name: str, result: F.FitResult, fingerprint: dict, bench: dict,

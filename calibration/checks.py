@@ -126,7 +126,9 @@ CHECKS = {"density": (density.SCHEMA, density_rows), "throttle": (throttle.SCHEM
           "rcu": (rcu.SCHEMA, rcu_rows)}
 
 
-def markdown(density: list[dict], throttle: list[dict], rcu: list[dict] = ()) -> str:
+def markdown(found: dict[str, list[dict]]) -> str:
+    """The fit report's section: ``found`` maps a CHECKS name to its rows."""
+    density, throttle, rcu = (found.get(name, []) for name in CHECKS)
     out = ["## Checks (not fitted)", "",
            "The simulator with the fitted profile runs the density and throttle benchmarks' "
            "configurations, and the RCU benchmark's idle ticks are set beside the rule "

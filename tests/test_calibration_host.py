@@ -376,7 +376,7 @@ def test_density_check_leaves_out_repetitions_whose_reference_drifted():
     assert row["switch_outs_per_s_real"] == pytest.approx(np.median([250, 252, 254, 256]))
     # two hogs on one simulated CPU: busy but for the switches' cost
     assert 0.95 < row["useful_cpu_sim"] < 1.0
-    md = checks.markdown([row], [])
+    md = checks.markdown({"density": [row]})
     assert "| 2 | 0 KiB | 253 |" in md and "0.970–0.990 | 3/4 |" in md
 
 

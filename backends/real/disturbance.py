@@ -98,8 +98,12 @@ def verdict(fracs: dict[str, float], spreads: dict[str, tuple[float, float, floa
     return "; ".join(why)
 
 
+def furthest(values, ref: float) -> float:
+    """The value furthest from ``ref`` by ratio, slower or faster."""
+    return max(values, key=lambda ns: max(ns / ref, ref / ns))
+
+
 def speed_probe(probe, cpus, ref: float) -> float:
     """Of ``probe(cpu)`` (ns per loop) taken twice on each CPU, the faster of
-    each pair, and of those the one furthest from ``ref`` (by ratio)."""
-    per_cpu = [min(probe(c), probe(c)) for c in sorted(cpus)]
-    return max(per_cpu, key=lambda ns: max(ns / ref, ref / ns))
+    each pair, and of those the one furthest from ``ref``."""
+    return furthest([min(probe(c), probe(c)) for c in sorted(cpus)], ref)

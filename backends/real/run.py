@@ -55,7 +55,7 @@ from backends.host import plain_config
 from backends.real import cgroupfs, detect, schedtrace
 from backends.real.cgroupfs import CgroupError, CgroupFS, parse_cpulist
 from backends.real.disturbance import measure as measure_disturbance
-from backends.real.disturbance import speed_probe
+from backends.real.disturbance import furthest, speed_probe
 from backends.real.disturbance import verdict as disturbance_verdict
 from backends.real.config import RealBackend
 from backends.real.functions import FunctionsRunner, WebserverRunner, WorkerPoolRunner
@@ -423,7 +423,7 @@ def run_real(cfg, trace: pa.Table | None = None, progress=None,
     loop = None
     if probe:
         after = speed_probe(probe, cpus, loop_ref)
-        loop = max(loop_before, after, key=lambda ns: max(ns / loop_ref, loop_ref / ns))
+        loop = furthest((loop_before, after), loop_ref)
     summary = summary.append_column("host_loop_ns", pa.array([loop], pa.float64()))
     summary = summary.append_column("host_loop_ns_ref", pa.array(
         [loop_ref if probe else None], pa.float64()))
