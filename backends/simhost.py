@@ -12,7 +12,7 @@ from policies.kernel import config as sched_config, load as load_policy
 from sim.costmodel import CostModel
 from sim.engine import NSEC_PER_SEC, Engine, s_to_ns
 from sim.machine import Machine
-from sim.metrics import Recorder
+from sim.recorder import Recorder
 from sim.topology import Topology
 
 

@@ -41,6 +41,7 @@ COMPILED_MODULES = (
     "sim.costmodel",
     "sim.rt",
     "sim.machine",
+    "sim.recorder",
     "sim.workloads.common",
     "sim.workloads.hashd",
     "policies.kernel.cfs",

@@ -1,14 +1,16 @@
 # Compiled declarations of sim/engine.py (docs/performance.md, "Compiled core").
 # Engine, the simpy.Environment, stays a Python class (a subclass of Calendar).
 cimport cython
-from sim.heap cimport Node, heap_pop, heap_push
+from sim.heap cimport Heap, Node, NodeStack
 
 cdef class _Call(Node):
     cdef public object fn
     cdef public tuple args
 
+    cpdef int fire(self) except -1
+
 @cython.locals(call=_Call)
-cpdef _Call new_call(long long t, long long seq, fn, tuple args)
+cpdef _Call new_call(long long t, long long seq, fn, tuple args, NodeStack spare)
 
 @cython.final
 cdef class _Batch:
@@ -34,10 +36,12 @@ cpdef process_event(event)
 cdef class Calendar:
     cdef public long long _now
     cdef public long long _seq
-    cdef public list _calendar
+    cdef public Heap _calendar
+    cdef NodeStack _spare_calls
 
     cpdef push(self, long long t_ns, fn, tuple args)
+    cpdef push_call(self, long long t_ns, _Call call)
     @cython.locals(delay_ns=cython.longlong)
     cpdef schedule(self, event, long long priority=*, delay=*)
-    @cython.locals(call=_Call, calendar=list, events=cython.longlong)
+    @cython.locals(call=_Call, calendar=Heap, spare=NodeStack, events=cython.longlong)
     cpdef long long _run_until(self, long long until_ns)

@@ -32,7 +32,7 @@ import simpy
 from simpy.core import BoundClass, EmptySchedule, Infinity, StopSimulation
 from simpy.events import NORMAL, URGENT, Event
 
-from sim.heap import Node, heap_pop, heap_push
+from sim.heap import Heap, Node, NodeStack
 
 NSEC_PER_SEC = 1_000_000_000
 NSEC_PER_MSEC = 1_000_000
@@ -82,15 +82,28 @@ def s_to_ns(seconds: float) -> int:
 
 class _Call(Node):
     """A one-shot callback: ``fn(*args)`` at instant ``key`` (ns); ``seq``
-    orders callbacks due at the same instant (module docstring)."""
+    orders callbacks due at the same instant (module docstring).  A
+    subclass may run typed code instead (``fire``, a C virtual method when
+    compiled): the machine's per-CPU timers carry their run queue and
+    generation as C fields, with no argument tuple, bound method or
+    boxed integers per event (sim/machine.py ``RqTimer``)."""
 
     __slots__ = ("fn", "args")
 
+    def fire(self) -> int:
+        self.fn(*self.args)
+        return 0
 
-def new_call(t: int, seq: int, fn, args: tuple) -> _Call:
-    # __new__ and field stores: compiled, a direct allocation instead of a
-    # generic constructor call with its argument tuple
-    call = _Call.__new__(_Call)
+
+def new_call(t: int, seq: int, fn, args: tuple, spare: NodeStack) -> _Call:
+    """A call, a spare one if there is one (``Calendar._run_until`` keeps
+    every plain call it has run: one allocation and release per event
+    otherwise)."""
+    call = spare.pop()
+    if call is None:
+        # __new__ and field stores: compiled, a direct allocation instead
+        # of a generic constructor call with its argument tuple
+        call = _Call.__new__(_Call)
     call.key = t
     call.seq = seq
     call.fn = fn
@@ -206,7 +219,8 @@ class Calendar:
     def __init__(self):
         self._now = 0
         self._seq = 0
-        self._calendar: list[_Call] = []
+        self._calendar = Heap()       # of _Call
+        self._spare_calls = NodeStack()
 
     @property
     def now(self) -> int:
@@ -223,7 +237,16 @@ class Calendar:
         if t_ns < self._now:
             raise ValueError(f"cannot schedule {fn!r} {self._now - t_ns} ns in the past")
         self._seq += 1
-        heap_push(self._calendar, new_call(t_ns, self._seq, fn, args))
+        self._calendar.push(new_call(t_ns, self._seq, fn, args, self._spare_calls))
+
+    def push_call(self, t_ns: int, call: _Call) -> None:
+        """Schedule ``call`` (a ``_Call`` subclass, its fields set) at ``t_ns``."""
+        if t_ns < self._now:
+            raise ValueError(f"cannot schedule {call!r} {self._now - t_ns} ns in the past")
+        self._seq += 1
+        call.key = t_ns
+        call.seq = self._seq
+        self._calendar.push(call)
 
     def schedule(self, event: Event, priority: int = NORMAL, delay: int = 0) -> None:
         """simpy.Environment.schedule: process ``event`` ``delay`` ns from
@@ -233,22 +256,29 @@ class Calendar:
             raise ValueError(f"SimPy delay {delay!r}: the engine's clock counts whole "
                              f"nanoseconds (round the delay)")
         self._seq += 1
-        heap_push(self._calendar, new_call(self._now + delay_ns,
-                                           self._seq + (priority - NORMAL) * PRIORITY_STRIDE,
-                                           process_event, (event,)))
+        self._calendar.push(new_call(self._now + delay_ns,
+                                     self._seq + (priority - NORMAL) * PRIORITY_STRIDE,
+                                     process_event, (event,), self._spare_calls))
 
     def _run_until(self, until_ns: int) -> int:
         """Run every call due before ``until_ns``; the number run."""
         calendar = self._calendar
+        spare = self._spare_calls
         events = 0
-        while calendar:
-            call = calendar[0]
+        while calendar.n:
+            call = calendar.items[0]
             if call.key >= until_ns:
                 break
-            heap_pop(calendar)
+            calendar.pop()
             self._now = call.key
             events += 1
-            call.fn(*call.args)
+            call.fire()
+            if type(call) is _Call:
+                # run and referenced from nowhere else: kept for reuse (a
+                # subclass keeps its own, sim/machine.py RqTimer)
+                call.fn = None
+                call.args = None
+                spare.push(call)
         return events
 
 
@@ -283,15 +313,15 @@ class Engine(Calendar, simpy.Environment):
     # --- simpy.Environment (schedule: Calendar) ----------------------------
     def peek(self) -> int | float:
         """The time of the next call or event (SimPy's ``Infinity`` if none)."""
-        return self._calendar[0].key if self._calendar else Infinity
+        return self._calendar.items[0].key if self._calendar.n else Infinity
 
     def step(self) -> None:
         """Run the next call or event (``EmptySchedule`` if there is none)."""
-        if not self._calendar:
+        if not self._calendar.n:
             raise EmptySchedule
-        call = heap_pop(self._calendar)
+        call = self._calendar.pop()
         self._now = call.key
-        call.fn(*call.args)
+        call.fire()
 
     def run(self, until=None, progress=None, progress_every_ns: int | None = None):
         """Run until ``until``:

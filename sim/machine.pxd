@@ -4,9 +4,12 @@ cimport cython
 from sim.rq cimport SchedEntity, CfsRq, Rq, TaskGroup
 from sim.task cimport Task, Request
 from sim.sched_class cimport KernelScheduler
-from sim.engine cimport Calendar, RngStream
+from sim.engine cimport Calendar, RngStream, _Call
+from sim.heap cimport NodeStack
 from sim.costmodel cimport CostModel
 from sim.rt cimport RtClass
+
+cdef class RqTimer
 
 # constants the hot paths use, as C integers rather than module globals
 cdef long MAX_RT_PRIO, CPU_IDLE, CPU_NOT_IDLE, DEQUEUE_SLEEP, DEQUEUE_DELAYED
@@ -56,7 +59,7 @@ cdef class Machine:
     cdef public object on_exit
     cdef public RngStream idle_exit_rng
     cdef public RngStream timer_irq_rng
-    cdef object _tick_cb, _burst_end_cb, _hrtick_cb, _cputime_poll_cb
+    cdef public NodeStack _spare_timers
 
     cpdef sched_class(self, Task p)
     cpdef _update_curr(self, Rq rq, Task curr)
@@ -88,9 +91,12 @@ cdef class Machine:
     cpdef _pick_next_task(self, Rq rq, Task prev)
     cpdef _dequeue(self, Rq rq, Task p, long flags)
     @cython.locals(ran=cython.longlong, curr=Task)
+    @cython.locals(ran=cython.longlong, curr=Task)
     cpdef _charge(self, Rq rq, long long now)
     @cython.locals(remaining=cython.longlong, curr=Task)
     cpdef _arm_completion(self, Rq rq)
+    @cython.locals(timer=RqTimer)
+    cdef _push_timer(self, long long at, long kind, Rq rq, long long gen)
     @cython.locals(busy=cython.long, smt=cython.double, speed=cython.double, other=Rq, c=cython.long)
     cpdef _smt_update(self, Rq rq, long long now)
     @cython.locals(busy=cython.long)
@@ -102,7 +108,8 @@ cdef class Machine:
     @cython.locals(p=Task, now=cython.longlong)
     cpdef _on_burst_end(self, Rq rq, long long gen)
     @cython.locals(tick=cython.longlong, boundary=cython.longlong)
-    cpdef _next_tick_time(self, Rq rq, long long now)
+    cpdef long long _next_tick_time(self, Rq rq, long long now) except? -2
+    @cython.locals(now=cython.longlong, at=cython.longlong)
     cpdef _ensure_tick(self, Rq rq)
     @cython.locals(curr=Task)
     cpdef _arm_hrtick(self, Rq rq)
@@ -120,3 +127,12 @@ cdef class Machine:
     cpdef timer_sleep(self, Task p, long long expiry, fn)
     @cython.locals(irq=cython.longlong, now=cython.longlong, cost=CostModel)
     cpdef _hrtimer_interrupt(self, Task p, fn)
+
+cdef class RqTimer(_Call):
+    cdef Machine machine
+    cdef long kind
+    cdef Rq rq
+    cdef long long gen
+
+    @cython.locals(m=Machine, kind=cython.long, rq=Rq, gen=cython.longlong)
+    cpdef int fire(self) except -1

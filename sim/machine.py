@@ -16,7 +16,8 @@ import cython
 
 from sim.bandwidth import NSEC_PER_USEC, RUNTIME_INF
 from sim.costmodel import SPREAD_QUANTILES, CostModel
-from sim.engine import Engine
+from sim.engine import Engine, _Call
+from sim.heap import NodeStack
 from sim.memory.progress import MemorySystem
 from sim.rq import CfsRq, Rq, SchedEntity, TaskGroup
 from sim.rt import MAX_RT_PRIO, RtClass, rt_prio
@@ -39,6 +40,36 @@ HRTICK_MIN_DELAY_NS = 10_000
 # about once a microsecond: clock_gettime(CLOCK_THREAD_CPUTIME_ID) is a
 # system call, not vDSO, of a few hundred ns on this project's VM
 CPUTIME_POLL_NS = 1_000
+
+
+# the kinds of RqTimer
+TICK, BURST_END, HRTICK, CPUTIME_POLL, RUNTIME_EXPIRY = range(5)
+
+
+class RqTimer(_Call):
+    """A per-CPU timer of the machine in the calendar: its ``kind``, run
+    queue and the generation it was armed at (a timer re-armed since finds
+    its generation stale and does nothing).  Ticks, burst ends and slice
+    timers are most of a run's events, and most burst ends are stale; as
+    a typed entry each costs no argument tuple, bound method or boxed
+    integer, and a fired timer is kept for reuse (``Machine._push_timer``)."""
+
+    __slots__ = ("machine", "kind", "rq", "gen")
+
+    def fire(self) -> int:
+        m, kind, rq, gen = self.machine, self.kind, self.rq, self.gen
+        m._spare_timers.push(self)       # its fields are read: reusable from here
+        if kind == TICK:
+            m._on_tick(rq, gen)
+        elif kind == BURST_END:
+            m._on_burst_end(rq, gen)
+        elif kind == HRTICK:
+            m._on_hrtick(rq, gen)
+        elif kind == CPUTIME_POLL:
+            m._on_cputime_poll(rq, gen)
+        else:
+            m._on_runtime_expiry(rq, gen)
+        return 0
 
 
 def levels_walked(pse: SchedEntity, se: SchedEntity) -> int:
@@ -84,12 +115,7 @@ class Machine:
         self.engine = engine
         self.topology = topology
         self.cost = costmodel
-        # the calendar's most frequent callbacks, bound once: compiled, a
-        # method read off self is a new bound-method object at every push
-        self._tick_cb = self._on_tick
-        self._burst_end_cb = self._on_burst_end
-        self._hrtick_cb = self._on_hrtick
-        self._cputime_poll_cb = self._on_cputime_poll
+        self._spare_timers = NodeStack()  # of RqTimer
         n = topology.nr_cpus
         self.rqs = [Rq(cpu) for cpu in range(n)]
         self.cpus_by_distance = [self._by_distance(cpu) for cpu in range(n)]
@@ -298,7 +324,7 @@ class Machine:
                 rq.need_resched = True                # prio_changed_rt()
         else:
             fair.enqueue_task(rq, p, 0)
-            rq.cfs_tasks[p] = None
+            rq.cfs_tasks.add_tail(p.se)
             fair.set_next_task(rq, p)
             rq.need_resched = True                    # switched_to_fair() on curr
         if was_rt and not is_rt:
@@ -468,7 +494,7 @@ class Machine:
             self.rt.enqueue_task(rq, p, flags)
         else:
             self.policy.enqueue_task(rq, p, flags)
-            rq.cfs_tasks[p] = None
+            rq.cfs_tasks.add_tail(p.se)
         if was_idle and rq.nr_running:
             # (a task queued under a throttled group leaves the CPU idle)
             self._leave_idle(rq, self.engine._now)
@@ -610,9 +636,7 @@ class Machine:
             self.run_delay_ns += now - nxt.wait_start
             self.pcount += 1
         if nxt.prio >= MAX_RT_PRIO:
-            cfs_tasks = rq.cfs_tasks
-            del cfs_tasks[nxt]
-            cfs_tasks[nxt] = None      # most recently run goes last
+            rq.cfs_tasks.move_tail(nxt.se)     # most recently run goes last
         start = now + c
         rq.switch_end = start
         rq.run_start = start
@@ -657,7 +681,7 @@ class Machine:
             self.rt.dequeue_task(rq, p, flags)
         else:
             self.policy.dequeue_task(rq, p, flags)
-            del rq.cfs_tasks[p]
+            rq.cfs_tasks.remove(p.se)
 
     # ------------------------------------------------------------------
     # work progress: a task's remaining demand shrinks at the core's speed
@@ -665,7 +689,9 @@ class Machine:
         ran = now - rq.run_start
         if ran > 0:
             curr = rq.curr
-            curr.remaining -= ran if rq.speed == 1.0 else int(ran * rq.speed)
+            # (a cast: int() of a C double would box it as a Python int)
+            curr.remaining -= ran if rq.speed == 1.0 else cython.cast(cython.longlong,
+                                                                      ran * rq.speed)
             rq.busy_ns += ran
             rq.run_start = now
 
@@ -674,7 +700,18 @@ class Machine:
         remaining = curr.remaining
         if rq.speed != 1.0:
             remaining = -int(-remaining // rq.speed)
-        self.engine.push(rq.run_start + remaining, self._burst_end_cb, (rq, rq.gen))
+        self._push_timer(rq.run_start + remaining, BURST_END, rq, rq.gen)
+
+    def _push_timer(self, at: int, kind: int, rq: Rq, gen: int) -> None:
+        """Arm an RqTimer, a spare one if there is one."""
+        timer = self._spare_timers.pop()
+        if timer is None:
+            timer = RqTimer.__new__(RqTimer)
+            timer.machine = self
+        timer.kind = kind
+        timer.rq = rq
+        timer.gen = gen
+        self.engine.push_call(at, timer)
 
     def _smt_update(self, rq: Rq, now: int) -> None:
         """SMT siblings share their core: with n hardware threads busy each
@@ -836,7 +873,8 @@ class Machine:
 
     # ------------------------------------------------------------------
     # ticks and balancing
-    def _next_tick_time(self, rq: Rq, now: int) -> int | None:
+    def _next_tick_time(self, rq: Rq, now: int) -> int:
+        """When ``rq``'s tick is next needed (-1: not at all, a nohz idle CPU)."""
         tick = self.tick_ns
         boundary = (now // tick + 1) * tick
         if rq.nr_running >= 2 or self.rt_rqs[rq.cpu].rt_nr_running:
@@ -846,17 +884,17 @@ class Machine:
             return max(boundary, -(-rq.next_balance // tick) * tick)
         if self.rcu_idle_tick and rq.rcu_cb_until > now:
             return boundary           # rcu_needs_cpu(): the idle CPU keeps its tick
-        return None
+        return -1
 
     def _ensure_tick(self, rq: Rq) -> None:
         now = self.engine._now
         at = self._next_tick_time(rq, now)
-        if at is None or (rq.ticking and rq.tick_at <= at):
+        if at < 0 or (rq.ticking and rq.tick_at <= at):
             return
         rq.tick_gen += 1
         rq.tick_at = at
         rq.ticking = True
-        self.engine.push(at, self._tick_cb, (rq, rq.tick_gen))
+        self._push_timer(at, TICK, rq, rq.tick_gen)
 
     def _arm_hrtick(self, rq: Rq) -> None:
         """hrtick_start(): (re)arm the slice timer; any older one is void.
@@ -873,13 +911,13 @@ class Machine:
             return
         delay = self.policy.hrtick_delay(rq)
         if delay is not None:
-            self.engine.push(self.engine._now + int(max(delay, HRTICK_MIN_DELAY_NS)),
-                             self._hrtick_cb, (rq, rq.hrtick_gen))
+            self._push_timer(self.engine._now + int(max(delay, HRTICK_MIN_DELAY_NS)),
+                             HRTICK, rq, rq.hrtick_gen)
         elif self.cputime_poll and curr is not None and not curr.host:
             delay = self.policy.cputime_poll_delay(rq)
             if delay is not None:
-                self.engine.push(self.engine._now + int(max(delay, CPUTIME_POLL_NS)),
-                                 self._cputime_poll_cb, (rq, rq.hrtick_gen))
+                self._push_timer(self.engine._now + int(max(delay, CPUTIME_POLL_NS)),
+                                 CPUTIME_POLL, rq, rq.hrtick_gen)
 
     def _on_hrtick(self, rq: Rq, hrtick_gen: int) -> None:
         """hrtick(): a queued tick always reschedules (entity_tick, queued=1)."""
@@ -908,8 +946,8 @@ class Machine:
             return
         at = self.policy.bandwidth.runtime_expiry(curr)
         if at is not None:
-            self.engine.push(max(at, self.engine._now), self._on_runtime_expiry,
-                             (rq, rq.runtime_expiry_gen))
+            self._push_timer(max(at, self.engine._now), RUNTIME_EXPIRY, rq,
+                             rq.runtime_expiry_gen)
 
     def _on_runtime_expiry(self, rq: Rq, gen: int) -> None:
         if gen != rq.runtime_expiry_gen or rq.curr is None:

@@ -1,6 +1,7 @@
-"""What a run measures: per-request rows, per-interval cgroup usage, and the
-host counters the one-row summary is built from.  Times leave here in
-seconds (float64); inside the simulator they are integer nanoseconds."""
+"""What a run measures besides its requests (sim/recorder.py): per-interval
+cgroup usage, and the host counters the one-row summary is built from.
+Times leave here in seconds (float64); inside the simulator they are
+integer nanoseconds."""
 from __future__ import annotations
 
 from array import array
@@ -13,73 +14,6 @@ from results.schema import INTERVALS_OPTIONAL
 from sim.bandwidth import NSEC_PER_USEC, RUNTIME_INF
 from sim.engine import NSEC_PER_SEC
 from sim.loadgen import NAME as LOADGEN
-
-
-class Recorder:
-    """Collects requests; those arriving before warmup are excluded.
-
-    A long run keeps millions of them, so each is stored as one entry of
-    seven typed columns (41 bytes: four int64 times, two uint32 indices
-    into the names seen, a byte for dropped) rather than as a tuple of
-    Python ints (about 230 bytes); docs/performance.md, "Memory"."""
-
-    def __init__(self, warmup_ns: int):
-        self.warmup_ns = warmup_ns
-        self.arrived = 0
-        # called with every finished request, warm-up included (controllers)
-        self.observers: list = []
-        self._names: dict[str, int] = {}
-        self._function, self._cgroup = array("I"), array("I")
-        self._arrival, self._start, self._end, self._demand = (array("q") for _ in range(4))
-        self._dropped = array("b")
-
-    def request_arrived(self, req) -> None:
-        if req.arrival >= self.warmup_ns:
-            self.arrived += 1
-
-    def request_done(self, req) -> None:
-        for observe in self.observers:
-            observe(req)
-        if req.arrival >= self.warmup_ns:
-            names = self._names
-            self._function.append(names.setdefault(req.function, len(names)))
-            self._cgroup.append(names.setdefault(req.cgroup, len(names)))
-            self._arrival.append(req.arrival)
-            self._start.append(req.start)
-            self._end.append(req.end)
-            self._demand.append(req.demand)
-            self._dropped.append(req.dropped)
-
-    @property
-    def rows(self) -> list[tuple]:
-        """The requests recorded so far as (function, cgroup, arrival,
-        start, end, demand, dropped) tuples, times in ns."""
-        names = list(self._names)
-        return [(names[f], names[c], a, s, e, d, bool(x)) for f, c, a, s, e, d, x in
-                zip(self._function, self._cgroup, self._arrival, self._start, self._end,
-                    self._demand, self._dropped)]
-
-    def table(self) -> pa.Table:
-        def seconds(column):
-            return np.frombuffer(column, dtype=np.int64).astype(np.float64) / NSEC_PER_SEC
-
-        def names(column):
-            return pa.array(list(self._names), pa.string()).take(
-                pa.array(np.frombuffer(column, dtype=np.uint32)))
-        arrival, start, end = seconds(self._arrival), seconds(self._start), seconds(self._end)
-        dropped = np.frombuffer(self._dropped, dtype=np.int8).astype(bool)
-        start[dropped] = np.nan
-        end[dropped] = np.nan
-        return pa.table({
-            "function": names(self._function),
-            "cgroup": names(self._cgroup),
-            "arrival_s": arrival,
-            "start_s": start,
-            "end_s": end,
-            "latency_s": end - arrival,
-            "cpu_demand_s": seconds(self._demand),
-            "dropped": pa.array(dropped, pa.bool_()),
-        })
 
 
 @dataclass
@@ -201,9 +135,12 @@ class IntervalSampler:
             stats = {}
             memory = m.memory.interval_columns() if m.memory is not None else {}
             cgroups, columns = self._cgroups, self._columns
+            # the rows of this interval, appended column by column at the end
+            # (one extend per column rather than a method call per value)
+            rows, first = [], len(columns[0])
             for name, ns in usage.items():
                 if name in memory:
-                    self._memory_rows[len(columns[0])] = memory[name]
+                    self._memory_rows[first + len(rows)] = memory[name]
                 used = ns - self._last_usage.get(name, 0)
                 root = name == "/"
                 tg = m.groups[name]
@@ -220,8 +157,9 @@ class IntervalSampler:
                        bursts, burst_ns / NSEC_PER_SEC,
                        -1 if cfs_b.quota == RUNTIME_INF else cfs_b.quota // NSEC_PER_USEC,
                        cfs_b.period // NSEC_PER_USEC)
-                for column, value in zip(columns, row):
-                    column.append(value)
+                rows.append(row)
+            for column, values in zip(columns, zip(*rows)):
+                column.extend(values)
             self._last_usage, self._last_host, self._last_t = usage, host, now
             self._last_stat = stats
         if reschedule:

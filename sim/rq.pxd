@@ -5,6 +5,8 @@ cimport cython
 # the PELT decay rate, a C double in the hot paths
 cdef double _DECAY_PER_NS
 
+cdef class CfsTasks
+
 cdef class TaskGroup:
     cdef public object name
     cdef public TaskGroup parent
@@ -40,6 +42,9 @@ cdef class SchedEntity:
     cdef public long long slice
     cdef public bint rel_deadline
     cdef public bint sched_delayed
+    cdef public SchedEntity group_prev
+    cdef public SchedEntity group_next
+    cdef public CfsTasks group_list
     @cython.locals(delta=cython.longlong, y=cython.double)
     cpdef update_avg(self, long long now)
     cpdef double load_avg(self, long long now)
@@ -76,12 +81,26 @@ cdef class CfsRq:
     @cython.locals(delta=cython.double)
     cpdef update_tg_load_avg(self)
 
+@cython.final
+cdef class CfsTasks:
+    cdef public SchedEntity head
+    cdef public SchedEntity tail
+    cdef public Py_ssize_t count
+
+    @cython.locals(tasks=list, se=SchedEntity)
+    cpdef list first(self, Py_ssize_t n)
+    @cython.locals(tail=SchedEntity)
+    cpdef add_tail(self, SchedEntity se)
+    @cython.locals(prev=SchedEntity, nxt=SchedEntity)
+    cpdef remove(self, SchedEntity se)
+    cpdef move_tail(self, SchedEntity se)
+
 cdef class Rq:
     cdef public long cpu
     cdef public CfsRq cfs
     cdef public object curr
     cdef public long nr_running
-    cdef public dict cfs_tasks
+    cdef public CfsTasks cfs_tasks
     cdef public bint need_resched
     cdef public long long gen
     cdef public long long run_start

@@ -32,6 +32,7 @@ else:
     from math import exp
 
 from sim.bandwidth import CfsBandwidth
+from sim.heap import Heap
 
 NICE_0_LOAD = 1024
 MIN_SHARES = 2
@@ -98,7 +99,8 @@ class SchedEntity:
     __slots__ = ("weight", "vruntime", "exec_start", "sum_exec_runtime",
                  "prev_sum_exec_runtime", "on_rq", "parent", "cfs_rq", "my_q",
                  "depth", "task", "runnable_avg", "avg_last_update", "rb_seq",
-                 "vlag", "deadline", "slice", "rel_deadline", "sched_delayed")
+                 "vlag", "deadline", "slice", "rel_deadline", "sched_delayed",
+                 "group_prev", "group_next", "group_list")
 
     def __init__(self, weight: int, parent: SchedEntity | None, cfs_rq: CfsRq,
                  my_q: CfsRq | None = None, task=None):
@@ -124,6 +126,10 @@ class SchedEntity:
         # EEVDF's DELAY_DEQUEUE: asleep (or, for a group, empty) but left
         # queued until it is picked or woken
         self.sched_delayed = False
+        # se->group_node: a task's place in its CPU's rq->cfs_tasks (CfsTasks)
+        self.group_prev: SchedEntity | None = None
+        self.group_next: SchedEntity | None = None
+        self.group_list: CfsTasks | None = None
 
     def update_avg(self, now: int) -> None:
         now = self.cfs_rq.cfs_rq_clock_pelt(now)
@@ -158,7 +164,7 @@ class CfsRq:
         self.h_nr_running = 0         # tasks queued in this subtree
         self.min_vruntime = 0
         self.curr: SchedEntity | None = None
-        self.timeline: list = []      # the policy's ordered queue (curr not in it)
+        self.timeline = Heap()        # the policy's ordered queue (curr not in it)
         self.load_avg = 0.0
         self.avg_last_update = 0
         self.tg_load_avg_contrib = 0.0
@@ -208,6 +214,80 @@ class CfsRq:
             self.tg_load_avg_contrib = self.load_avg
 
 
+class CfsTasks:
+    """rq->cfs_tasks: a CPU's queued fair tasks, least recently run first,
+    as the kernel's list threaded through their sched_entities
+    (se->group_node).  A switch moves the next task to the tail by
+    relinking two entities (list_move_tail), where a dict kept as an
+    ordered set deleted and reinserted a key.  Iterating yields tasks."""
+
+    __slots__ = ("head", "tail", "count")
+
+    def __init__(self):
+        self.head: SchedEntity | None = None
+        self.tail: SchedEntity | None = None
+        self.count = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __contains__(self, p) -> bool:
+        return p.se.group_list is self
+
+    def __iter__(self):
+        se = self.head
+        while se is not None:
+            yield se.task
+            se = se.group_next
+
+    def first(self, n: int) -> list:
+        """The first ``n`` tasks (fewer if fewer are queued), as a list."""
+        tasks = []
+        se = self.head
+        while se is not None and len(tasks) < n:
+            tasks.append(se.task)
+            se = se.group_next
+        return tasks
+
+    def add_tail(self, se: SchedEntity) -> None:
+        """Queue a task's entity last; one already queued keeps its place."""
+        if se.group_list is self:
+            return
+        tail = self.tail
+        se.group_prev = tail
+        se.group_next = None
+        if tail is None:
+            self.head = se
+        else:
+            tail.group_next = se
+        self.tail = se
+        se.group_list = self
+        self.count += 1
+
+    def remove(self, se: SchedEntity) -> None:
+        if se.group_list is not self:
+            raise KeyError(f"{se.task!r} is not in this CPU's cfs_tasks")
+        prev, nxt = se.group_prev, se.group_next
+        if prev is None:
+            self.head = nxt
+        else:
+            prev.group_next = nxt
+        if nxt is None:
+            self.tail = prev
+        else:
+            nxt.group_prev = prev
+        se.group_prev = None
+        se.group_next = None
+        se.group_list = None
+        self.count -= 1
+
+    def move_tail(self, se: SchedEntity) -> None:
+        """list_move_tail(): the most recently run goes last."""
+        if se is not self.tail:
+            self.remove(se)
+            self.add_tail(se)
+
+
 class Rq:
     """kernel ``struct rq``: per-CPU run queue state the simulator needs."""
 
@@ -223,7 +303,7 @@ class Rq:
         self.cfs: CfsRq | None = None
         self.curr = None              # running task (None: idle)
         self.nr_running = 0           # runnable tasks, curr included
-        self.cfs_tasks: dict = {}     # queued tasks, least recently run first
+        self.cfs_tasks = CfsTasks()   # queued fair tasks, least recently run first
         self.need_resched = False
         self.gen = 0                  # invalidates the pending completion event
         self.run_start = 0            # when curr's useful work (re)started

@@ -10,10 +10,20 @@ import pytest
 
 from backends.real.disturbance import host_times
 from backends.real.loadgen import (Timer, client_samplers, closed_loop, lateness_stats,
-                                   set_timer_slack)
+                                   set_timer_slack, timer_slack)
 from backends.real.workers import WorkerProc, build_worker
 
 MS = 1_000_000
+
+
+@pytest.fixture(autouse=True)
+def _restore_timer_slack():
+    """The tests lower this thread's timer slack as the load generator does;
+    later tests (and the workloads they fork) expect the default back."""
+    before = timer_slack()
+    yield
+    if before is not None:
+        set_timer_slack(before)
 
 
 class PipeWorker:

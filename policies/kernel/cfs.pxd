@@ -5,7 +5,7 @@ from sim.sched_class cimport KernelScheduler
 from sim.rq cimport SchedEntity, CfsRq, Rq, TaskGroup
 from sim.task cimport Task
 from sim.engine cimport Calendar
-from sim.heap cimport Node, heap_pop, heap_push
+from sim.heap cimport Heap, Node, NodeStack
 from sim.machine cimport Machine
 
 # constants the hot paths use, as C integers rather than module globals
@@ -23,7 +23,7 @@ cdef class RbNode(Node):
     cdef public SchedEntity se
 
 @cython.locals(node=RbNode)
-cpdef RbNode rb_node(long long vruntime, long long seq, SchedEntity se)
+cpdef RbNode rb_node(long long vruntime, long long seq, SchedEntity se, NodeStack spare)
 
 cdef class CFS(KernelScheduler):
     cdef public long long factor
@@ -37,6 +37,7 @@ cdef class CFS(KernelScheduler):
     cdef public bint hrtick
     cdef public long cache_nice_tries
     cdef public long long _rb_seq
+    cdef NodeStack _spare_nodes
     cdef public Calendar clock
     cdef public list blocked_cfs_rqs
     cdef public long long next_blocked
@@ -54,7 +55,7 @@ cdef class CFS(KernelScheduler):
     @cython.locals(seq=cython.longlong)
     cpdef _enqueue_timeline(self, CfsRq cfs_rq, SchedEntity se)
     cpdef _dequeue_timeline(self, CfsRq cfs_rq, SchedEntity se)
-    @cython.locals(se=SchedEntity, node=RbNode, timeline=list)
+    @cython.locals(se=SchedEntity, node=RbNode, timeline=Heap)
     cpdef _pick_first_entity(self, CfsRq cfs_rq)
     @cython.locals(w=cython.longlong)
     cpdef long long calc_delta_fair(self, long long delta, SchedEntity se)
@@ -145,7 +146,7 @@ cdef class CFS(KernelScheduler):
     @cython.locals(m=Machine, cpu=cython.long, rqs=list)
     cpdef _first_idle(self, Task p, list cpus, fallback)
     @cython.locals(m=Machine, now=cython.longlong, cfs=CfsRq, rqs=list, best=cython.long,
-                   best_nr=cython.long, best_load=cython.double)
+                   best_nr=cython.long, best_load=cython.double, cpu=cython.long, order=list)
     cpdef find_idlest_cpu(self, Task p, long prev_cpu)
     @cython.locals(m=Machine, rq=Rq, now=cython.longlong, rqs=list, idlest=cython.long,
                    idlest_type=cython.long, idlest_load=cython.double, group_type=cython.long,
@@ -153,8 +154,8 @@ cdef class CFS(KernelScheduler):
     cpdef long find_dst_group_cpu(self, Task p, long this_cpu)
     @cython.locals(now=cython.longlong)
     cpdef double cfs_rq_h_load(self, CfsRq cfs_rq)
-    @cython.locals(q=CfsRq, parent=CfsRq, h_load=cython.double)
-    cpdef double _compute_h_load(self, CfsRq cfs_rq, long long now)
+    @cython.locals(se=SchedEntity, parent=CfsRq, h_load=cython.double)
+    cpdef double _compute_h_load(self, CfsRq cfs_rq, long long now) except? -1
     @cython.locals(se=SchedEntity, cfs_rq=CfsRq, now=cython.longlong)
     cpdef double task_h_load(self, Task p)
     cpdef bint task_hot(self, Task p, long long now)

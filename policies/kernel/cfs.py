@@ -22,7 +22,6 @@ a throttled cfs_rq in enqueue_task()/dequeue_task(), and throttled_lb_pair().
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import islice
 from typing import Optional
 
 import cython
@@ -32,7 +31,7 @@ from sim.sched_class import KernelScheduler, SchedConfig, tunable
 from sim.sched_flags import (CPU_IDLE, CPU_NEWLY_IDLE, CPU_NOT_IDLE, DEQUEUE_DELAYED,
                              DEQUEUE_SLEEP, DEQUEUE_SPECIAL, ENQUEUE_INITIAL, ENQUEUE_MIGRATED,
                              ENQUEUE_WAKEUP, WF_FORK)
-from sim.heap import Node, heap_pop, heap_push
+from sim.heap import Heap, Node, NodeStack
 from sim.rq import MIN_SHARES, NICE_0_LOAD, CfsRq, Rq
 
 SCHED_LATENCY_NS = 6_000_000
@@ -135,10 +134,14 @@ class RbNode(Node):
     __slots__ = ("se",)
 
 
-def rb_node(vruntime: int, seq: int, se) -> RbNode:
-    # __new__ and field stores: compiled, a direct allocation instead of a
-    # generic constructor call with its argument tuple
-    node = RbNode.__new__(RbNode)
+def rb_node(vruntime: int, seq: int, se, spare: NodeStack) -> RbNode:
+    """A timeline entry, a spare one if there is one (an entry popped as
+    stale is kept for reuse: one enqueue in two would otherwise allocate)."""
+    node = spare.pop()
+    if node is None:
+        # __new__: compiled, a direct allocation instead of a generic
+        # constructor call with its argument tuple
+        node = RbNode.__new__(RbNode)
     node.key = vruntime
     node.seq = seq
     node.se = se
@@ -156,6 +159,7 @@ class CFS(KernelScheduler):
         self.init_sysctls(cfg)
         self.cache_nice_tries = 1
         self._rb_seq = 0               # the last timeline token handed out
+        self._spare_nodes = NodeStack()  # stale timeline entries, for reuse
         self.clock = machine.engine
         # rq->leaf_cfs_rq_list, reduced to the cfs_rqs whose load is blocked
         # (nothing queued, load not yet decayed): only they need
@@ -211,20 +215,21 @@ class CFS(KernelScheduler):
     def _enqueue_timeline(self, cfs_rq, se):
         seq = self._next_seq()
         se.rb_seq = seq
-        heap_push(cfs_rq.timeline, rb_node(se.vruntime, seq, se))
+        # CFS's timelines are Heaps (the field is untyped: EEVDF keeps another kind)
+        cython.cast(Heap, cfs_rq.timeline).push(rb_node(se.vruntime, seq, se, self._spare_nodes))
 
     def _dequeue_timeline(self, cfs_rq, se):
         se.rb_seq = 0
 
     def _pick_first_entity(self, cfs_rq):
         timeline = cfs_rq.timeline
-        while timeline:
+        while timeline.n:
             # only RbNodes are queued: compiled, no type test per read
-            node = cython.cast(RbNode, timeline[0])
+            node = cython.cast(RbNode, timeline.items[0])
             se = node.se
             if se.rb_seq == node.seq:
                 return se
-            heap_pop(timeline)
+            self._spare_nodes.push(timeline.pop())
         return None
 
     # ------------------------------------------------------------------
@@ -828,9 +833,9 @@ class CFS(KernelScheduler):
         m = self.machine
         order = m.cpus_by_distance[prev_cpu]
         if m.nr_idle_cpus:
-            cpu = self._first_idle(p, order, None)
-            if cpu is not None:
-                return cpu
+            idle = self._first_idle(p, order, None)
+            if idle is not None:
+                return idle
         if self.find_idlest_group:
             return self.find_dst_group_cpu(p, prev_cpu)
         allowed = p.cpus_allowed
@@ -900,17 +905,16 @@ class CFS(KernelScheduler):
         return cfs_rq.h_load
 
     def _compute_h_load(self, cfs_rq, now):
-        chain = []
-        while cfs_rq.se is not None:
-            chain.append(cfs_rq)
-            cfs_rq = cfs_rq.se.cfs_rq
-        cfs_rq.update_load_avg(now)
-        h_load = cfs_rq.load_avg
-        for q in reversed(chain):
-            parent = q.se.cfs_rq
-            parent.update_load_avg(now)
-            h_load = h_load * q.se.load_avg(now) / (parent.load_avg + 1)
-        return h_load
+        """The root's load, scaled down level by level to ``cfs_rq``
+        (recursion from the top: no list per call)."""
+        se = cfs_rq.se
+        if se is None:
+            cfs_rq.update_load_avg(now)
+            return cfs_rq.load_avg
+        parent = se.cfs_rq
+        h_load = self._compute_h_load(parent, now)
+        parent.update_load_avg(now)
+        return h_load * se.load_avg(now) / (parent.load_avg + 1)
 
     def task_h_load(self, p):
         se = p.se
@@ -1022,7 +1026,7 @@ class CFS(KernelScheduler):
         m = self.machine
         # detach_tasks() examines at most loop_max = sysctl_sched_nr_migrate
         # tasks, least recently run first
-        for p in list(islice(src_rq.cfs_tasks, SCHED_NR_MIGRATE)):
+        for p in src_rq.cfs_tasks.first(SCHED_NR_MIGRATE):
             if self.lb_pinned(p, dst_cpu, src_rq):
                 continue
             all_pinned = False

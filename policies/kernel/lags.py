@@ -939,7 +939,12 @@ class LAGS(CFS):
                 continue
             if tgs is None and self.leaves:
                 tgs = {lc.tg for lc in run}
-            for p in src.cfs_tasks:
+            # rq->cfs_tasks, least recently run first: walked by entity, as
+            # the kernel walks se->group_node
+            se = src.cfs_tasks.head
+            while se is not None:
+                p = se.task
+                se = se.group_next
                 if p is curr:
                     continue
                 if self.leaves:

@@ -46,6 +46,27 @@ cdef class Replay:
     cdef public object function_of
     cdef public object threads
     cdef public Py_ssize_t next
+    cdef public object workload
+    cdef public Calendar engine
 
     @cython.locals(n=Py_ssize_t, i=Py_ssize_t)
     cpdef long long fork_due(self, workload, long long now)
+    cpdef start(self, workload)
+    @cython.locals(at=cython.longlong)
+    cpdef arrive(self)
+
+@cython.final
+cdef class PoissonSource:
+    cdef public ForkJoin workload
+    cdef public object name
+    cdef public TaskGroup tg
+    cdef public RngStream arrivals
+    cdef public ServiceTime service
+    cdef public long k
+    cdef public double mean_gap_ns
+    cdef public long hint
+
+    @cython.locals(engine=Calendar)
+    cpdef start(self)
+    @cython.locals(engine=Calendar)
+    cpdef arrive(self)

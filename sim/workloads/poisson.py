@@ -11,7 +11,7 @@ from sim.config import MISSING, tunable
 from sim.engine import NSEC_PER_SEC, RngStream, s_to_ns
 from sim.workloads import request_path
 from sim.workloads.base import Workload
-from sim.workloads.common import ForkJoin, ServiceTime, function_cgroup
+from sim.workloads.common import ForkJoin, PoissonSource, ServiceTime, function_cgroup
 from sim.workloads.functions import FunctionsConfig
 from sim.workloads.trace import make_trace
 
@@ -46,9 +46,9 @@ class PoissonWorkload(ForkJoin, Workload):
             service = ServiceTime(cfg.service, float(cfg.mean_service_s),
                                   float(cfg.service_sigma),
                                   self.engine.rng(f"workload/{name}/service"))
-            # the CPU the function's dispatcher last forked from
-            self.functions.append([name, tg, self.engine.rng(f"workload/{name}/arrivals"),
-                                   service, hint])
+            self.functions.append(PoissonSource(self, name, tg,
+                                                self.engine.rng(f"workload/{name}/arrivals"),
+                                                service, self.k, self.mean_gap_ns, hint))
 
     @staticmethod
     def arrivals(cfg: PoissonConfig, seed: int, duration_s: float) -> pa.Table:
@@ -72,13 +72,8 @@ class PoissonWorkload(ForkJoin, Workload):
         return make_trace(names, arrivals, demands, [cfg.threads_per_request] * len(names))
 
     def start(self):
-        for i, fn in enumerate(self.functions):
-            self.engine.call_later(int(fn[2].exponential(self.mean_gap_ns)), self._arrive, i)
-
-    def _arrive(self, i):
-        name, tg, arrivals, service, hint = self.functions[i]
-        self.functions[i][4] = self.fork_request(name, tg, service.sample_ns(), self.k, hint)
-        self.engine.call_later(int(arrivals.exponential(self.mean_gap_ns)), self._arrive, i)
+        for source in self.functions:
+            source.start()
 
 
 WORKLOAD = PoissonWorkload

@@ -139,13 +139,7 @@ class TraceWorkload(ForkJoin, Workload):
                              _typed("i", trace.column("threads").to_numpy()))
 
     def start(self):
-        if self.replay.arrivals:
-            self.engine.call_at(self.replay.arrivals[0], self._arrive)
-
-    def _arrive(self):
-        at = self.replay.fork_due(self, self.engine.now)
-        if at >= 0:
-            self.engine.call_at(at, self._arrive)
+        self.replay.start(self)
 
 
 def _typed(code: str, values: np.ndarray) -> array:
