@@ -198,6 +198,12 @@ while time.monotonic() < end:        # threads and a child made after the counte
     subprocess.run(["true"])
 """
 EVENTS_COMPARED = ("context-switches", "task-clock")
+# perf stat -G counts a cgroup's time from its cgroup switches, the binding
+# each task's from its own: on one run the two differ by a few ms in
+# 1.5-2 s of task clock either way (-12 to +6 ms, 2026-11-28, the VM at half
+# speed), more than three runs of perf stat alone may differ; a miscount
+# (a thread or the child not counted) is tens of percent
+GAP_FRAC = 0.02
 COUNTED = ("context-switches", "cpu-migrations", "task-clock", "instructions", "cycles")
 GROUPS = ("/a", "/b")
 
@@ -243,8 +249,9 @@ def test_the_bindings_counts_agree_with_perf_stats_on_the_same_run():
     """Both count the same tasks at once (threads and a child made after the
     counters opened): each cgroup's context switches and task clock differ
     between them by less than perf stat's own count varies over three runs
-    of the same load; the hardware events are missing alike (no PMU here)
-    or both counted.  A disturbed host skips the comparison."""
+    of the same load, or than GAP_FRAC of the count where those runs happen
+    to agree more closely than that; the hardware events are missing alike
+    (no PMU here) or both counted.  A disturbed host skips the comparison."""
     from tests.test_real_perf import _hardware_reason
     reason = _hardware_reason()
     if reason or taskcount.binding is None:
@@ -269,7 +276,8 @@ def test_the_bindings_counts_agree_with_perf_stats_on_the_same_run():
             gaps = [ps[(g, e)] - bi[(g, e)] for bi, ps in runs]
             print(f"{g} {e}: perf stat {counts}, perf stat - binding {gaps}, "
                   f"spread {spread}")
-            assert max(abs(x) for x in gaps) <= spread, (g, e, counts, gaps)
+            bound = max(spread, GAP_FRAC * max(counts))
+            assert max(abs(x) for x in gaps) <= bound, (g, e, counts, gaps)
 
 
 @pytest.mark.hardware
