@@ -3,14 +3,16 @@
 cimport cython
 from sim.heap cimport Heap, Node, NodeStack
 
+cdef class Calendar
+
 cdef class _Call(Node):
     cdef public object fn
     cdef public tuple args
 
-    cpdef int fire(self) except -1
+    cpdef int fire(self, Calendar calendar) except -1
 
 @cython.locals(call=_Call)
-cpdef _Call new_call(long long t, long long seq, fn, tuple args, NodeStack spare)
+cpdef _Call new_call(fn, tuple args, NodeStack spare)
 
 @cython.final
 cdef class _Batch:
@@ -41,7 +43,7 @@ cdef class Calendar:
 
     cpdef push(self, long long t_ns, fn, tuple args)
     cpdef push_call(self, long long t_ns, _Call call)
-    @cython.locals(delay_ns=cython.longlong)
+    @cython.locals(delay_ns=cython.longlong, call=_Call)
     cpdef schedule(self, event, long long priority=*, delay=*)
-    @cython.locals(call=_Call, calendar=Heap, spare=NodeStack, events=cython.longlong)
+    @cython.locals(call=_Call, calendar=Heap, events=cython.longlong)
     cpdef long long _run_until(self, long long until_ns)

@@ -86,26 +86,32 @@ class _Call(Node):
     subclass may run typed code instead (``fire``, a C virtual method when
     compiled): the machine's per-CPU timers carry their run queue and
     generation as C fields, with no argument tuple, bound method or
-    boxed integers per event (sim/machine.py ``RqTimer``)."""
+    boxed integers per event (sim/machine.py ``RqTimer``).  Once due and
+    read, a call is kept for reuse by whoever made it (one allocation and
+    release per event otherwise): a plain one on ``calendar``'s spares."""
 
     __slots__ = ("fn", "args")
 
-    def fire(self) -> int:
-        self.fn(*self.args)
+    def fire(self, calendar: Calendar) -> int:
+        fn, args = self.fn, self.args
+        self.fn = None
+        self.args = None
+        calendar._spare_calls.push(self)     # read: reusable from here
+        fn(*args)
         return 0
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.fn!r})"
 
-def new_call(t: int, seq: int, fn, args: tuple, spare: NodeStack) -> _Call:
-    """A call, a spare one if there is one (``Calendar._run_until`` keeps
-    every plain call it has run: one allocation and release per event
-    otherwise)."""
+
+def new_call(fn, args: tuple, spare: NodeStack) -> _Call:
+    """A call of ``fn(*args)``, a spare one if there is one (its key and
+    sequence number are the scheduler's to set)."""
     call = spare.pop()
     if call is None:
         # __new__ and field stores: compiled, a direct allocation instead
         # of a generic constructor call with its argument tuple
         call = _Call.__new__(_Call)
-    call.key = t
-    call.seq = seq
     call.fn = fn
     call.args = args
     return call
@@ -234,13 +240,10 @@ class Calendar:
 
     def push(self, t_ns: int, fn, args: tuple) -> None:
         """call_at with the arguments as a tuple (the machine's fast path)."""
-        if t_ns < self._now:
-            raise ValueError(f"cannot schedule {fn!r} {self._now - t_ns} ns in the past")
-        self._seq += 1
-        self._calendar.push(new_call(t_ns, self._seq, fn, args, self._spare_calls))
+        self.push_call(t_ns, new_call(fn, args, self._spare_calls))
 
     def push_call(self, t_ns: int, call: _Call) -> None:
-        """Schedule ``call`` (a ``_Call`` subclass, its fields set) at ``t_ns``."""
+        """Schedule ``call`` (its own fields set) at ``t_ns``."""
         if t_ns < self._now:
             raise ValueError(f"cannot schedule {call!r} {self._now - t_ns} ns in the past")
         self._seq += 1
@@ -256,14 +259,14 @@ class Calendar:
             raise ValueError(f"SimPy delay {delay!r}: the engine's clock counts whole "
                              f"nanoseconds (round the delay)")
         self._seq += 1
-        self._calendar.push(new_call(self._now + delay_ns,
-                                     self._seq + (priority - NORMAL) * PRIORITY_STRIDE,
-                                     process_event, (event,), self._spare_calls))
+        call = new_call(process_event, (event,), self._spare_calls)
+        call.key = self._now + delay_ns
+        call.seq = self._seq + (priority - NORMAL) * PRIORITY_STRIDE
+        self._calendar.push(call)
 
     def _run_until(self, until_ns: int) -> int:
         """Run every call due before ``until_ns``; the number run."""
         calendar = self._calendar
-        spare = self._spare_calls
         events = 0
         while calendar.n:
             call = calendar.items[0]
@@ -272,13 +275,7 @@ class Calendar:
             calendar.pop()
             self._now = call.key
             events += 1
-            call.fire()
-            if type(call) is _Call:
-                # run and referenced from nowhere else: kept for reuse (a
-                # subclass keeps its own, sim/machine.py RqTimer)
-                call.fn = None
-                call.args = None
-                spare.push(call)
+            call.fire(self)
         return events
 
 
@@ -321,7 +318,7 @@ class Engine(Calendar, simpy.Environment):
             raise EmptySchedule
         call = self._calendar.pop()
         self._now = call.key
-        call.fire()
+        call.fire(self)
 
     def run(self, until=None, progress=None, progress_every_ns: int | None = None):
         """Run until ``until``:

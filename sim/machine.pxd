@@ -59,7 +59,7 @@ cdef class Machine:
     cdef public object on_exit
     cdef public RngStream idle_exit_rng
     cdef public RngStream timer_irq_rng
-    cdef public NodeStack _spare_timers
+    cdef NodeStack _spare_timers
 
     cpdef sched_class(self, Task p)
     cpdef _update_curr(self, Rq rq, Task curr)
@@ -135,4 +135,4 @@ cdef class RqTimer(_Call):
     cdef long long gen
 
     @cython.locals(m=Machine, kind=cython.long, rq=Rq, gen=cython.longlong)
-    cpdef int fire(self) except -1
+    cpdef int fire(self, Calendar calendar) except -1

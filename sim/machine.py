@@ -56,7 +56,7 @@ class RqTimer(_Call):
 
     __slots__ = ("machine", "kind", "rq", "gen")
 
-    def fire(self) -> int:
+    def fire(self, calendar) -> int:
         m, kind, rq, gen = self.machine, self.kind, self.rq, self.gen
         m._spare_timers.push(self)       # its fields are read: reusable from here
         if kind == TICK:

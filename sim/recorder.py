@@ -86,12 +86,15 @@ class Recorder:
     def _column(self, column) -> np.ndarray:
         return np.asarray(column)[:self.n]
 
+    def _columns(self) -> list[np.ndarray]:
+        """The seven columns, whole, in the order of a row."""
+        columns = [self._function, self._cgroup, self._arrival, self._start, self._end,
+                   self._demand, self._dropped]
+        return [np.asarray(c) for c in columns]
+
     def nbytes(self) -> int:
         """Bytes the columns hold (their capacity)."""
-        return (np.asarray(self._function).nbytes + np.asarray(self._cgroup).nbytes
-                + np.asarray(self._arrival).nbytes + np.asarray(self._start).nbytes
-                + np.asarray(self._end).nbytes + np.asarray(self._demand).nbytes
-                + np.asarray(self._dropped).nbytes)
+        return sum([c.nbytes for c in self._columns()])
 
     @property
     def rows(self) -> list[tuple]:
@@ -99,10 +102,7 @@ class Recorder:
         start, end, demand, dropped) tuples, times in ns."""
         names = list(self._names)
         return [(names[f], names[c], a, s, e, d, bool(x)) for f, c, a, s, e, d, x in
-                zip(self._column(self._function).tolist(), self._column(self._cgroup).tolist(),
-                    self._column(self._arrival).tolist(), self._column(self._start).tolist(),
-                    self._column(self._end).tolist(), self._column(self._demand).tolist(),
-                    self._column(self._dropped).tolist())]
+                zip(*[c[:self.n].tolist() for c in self._columns()])]
 
     def table(self) -> pa.Table:
         def seconds(column):
