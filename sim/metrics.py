@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass
+from itertools import chain
+from operator import attrgetter
 
 import numpy as np
 import pyarrow as pa
@@ -40,22 +42,33 @@ class HostCounters:
 
     @classmethod
     def read(cls, machine) -> HostCounters:
+        # one pass over the cgroups and one over the root's tasks (a cluster
+        # reads every node's counters at every window boundary)
         rqs = machine.rqs
-        bws = [tg.cfs_bandwidth for tg in machine.groups.values()]
+        periods = throttled = throttled_ns = bursts = burst_ns = 0
+        for tg in machine.groups.values():
+            b = tg.cfs_bandwidth
+            periods += b.nr_periods
+            throttled += b.nr_throttled
+            throttled_ns += b.throttled_time
+            bursts += b.nr_burst
+            burst_ns += b.burst_time
+        host_ns = loadgen_ns = 0
+        for t in machine.root_tg.tasks:
+            if t.host:
+                ran = t.owner.ran_ns(t)
+                host_ns += ran
+                if t.name == LOADGEN:
+                    loadgen_ns += ran
         return cls(busy_ns=sum(r.busy_ns for r in rqs),
                    overhead_ns=sum(r.overhead_ns for r in rqs),
                    switches=sum(r.nr_switches for r in rqs),
                    switch_outs=machine.nr_switch_outs,
                    migrations=machine.nr_migrations,
                    run_delay_ns=machine.run_delay_ns, pcount=machine.pcount,
-                   nr_periods=sum(b.nr_periods for b in bws),
-                   nr_throttled=sum(b.nr_throttled for b in bws),
-                   throttled_time_ns=sum(b.throttled_time for b in bws),
-                   nr_bursts=sum(b.nr_burst for b in bws),
-                   burst_time_ns=sum(b.burst_time for b in bws),
-                   host_busy_ns=sum(t.owner.ran_ns(t) for t in machine.root_tg.tasks if t.host),
-                   loadgen_busy_ns=sum(t.owner.ran_ns(t) for t in machine.root_tg.tasks
-                                       if t.host and t.name == LOADGEN))
+                   nr_periods=periods, nr_throttled=throttled, throttled_time_ns=throttled_ns,
+                   nr_bursts=bursts, burst_time_ns=burst_ns,
+                   host_busy_ns=host_ns, loadgen_busy_ns=loadgen_ns)
 
     def __add__(self, other: HostCounters) -> HostCounters:
         return HostCounters(*(getattr(self, f) + getattr(other, f)
@@ -66,11 +79,11 @@ class HostCounters:
                               for f in self.__dataclass_fields__))
 
 
-def cpu_stat(tg) -> tuple[int, int, int, int, int]:
-    """A cgroup's own cpu.stat bandwidth counters: nr_periods, nr_throttled,
-    throttled_time (ns), nr_bursts, burst_time (ns)."""
-    b = tg.cfs_bandwidth
-    return b.nr_periods, b.nr_throttled, b.throttled_time, b.nr_burst, b.burst_time
+# what the sampler reads of each cgroup (TaskGroup): its own CPU time, and
+# its cpu.stat counters and cpu.max (CfsBandwidth)
+_USAGE = attrgetter("usage_ns")
+_BANDWIDTH = attrgetter(*(f"cfs_bandwidth.{name}" for name in (
+    "nr_periods", "nr_throttled", "throttled_time", "nr_burst", "burst_time", "quota", "period")))
 
 
 # The interval table's columns, each kept as a typed array while the run
@@ -102,66 +115,87 @@ class IntervalSampler:
         self.interval_ns = interval_ns
         self._columns = [array(code) for _, code in INTERVAL_COLUMNS]
         self._cgroups: dict[str, int] = {}            # name -> its index in the cgroup column
-        self._last_usage: dict[str, int] = {}
-        self._last_stat: dict[str, tuple] = {}
+        # per cgroup index: hierarchical usage and the five cpu.stat counters
+        # at the last sample (zero for a cgroup that did not exist then)
+        self._last = np.zeros((0, 6), np.int64)
         self._last_host = HostCounters()
         self._last_t = 0
         self._memory_rows: dict[int, tuple] = {}      # row index -> memory columns
+        self._tree = ([], None)      # (the machine's cgroups, _walk() of them) at the last sample
 
     def start(self):
         self.machine.engine.call_later(self.interval_ns, self.sample)
 
-    def _hier_usage(self) -> dict[str, int]:
-        usage: dict[str, int] = {}
+    def _walk(self) -> tuple[list, np.ndarray, list, np.ndarray]:
+        """The cgroups in the rows' order, each after its children; where
+        each one's subtree starts in that list (a subtree is a run of it,
+        ending at its root); their names; their indices in the cgroup column.
+        Walked again only when the machine's cgroups changed."""
+        groups = list(self.machine.groups.values())
+        if groups == self._tree[0]:
+            return self._tree[1]
+        order, sizes = [], []
 
         def walk(tg):
-            total = tg.usage_ns + sum(walk(c) for c in tg.children)
-            usage[tg.name] = total
-            return total
+            n = 1
+            for child in tg.children:
+                n += walk(child)
+            order.append(tg)
+            sizes.append(n)
+            return n
         walk(self.machine.root_tg)
-        return usage
+        names = [tg.name for tg in order]
+        cgroups = self._cgroups
+        index = np.array([cgroups.setdefault(name, len(cgroups)) for name in names], np.int32)
+        start = np.arange(len(order)) - np.asarray(sizes) + 1
+        self._tree = (groups, (order, start, names, index))
+        return self._tree[1]
 
     def sample(self, reschedule: bool = True):
         m = self.machine
         now = m.engine.now
         if now > self._last_t:
             m.sync()
-            usage = self._hier_usage()
+            order, start, names, index = self._walk()
+            n = len(order)
+            # counters now, per row: hierarchical usage (a subtree's own
+            # usages summed: a difference of prefix sums), then cpu.stat's
+            # five and cpu.max's quota and period
+            own = np.cumsum(np.fromiter(map(_USAGE, order), np.int64, n))
+            stat = np.fromiter(chain.from_iterable(map(_BANDWIDTH, order)), np.int64,
+                               7 * n).reshape(n, 7)
+            now_counts = np.empty((n, 6), np.int64)
+            now_counts[:, 0] = own - np.where(start > 0, own[np.maximum(start - 1, 0)], 0)
+            now_counts[:, 1:] = stat[:, :5]
+            last = np.zeros((len(self._cgroups), 6), np.int64)
+            last[:len(self._last)] = self._last
+            d_counts = now_counts - last[index]
             host = HostCounters.read(m)
             d = host - self._last_host
-            span_ns = now - self._last_t
-            capacity = span_ns * m.topology.nr_cpus
-            t0, t1 = self._last_t / NSEC_PER_SEC, now / NSEC_PER_SEC
-            stats = {}
-            memory = m.memory.interval_columns() if m.memory is not None else {}
-            cgroups, columns = self._cgroups, self._columns
-            # the rows of this interval, appended column by column at the end
-            # (one extend per column rather than a method call per value)
-            rows, first = [], len(columns[0])
-            for name, ns in usage.items():
-                if name in memory:
-                    self._memory_rows[first + len(rows)] = memory[name]
-                used = ns - self._last_usage.get(name, 0)
-                root = name == "/"
-                tg = m.groups[name]
-                cfs_b = tg.cfs_bandwidth
-                stat = stats[name] = cpu_stat(tg)
-                periods, throttled, throttled_ns, bursts, burst_ns = (
-                    a - b for a, b in zip(stat, self._last_stat.get(name, (0,) * 5)))
-                row = (t0, t1, cgroups.setdefault(name, len(cgroups)),
-                       used / NSEC_PER_SEC, used / capacity,
-                       d.switches if root else 0,
-                       d.overhead_ns / NSEC_PER_SEC if root else 0.0,
-                       d.migrations if root else 0,
-                       periods, throttled, throttled_ns / NSEC_PER_SEC,
-                       bursts, burst_ns / NSEC_PER_SEC,
-                       -1 if cfs_b.quota == RUNTIME_INF else cfs_b.quota // NSEC_PER_USEC,
-                       cfs_b.period // NSEC_PER_USEC)
-                rows.append(row)
-            for column, values in zip(columns, zip(*rows)):
-                column.extend(values)
-            self._last_usage, self._last_host, self._last_t = usage, host, now
-            self._last_stat = stats
+            capacity = (now - self._last_t) * m.topology.nr_cpus
+            used = d_counts[:, 0]
+            # host-wide counters on the root row (the last: it follows its subtree)
+            on_root = np.zeros(n, np.int64)
+            on_root[-1] = 1
+            values = (np.full(n, self._last_t / NSEC_PER_SEC), np.full(n, now / NSEC_PER_SEC),
+                      index, used / NSEC_PER_SEC, used / capacity,
+                      on_root * d.switches, on_root * (d.overhead_ns / NSEC_PER_SEC),
+                      on_root * d.migrations,
+                      d_counts[:, 1], d_counts[:, 2], d_counts[:, 3] / NSEC_PER_SEC,
+                      d_counts[:, 4], d_counts[:, 5] / NSEC_PER_SEC,
+                      np.where(stat[:, 5] == RUNTIME_INF, -1, stat[:, 5] // NSEC_PER_USEC),
+                      stat[:, 6] // NSEC_PER_USEC)
+            first = len(self._columns[0])
+            for (_, code), column, v in zip(INTERVAL_COLUMNS, self._columns, values):
+                column.frombytes(np.asarray(v, _NUMPY[code]).tobytes())
+            if m.memory is not None:
+                memory = m.memory.interval_columns()
+                for k, name in enumerate(names):
+                    if name in memory:
+                        self._memory_rows[first + k] = memory[name]
+            last[:] = 0
+            last[index] = now_counts
+            self._last, self._last_host, self._last_t = last, host, now
         if reschedule:
             m.engine.call_later(self.interval_ns, self.sample)
 

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from scenarios.config import compose
 from scenarios.validate import ConfigError
@@ -15,7 +16,7 @@ from sim.workloads import azure2019
 from sim.workloads.azure2019 import Azure2019Config
 from scenarios.simulate import simulate
 from backends.cluster import consolidate, simulate_cluster, static_nodes
-from backends.cluster.placement import NodeAllocation, place
+from backends.cluster.placement import NodeAllocation, NodePool, place
 from sim.workloads.trace import make_trace
 from tests.simcfg import DEFAULT_COSTS, make_cfg
 
@@ -77,6 +78,40 @@ def test_least_allocated_spreads_and_most_allocated_packs():
     b = [place(packed, "most_allocated", 500, 256) for _ in range(4)]
     assert sorted(a) == [0, 1, 2, 3]
     assert b == [0, 0, 0, 0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["least_allocated", "most_allocated"]), st.integers(1, 12),
+       st.lists(st.tuples(st.booleans(), st.integers(1, 4000), st.sampled_from([128, 256, 512])),
+                max_size=120))
+def test_node_pool_chooses_as_the_full_scan(strategy, n, ops):
+    # random placements and releases (False: release the oldest pod still
+    # bound) on small nodes that fill up: the ordered pool and place()'s scan
+    # of every node choose the same node each time, None included
+    size = dict(cpu_mcpu=12000, memory_mb=4096, max_pods=6)
+    scan = [NodeAllocation(**size) for _ in range(n)]
+    pool = NodePool([NodeAllocation(**size) for _ in range(n)], strategy)
+    bound = []
+    for new, cpu, memory in ops:
+        if new or not bound:
+            where = place(scan, strategy, cpu, memory)
+            assert pool.place(cpu, memory) == where
+            if where is not None:
+                bound.append((where, cpu, memory))
+        else:
+            where, cpu, memory = bound.pop(0)
+            scan[where].release(cpu, memory)
+            pool.release(where, cpu, memory)
+    assert pool.nodes == scan
+
+
+def test_node_pool_refuses_mixed_or_huge_nodes():
+    with pytest.raises(ValueError, match="one size"):
+        NodePool([NodeAllocation(1000, 1000, 10), NodeAllocation(2000, 1000, 10)], "least_allocated")
+    with pytest.raises(ValueError, match="exceeds"):
+        NodePool([NodeAllocation(10**7, 10**7, 10)], "most_allocated")
+    with pytest.raises(ValueError, match="cluster.placement"):
+        NodePool([NodeAllocation(1000, 1000, 10)], "random")
 
 
 # --- the control plane ----------------------------------------------------------------

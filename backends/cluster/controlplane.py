@@ -41,7 +41,7 @@ import math
 from collections import deque
 
 from backends.cluster.node import Commands, Delivery
-from backends.cluster.placement import empty_node, place
+from backends.cluster.placement import NodePool, empty_node
 from sim.engine import s_to_ns
 
 
@@ -77,12 +77,12 @@ class Function:
 class ControlPlane:
     def __init__(self, ccfg, nodes: int, node_cpus: int, requests_mcpu: dict, window_ns: int):
         self.window_ns = window_ns
-        self.strategy = str(ccfg["placement"])
         self.memory_mb = int(ccfg["memory_request_mb"])
         self.cold_start_ns = s_to_ns(float(ccfg["cold_start_s"]))
         self.keep_alive_ns = s_to_ns(float(ccfg["keep_alive_s"]))
         self.per_pod = float(ccfg["target_concurrency"]) * float(ccfg["target_utilization"])
-        self.alloc = [empty_node(ccfg, node_cpus) for _ in range(nodes)]
+        self.alloc = NodePool([empty_node(ccfg, node_cpus) for _ in range(nodes)],
+                              str(ccfg["placement"]))
         stable_ns = s_to_ns(float(ccfg["stable_window_s"]))
         stable = max(1, math.ceil(stable_ns / window_ns))
         self.panic_ns = int(stable_ns * float(ccfg["panic_window_pct"]) / 100)
@@ -103,7 +103,7 @@ class ControlPlane:
     # -- pods ------------------------------------------------------------
     def _start(self, fn: Function, at_ns: int, commands: list[Commands]) -> Instance | None:
         """A new pod of ``fn`` placed at ``at_ns``, ready a cold start later."""
-        node = place(self.alloc, self.strategy, fn.cpu_mcpu, self.memory_mb)
+        node = self.alloc.place(fn.cpu_mcpu, self.memory_mb)
         if node is None:
             return None
         inst = Instance(f"{fn.name}-{fn.created}", fn.name, node, at_ns + self.cold_start_ns,
@@ -122,7 +122,7 @@ class ControlPlane:
     def _remove(self, fn: Function, inst: Instance) -> None:
         fn.instances.remove(inst)
         del self.by_pod[inst.pod]
-        self.alloc[inst.node].release(fn.cpu_mcpu, self.memory_mb)
+        self.alloc.release(inst.node, fn.cpu_mcpu, self.memory_mb)
         self.pods_live -= 1
 
     @staticmethod
@@ -135,7 +135,7 @@ class ControlPlane:
         ``reports``: the nodes' NodeReports for the window that ended (None
         at t = 0); ``arrivals``: (arrival ns, function, demand ns, threads)
         of the window, in arrival order."""
-        commands = [Commands() for _ in self.alloc]
+        commands = [Commands() for _ in self.alloc.nodes]
         if reports is None:
             for fn in self.functions.values():
                 for _ in range(self.min_scale):
@@ -170,6 +170,8 @@ class ControlPlane:
 
     @staticmethod
     def _route(fn: Function, arrival: int) -> Instance:
+        if len(fn.instances) == 1:          # most functions, at most windows
+            return fn.instances[0]
         ready = [i for i in fn.instances if i.ready_ns <= arrival]
         if not ready:
             return min(fn.instances, key=lambda i: (i.ready_ns, i.serial))
@@ -194,6 +196,7 @@ class ControlPlane:
         while len(fn.instances) < desired:
             if self._start(fn, t_ns, commands) is None:
                 break
-        idle = [i for i in fn.instances if self._idle(i, t_ns)]
-        for inst in sorted(idle, key=lambda i: -i.serial)[:max(0, len(fn.instances) - desired)]:
-            self._remove(fn, inst)
+        if len(fn.instances) > desired:
+            idle = [i for i in fn.instances if self._idle(i, t_ns)]
+            for inst in sorted(idle, key=lambda i: -i.serial)[:len(fn.instances) - desired]:
+                self._remove(fn, inst)

@@ -17,7 +17,7 @@ CFS_PERIOD_US = DEFAULT_CFS_PERIOD // NSEC_PER_USEC
 MIN_QUOTA_US = MIN_CFS_QUOTA_PERIOD // NSEC_PER_USEC
 
 
-@dataclass
+@dataclass(slots=True)
 class Delivery:
     """An invocation handed to a pod: forked at ``at_ns`` (later than
     ``arrival_ns`` when the pod was still cold-starting)."""

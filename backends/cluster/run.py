@@ -32,7 +32,7 @@ from backends.cluster.controlplane import ControlPlane
 from backends.cluster.options import REQUEST_RULES
 from backends.cluster.parallel import start_nodes
 from results.schema import request_columns, run_identity
-from sim.engine import NSEC_PER_SEC, s_to_ns
+from sim.engine import NSEC_PER_SEC, quiet_gc, s_to_ns
 from sim.metrics import HostCounters
 from sim.topology import Topology
 from sim.workloads.openmp import summary_columns
@@ -107,8 +107,30 @@ def simulate_cluster(cfg: dict, trace: pa.Table, nodes: int | None = None,
     cp = ControlPlane(ccfg, n, cpus, requests_mcpu(per_function, ccfg["cpu_request"],
                                                    int(ccfg["max_pod_cpu_mcpu"])), window_ns)
     wall0 = time.perf_counter()
+    # one quiet_gc block for the whole run: each node's engine.run inside it
+    # freezes what the windows made, instead of unfreezing every node's
+    # objects at its exit for the collector to traverse again
+    with quiet_gc():
+        finished, rows = _run_windows(cfg, cp, n, duration_ns, window_ns,
+                                      (arrival, names, demand, threads), progress)
+    wall = time.perf_counter() - wall0
+    requests = _requests(finished, cp.dropped, warmup_ns)
+    intervals = _concat([tables[1] for tables in finished])
+    node_windows = _node_windows(rows)
+    summary = _summary(cfg, n, cpus, cp, requests, rows, (arrival, demand), warmup_ns,
+                       duration_ns, profile_ns, wall, sum(f[2] for f in finished),
+                       sum(f[3] for f in finished))
+    return ClusterResult(summary, requests, intervals, cfg, {"nodes": node_windows})
+
+
+def _run_windows(cfg: dict, cp: ControlPlane, n: int, duration_ns: int, window_ns: int,
+                 columns, progress):
+    """The nodes stepped window by window under the control plane: each
+    node's (requests, intervals, events, unfinished) and the per-window
+    rows (window start ns, end ns, node, HostCounters, path counters)."""
+    arrival, names, demand, threads = columns
     runner = start_nodes(cfg, n)
-    rows = []            # (window start ns, end ns, node, HostCounters, path counters)
+    rows = []
     try:
         reports, t = None, 0
         while t < duration_ns:
@@ -122,17 +144,9 @@ def simulate_cluster(cfg: dict, trace: pa.Table, nodes: int | None = None,
             if progress is not None:
                 progress(end / NSEC_PER_SEC, duration_ns / NSEC_PER_SEC)
             t = end
-        finished = runner.finish()
+        return runner.finish(), rows
     finally:
         runner.close()
-    wall = time.perf_counter() - wall0
-    requests = _requests(finished, cp.dropped, warmup_ns)
-    intervals = _concat([tables[1] for tables in finished])
-    node_windows = _node_windows(rows)
-    summary = _summary(cfg, n, cpus, cp, requests, rows, (arrival, demand), warmup_ns,
-                       duration_ns, profile_ns, wall, sum(f[2] for f in finished),
-                       sum(f[3] for f in finished))
-    return ClusterResult(summary, requests, intervals, cfg, {"nodes": node_windows})
 
 
 def _with_node(table: pa.Table, node: int) -> pa.Table:
