@@ -140,17 +140,19 @@ class ControlPlane:
             for fn in self.functions.values():
                 for _ in range(self.min_scale):
                     self._start(fn, -self.cold_start_ns, commands)
-        concurrency: dict[str, float] = {}
-        if reports is not None:
-            for inst in self.by_pod.values():
-                inflight, area = reports[inst.node].pods.get(inst.pod, (0, 0))
-                inst.inflight, inst.routed = inflight, 0
-                concurrency[inst.function] = concurrency.get(inst.function, 0.0) + \
-                    area / self.window_ns
+        pods = None if reports is None else [r.pods for r in reports]
         for fn in self.functions.values():
             if not fn.instances:
                 continue
-            fn.history.append(concurrency.get(fn.name, 0.0))
+            # the function's concurrency over the window: its pods' time
+            # averages summed in creation order
+            concurrency = 0.0
+            if pods is not None:
+                for inst in fn.instances:
+                    inflight, area = pods[inst.node].get(inst.pod, (0, 0))
+                    inst.inflight, inst.routed = inflight, 0
+                    concurrency += area / self.window_ns
+            fn.history.append(concurrency)
             self._autoscale(fn, t_ns, commands)
         for arrival, name, demand, threads in arrivals:
             fn = self.functions[name]
