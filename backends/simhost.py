@@ -29,17 +29,21 @@ def build_host(cfg: dict, seed: int):
 
 
 class SimHost:
-    def __init__(self, machine, trace=None, parent_cgroup: str = "", workload=None):
+    def __init__(self, machine, trace=None, parent_cgroup: str = "", workload=None,
+                 reads_completed: bool = True):
+        """``reads_completed``: keep finished requests for ``completed()``
+        (request_done observes them); without it nothing is kept, so a
+        long run's memory does not grow with its requests."""
         self.machine = machine
         self.workload = workload
         self._trace = trace
         self._parent = "/" + parent_cgroup.strip("/") if parent_cgroup.strip("/") else ""
-        self._done: list[tuple[str, int, int]] = []
+        self._done: list[tuple[str, int, int]] | None = [] if reads_completed else None
 
     def request_done(self, req) -> None:
         """Recorder observer: every request (warm-up included; controllers
         act from t = 0)."""
-        if not req.dropped:
+        if not req.dropped and self._done is not None:
             self._done.append((req.cgroup, req.end - req.arrival, req.end))
 
     # --- reads --------------------------------------------------------------
@@ -62,6 +66,9 @@ class SimHost:
         return CpuStat(b.nr_periods, b.nr_throttled, b.throttled_time // 1000)
 
     def completed(self) -> Completed:
+        if self._done is None:
+            raise RuntimeError("host.completed(): this host keeps no finished requests "
+                               "(a controller that reads them declares reads_completed = True)")
         rows, self._done = self._done, []
         cgroups = np.array([r[0] for r in rows], dtype=object)
         lat = np.array([r[1] for r in rows], dtype=np.float64) / NSEC_PER_SEC

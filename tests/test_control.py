@@ -153,6 +153,38 @@ def test_sim_host_reads_and_levers():
         host.cpu_usage_ns("/nope")
 
 
+def test_sim_host_keeps_finished_requests_only_for_a_controller_that_reads_them():
+    import inspect
+
+    from backends.simhost import SimHost
+    from scenarios.simulate import attach_controller, build
+    from sim.engine import s_to_ns
+
+    cfg = make_cfg(trace_replay(), duration_s=2.0, warmup_s=0.0)
+    trace = _overloaded_trace(2.0)
+    for name, reads in (("static", False), ("least_loaded", True)):
+        cfg["controller"] = {"controller": name, "name": name}
+        engine, machine, recorder, workload = build(cfg, trace)
+        controller = attach_controller(cfg, engine, machine, recorder, workload)
+        assert controller.reads_completed is reads
+        hosts = [o.__self__ for o in recorder.observers if o.__name__ == "request_done"]
+        assert len(hosts) == int(reads)
+    # a run's finished requests are kept only while a reader has not read them
+    engine, machine, recorder, workload = build(cfg, trace)
+    host = SimHost(machine, reads_completed=False)
+    recorder.observers.append(host.request_done)
+    workload.start()
+    engine.run(s_to_ns(2.0))
+    assert recorder.table().num_rows > 0 and host._done is None
+    with pytest.raises(RuntimeError, match="reads_completed"):
+        host.completed()
+    # every controller that calls host.completed() declares it
+    for name in control.available():
+        source = inspect.getsource(control.module(name))
+        if "host.completed()" in source:
+            assert control.module(name).CONTROLLER.reads_completed, name
+
+
 def test_function_demand_needs_a_trace():
     from backends.simhost import SimHost
     from scenarios.simulate import build

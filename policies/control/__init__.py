@@ -35,6 +35,9 @@ class Controller:
     # reads host.perf_counts (hardware events): refused up front likewise
     # where perf cannot count them
     uses_perf_counts = False
+    # reads host.completed(): the simulated host keeps each finished
+    # request until the next read only for a controller that declares it
+    reads_completed = False
 
     def __init__(self, cfg):
         """``cfg``: the controller's option as its module's CONFIG instance

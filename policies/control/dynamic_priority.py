@@ -210,6 +210,7 @@ class SocketRdt:
 class DynamicPriority(Controller):
     uses_rdt = True
     uses_perf_counts = True
+    reads_completed = True
 
     def start(self, host) -> None:
         info = host.rdt_info()

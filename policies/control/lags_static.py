@@ -46,6 +46,8 @@ class LagsStaticConfig(ControlConfig):
 
 
 class LagsStatic(Controller):
+    reads_completed = True
+
     def __init__(self, cfg):
         super().__init__(cfg)
         self.bands = int(cfg.bands)

@@ -76,6 +76,8 @@ def least_committed(acct: CoreAccountant, threads: int) -> int | None:
 
 
 class LeastLoaded(Controller):
+    reads_completed = True
+
     def start(self, host) -> None:
         self.acct = CoreAccountant(host)
         self.admitted = 0
