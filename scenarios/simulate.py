@@ -129,8 +129,7 @@ def attach_controller(cfg: dict, engine, machine, recorder, workload):
     host = SimHost(machine, getattr(workload, "trace", None),
                    str(cfg["workload"].get("parent_cgroup") or ""), workload=workload,
                    reads_completed=controller.reads_completed)
-    if controller.reads_completed:
-        recorder.observers.append(host.request_done)
+    recorder.observers.append(host.request_done)
     drive(controller, host, engine)
     return controller
 
