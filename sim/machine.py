@@ -809,6 +809,13 @@ class Machine:
         elif action != BURST_BLOCK:
             self.timer_sleep(p, now + int(action), self.wake_up)
         self.schedule(rq)
+        if p.dead:
+            # put_task_struct(): once switched away from, nothing reaches an
+            # exited task through its entity; cutting se.task ends the
+            # task <-> entity cycle, so reference counting frees them and
+            # the cyclic collector never has to (a run's only cyclic
+            # garbage: one cycle per exited task)
+            p.se.task = None
 
     def replace_burst(self, p: Task, burst_ns: int) -> int:
         """The work left in the current burst of ``p`` (running or runnable)

@@ -45,6 +45,9 @@ cdef class SchedEntity:
     cdef public SchedEntity group_prev
     cdef public SchedEntity group_next
     cdef public CfsTasks group_list
+    cdef public SchedEntity leaf_prev
+    cdef public SchedEntity leaf_next
+    cdef public CfsRq leaf_q
     @cython.locals(delta=cython.longlong, y=cython.double)
     cpdef update_avg(self, long long now)
     cpdef double load_avg(self, long long now)
@@ -75,6 +78,8 @@ cdef class CfsRq:
     cdef public long long throttled_clock_pelt_time
     cdef public double h_load
     cdef public long long last_h_load_update
+    cdef public SchedEntity tasks_head
+    cdef public SchedEntity tasks_tail
     cpdef long long cfs_rq_clock_pelt(self, long long now)
     @cython.locals(delta=cython.longlong, y=cython.double)
     cpdef update_load_avg(self, long long now)
@@ -86,12 +91,13 @@ cdef class CfsTasks:
     cdef public SchedEntity head
     cdef public SchedEntity tail
     cdef public Py_ssize_t count
+    cdef public bint per_cfs_rq
 
     @cython.locals(tasks=list, se=SchedEntity)
     cpdef list first(self, Py_ssize_t n)
-    @cython.locals(tail=SchedEntity)
+    @cython.locals(tail=SchedEntity, q=CfsRq)
     cpdef add_tail(self, SchedEntity se)
-    @cython.locals(prev=SchedEntity, nxt=SchedEntity)
+    @cython.locals(prev=SchedEntity, nxt=SchedEntity, q=CfsRq)
     cpdef remove(self, SchedEntity se)
     cpdef move_tail(self, SchedEntity se)
 

@@ -100,7 +100,7 @@ class SchedEntity:
                  "prev_sum_exec_runtime", "on_rq", "parent", "cfs_rq", "my_q",
                  "depth", "task", "runnable_avg", "avg_last_update", "rb_seq",
                  "vlag", "deadline", "slice", "rel_deadline", "sched_delayed",
-                 "group_prev", "group_next", "group_list")
+                 "group_prev", "group_next", "group_list", "leaf_prev", "leaf_next", "leaf_q")
 
     def __init__(self, weight: int, parent: SchedEntity | None, cfs_rq: CfsRq,
                  my_q: CfsRq | None = None, task=None):
@@ -130,6 +130,10 @@ class SchedEntity:
         self.group_prev: SchedEntity | None = None
         self.group_next: SchedEntity | None = None
         self.group_list: CfsTasks | None = None
+        # the same list restricted to the task's own cfs_rq (CfsTasks.per_cfs_rq)
+        self.leaf_prev: SchedEntity | None = None
+        self.leaf_next: SchedEntity | None = None
+        self.leaf_q: CfsRq | None = None
 
     def update_avg(self, now: int) -> None:
         now = self.cfs_rq.cfs_rq_clock_pelt(now)
@@ -153,7 +157,7 @@ class CfsRq:
                  "tg_load_avg_contrib", "se", "next", "last", "runtime_enabled",
                  "runtime_remaining", "throttled", "throttle_count", "throttled_clock",
                  "throttled_clock_pelt", "throttled_clock_pelt_time", "h_load",
-                 "last_h_load_update")
+                 "last_h_load_update", "tasks_head", "tasks_tail")
 
     def __init__(self, rq: Rq, tg: TaskGroup):
         self.rq = rq
@@ -183,6 +187,10 @@ class CfsRq:
         # and the instant it was computed (-1: never)
         self.h_load = 0.0
         self.last_h_load_update = -1
+        # the tasks queued here in rq->cfs_tasks order, kept only where the
+        # CPU's CfsTasks has per_cfs_rq set
+        self.tasks_head: SchedEntity | None = None
+        self.tasks_tail: SchedEntity | None = None
 
     def cfs_rq_clock_pelt(self, now: int) -> int:
         """The clock this cfs_rq's PELT runs on (its ``avg_last_update`` and
@@ -219,14 +227,22 @@ class CfsTasks:
     as the kernel's list threaded through their sched_entities
     (se->group_node).  A switch moves the next task to the tail by
     relinking two entities (list_move_tail), where a dict kept as an
-    ordered set deleted and reinserted a key.  Iterating yields tasks."""
+    ordered set deleted and reinserted a key.  Iterating yields tasks.
 
-    __slots__ = ("head", "tail", "count")
+    With ``per_cfs_rq`` set (by a policy, before any task is queued) each
+    task is also linked, in the same order, into a list of its own cfs_rq
+    (``cfs_rq.tasks_head``, through se.leaf_prev/leaf_next): every change
+    appends at the tail or unlinks, so each cfs_rq's list is the CPU's list
+    restricted to that group, and a scan for one group's tasks walks only
+    those (CFS-LAGS's credit pull, policies/kernel/lags.py)."""
+
+    __slots__ = ("head", "tail", "count", "per_cfs_rq")
 
     def __init__(self):
         self.head: SchedEntity | None = None
         self.tail: SchedEntity | None = None
         self.count = 0
+        self.per_cfs_rq = False
 
     def __len__(self) -> int:
         return self.count
@@ -263,6 +279,17 @@ class CfsTasks:
         self.tail = se
         se.group_list = self
         self.count += 1
+        if self.per_cfs_rq:
+            q = se.cfs_rq
+            tail = q.tasks_tail
+            se.leaf_prev = tail
+            se.leaf_next = None
+            if tail is None:
+                q.tasks_head = se
+            else:
+                tail.leaf_next = se
+            q.tasks_tail = se
+            se.leaf_q = q
 
     def remove(self, se: SchedEntity) -> None:
         if se.group_list is not self:
@@ -280,6 +307,20 @@ class CfsTasks:
         se.group_next = None
         se.group_list = None
         self.count -= 1
+        q = se.leaf_q
+        if q is not None:
+            prev, nxt = se.leaf_prev, se.leaf_next
+            if prev is None:
+                q.tasks_head = nxt
+            else:
+                prev.leaf_next = nxt
+            if nxt is None:
+                q.tasks_tail = prev
+            else:
+                nxt.leaf_prev = prev
+            se.leaf_prev = None
+            se.leaf_next = None
+            se.leaf_q = None
 
     def move_tail(self, se: SchedEntity) -> None:
         """list_move_tail(): the most recently run goes last."""

@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 
 from sim.heap import Heap, Node, NodeStack
 from sim.recorder import Recorder
-from sim.rq import CfsTasks, SchedEntity
+from sim.rq import CfsRq, CfsTasks, Rq, SchedEntity, TaskGroup
 from sim.task import Request
 
 # push a key, or pop (None)
@@ -87,6 +87,51 @@ def test_cfs_tasks_keeps_the_order_of_a_dict_used_as_an_ordered_set(ops):
         assert list(lst) == list(ref) and len(lst) == len(ref)
         assert all((t in lst) == (t in ref) for t in tasks)
         assert lst.first(3) == list(ref)[:3]
+
+
+def _leaf_list(cfs_rq, bound: int) -> list:
+    """The cfs_rq's own list walked both ways (a broken link could loop:
+    at most ``bound`` steps)."""
+    tasks, se = [], cfs_rq.tasks_head
+    while se is not None and len(tasks) <= bound:
+        tasks.append(se.task)
+        se = se.leaf_next
+    back, se = [], cfs_rq.tasks_tail
+    while se is not None and len(back) <= bound:
+        back.append(se.task)
+        se = se.leaf_prev
+    assert back == tasks[::-1]
+    return tasks
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(("add", "remove", "move")), st.integers(0, 8)),
+                max_size=120))
+def test_each_cfs_rq_lists_its_tasks_in_the_cpus_cfs_tasks_order(ops):
+    """With per_cfs_rq, a cfs_rq's own list is always rq->cfs_tasks
+    restricted to the tasks queued on that cfs_rq (CFS-LAGS's pull walks it
+    instead of the CPU's whole list)."""
+    rq = Rq(0)
+    groups = [CfsRq(rq, TaskGroup(f"g{i}", None, 1024, 1, None)) for i in range(3)]
+    tasks = [_Task(i) for i in range(9)]
+    for i, p in enumerate(tasks):
+        p.se.cfs_rq = groups[i % 3]
+    lst = CfsTasks()
+    lst.per_cfs_rq = True
+    for op, i in ops:
+        se = tasks[i].se
+        if op == "add":
+            lst.add_tail(se)
+        elif se in [t.se for t in lst] and op == "remove":
+            lst.remove(se)
+        elif se in [t.se for t in lst]:
+            lst.move_tail(se)
+        for q in groups:
+            assert _leaf_list(q, len(tasks)) == [t for t in lst if t.se.cfs_rq is q]
+    for p in list(lst):
+        lst.remove(p.se)
+    assert all(q.tasks_head is None and q.tasks_tail is None for q in groups)
+    assert all(p.se.leaf_q is None for p in tasks)
 
 
 def test_cfs_tasks_refuses_to_remove_a_task_it_does_not_hold():

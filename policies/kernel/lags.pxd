@@ -156,5 +156,6 @@ cdef class LAGS(CFS):
                    key=cython.double)
     cpdef list _credit_order(self, long long now)
     @cython.locals(m=Machine, dst_cpu=cython.long, src=Rq, curr=Task,
-                   waiting=bint, lc=LoadCredit, p=Task, chain=tuple, tgs=set, se=SchedEntity)
+                   waiting=bint, lc=LoadCredit, p=Task, chain=tuple, tgs=set, se=SchedEntity,
+                   one=TaskGroup)
     cpdef bint _pull_first(self, Rq dst_rq, list sources, set run, long long now)

@@ -338,6 +338,11 @@ class LAGS(CFS):
         self.lags_wakeup_preemption = bool(cfg.lags_wakeup_preemption)
         self.lags_placement = bool(cfg.lags_placement)
         self.lags_balancing = bool(cfg.lags_balancing)
+        if self.lags_balancing and self.leaves:
+            # the pull scans one function's queued tasks on a CPU, in
+            # rq->cfs_tasks order: each leaf cfs_rq keeps that list
+            for rq in machine.rqs:
+                rq.cfs_tasks.per_cfs_rq = True
 
         self._lambda = math.log(2) / PELT_HALFLIFE_NS
         self._beta = ema_rate(self.ema_form, self.window_ticks, machine.tick_ns)
@@ -928,6 +933,10 @@ class LAGS(CFS):
         m = self.machine
         dst_cpu = dst_rq.cpu
         tgs = None              # leaves: the run's groups, once a queue is scanned
+        one = None              # leaves, one function: its group
+        if self.leaves and len(run) == 1:
+            for lc in run:
+                one = lc.tg
         for src in sources:
             curr = src.curr
             waiting = False
@@ -936,6 +945,18 @@ class LAGS(CFS):
                     waiting = True
                     break
             if not waiting:
+                continue
+            if one is not None:
+                # the function's own cfs_rq lists its tasks in cfs_tasks order
+                se = cython.cast(CfsRq, one.cfs_rq[src.cpu]).tasks_head
+                while se is not None:
+                    p = se.task
+                    se = se.leaf_next
+                    if p is curr or not self.can_migrate_task(p, dst_cpu, src, now):
+                        continue
+                    m.move_queued_task(p, src, dst_rq)
+                    self.stats["pulls"] += 1
+                    return True
                 continue
             if tgs is None and self.leaves:
                 tgs = {lc.tg for lc in run}
