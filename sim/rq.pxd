@@ -20,6 +20,7 @@ cdef class TaskGroup:
     cdef public list children
     cdef public object cfs_bandwidth
     cdef public dict tasks
+    cdef public object sched_priv
 
 @cython.final
 cdef class SchedEntity:
@@ -80,6 +81,7 @@ cdef class CfsRq:
     cdef public long long last_h_load_update
     cdef public SchedEntity tasks_head
     cdef public SchedEntity tasks_tail
+    cdef public object sched_priv
     cpdef long long cfs_rq_clock_pelt(self, long long now)
     @cython.locals(delta=cython.longlong, y=cython.double)
     cpdef update_load_avg(self, long long now)

@@ -68,7 +68,8 @@ class TaskGroup:
     """kernel ``struct task_group``: one per cgroup with the cpu controller."""
 
     __slots__ = ("name", "parent", "shares", "cfs_rq", "se", "load_avg", "depth",
-                 "cpus_allowed", "usage_ns", "children", "cfs_bandwidth", "tasks")
+                 "cpus_allowed", "usage_ns", "children", "cfs_bandwidth", "tasks",
+                 "sched_priv")
 
     def __init__(self, name: str, parent: TaskGroup | None, shares: int, ncpus: int,
                  cpus_allowed: frozenset[int] | None):
@@ -91,6 +92,10 @@ class TaskGroup:
         # the group's live threads (cgroup.threads), in creation order: what
         # sched_setscheduler on "every thread of the cgroup" reaches
         self.tasks: dict = {}
+        # the policy's own state of this group, set by its init_task_group
+        # (CFS-LAGS: tg->load_avg_ema, the group's Load Credit); a field
+        # where a dict keyed by group cost a hash lookup per event
+        self.sched_priv = None
 
 
 class SchedEntity:
@@ -157,7 +162,7 @@ class CfsRq:
                  "tg_load_avg_contrib", "se", "next", "last", "runtime_enabled",
                  "runtime_remaining", "throttled", "throttle_count", "throttled_clock",
                  "throttled_clock_pelt", "throttled_clock_pelt_time", "h_load",
-                 "last_h_load_update", "tasks_head", "tasks_tail")
+                 "last_h_load_update", "tasks_head", "tasks_tail", "sched_priv")
 
     def __init__(self, rq: Rq, tg: TaskGroup):
         self.rq = rq
@@ -191,6 +196,8 @@ class CfsRq:
         # CPU's CfsTasks has per_cfs_rq set
         self.tasks_head: SchedEntity | None = None
         self.tasks_tail: SchedEntity | None = None
+        # the policy's own state of this cfs_rq (CFS-LAGS: its CreditQueue)
+        self.sched_priv = None
 
     def cfs_rq_clock_pelt(self, now: int) -> int:
         """The clock this cfs_rq's PELT runs on (its ``avg_last_update`` and

@@ -97,7 +97,7 @@ def test_runnable_credit_tracks_fresh_tg_load_avg():
 
     def check():
         now = engine.now
-        for tg in policy._aware:
+        for tg in policy.aware_groups():
             lc = policy._credit_of[tg]
             policy._fold(lc, now)
             fresh = sum(q.load_weight + (q.load_avg - q.load_weight)
@@ -113,7 +113,7 @@ def test_runnable_credit_tracks_fresh_tg_load_avg():
 def test_latency_aware_selects_the_function_cgroups():
     def aware(cfg):
         _, machine, _, _ = build(cfg)
-        return sorted(tg.name for tg in machine.policy._aware)
+        return sorted(tg.name for tg in machine.policy.aware_groups())
     wl = poisson(functions=3)
     assert aware(make_cfg(wl, scheduler={"name": "lags"})) == [
         "/faas.slice/func-0", "/faas.slice/func-1", "/faas.slice/func-2"]

@@ -24,6 +24,8 @@ cdef class LoadCredit:
     cdef public double D
     cdef public long long T
     cdef public double key
+    cdef public bint aware
+    cdef public tuple chain
 
 @cython.final
 cdef class CreditQueue:
@@ -31,6 +33,10 @@ cdef class CreditQueue:
     cdef public list lcs
     cdef public SchedEntity first
     cdef public long long first_at
+    cdef public long long contrib_w
+    cdef public double contrib_a
+    cdef public long long contrib_t
+    cdef public bint contrib_read
 
     @cython.locals(i=Py_ssize_t, ses=list)
     cpdef Py_ssize_t index(self, SchedEntity se)
@@ -62,21 +68,21 @@ cdef class LAGS(CFS):
     cdef public bint _runnable
     cdef public bint _fifo
     cdef public bint _aware_first
-    cdef public set _aware
     cdef public dict _credit_of
-    cdef public dict _chains
-    cdef public dict _contrib
-    cdef public dict _aware_q
+    cdef public list _queues
     cdef public list _curr_credit
     cdef public list _running
     cdef public list _order
     cdef public long long _order_at
 
+    @cython.locals(lc=LoadCredit, order=list)
     cpdef init_task_group(self, tg)
-    @cython.locals(g=TaskGroup)
+    @cython.locals(g=TaskGroup, found=list, chain=tuple)
     cpdef tuple _chain(self, TaskGroup tg)
     @cython.locals(q=CfsRq)
     cpdef bint _aware_se(self, SchedEntity se)
+    @cython.locals(cq=CreditQueue)
+    cpdef CreditQueue _queue_of(self, CfsRq cfs_rq)
     @cython.locals(dt=cython.longlong, lam=cython.double, beta=cython.double, y=cython.double,
                    z=cython.double, W=cython.double, D=cython.double, c=cython.double)
     cpdef _fold(self, LoadCredit lc, long long now)
@@ -87,7 +93,8 @@ cdef class LAGS(CFS):
     @cython.locals(lc=LoadCredit)
     cpdef _fold_chain(self, tuple chain, long long now)
     @cython.locals(cfs_rq=CfsRq, lam=cython.double, w=cython.longlong, dt=cython.longlong,
-                   a=cython.double, w0=cython.longlong, a0=cython.double, t0=cython.longlong)
+                   a=cython.double, w0=cython.longlong, a0=cython.double, t0=cython.longlong,
+                   cq=CreditQueue)
     cpdef _resync(self, LoadCredit lc, long cpu, long long now)
     @cython.locals(lc=LoadCredit)
     cpdef _resync_chain(self, tuple chain, long cpu, long long now)

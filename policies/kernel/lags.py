@@ -250,7 +250,7 @@ class LoadCredit:
     """tg->load_avg_ema of task group ``tg``, with its load signal kept as
     S(t) = W + D * exp(-lambda * (t - T)) since the last fold at T."""
 
-    __slots__ = ("tg", "ema", "W", "D", "T", "key")
+    __slots__ = ("tg", "ema", "W", "D", "T", "key", "aware", "chain")
 
     def __init__(self, tg, now: int):
         self.tg = tg
@@ -262,6 +262,10 @@ class LoadCredit:
         # queue's first), at that instant: read back by the same ordering
         # only, at the same instant, when smoothing fixes the value
         self.key = 0.0
+        # cpu.latency_awareness of the group
+        self.aware = False
+        # LAGS._chain(tg), once walked (None: not since the last new group)
+        self.chain = None
 
 
 class CreditQueue:
@@ -276,15 +280,25 @@ class CreditQueue:
     dequeue and enqueue, which clear the memo; so within one instant the
     answer is the same until the queue changes.  update_curr() asks it at
     every level on every accounting (update_min_vruntime), many times per
-    instant."""
+    instant.
 
-    __slots__ = ("ses", "lcs", "first", "first_at")
+    It is the cfs_rq's sched_priv, and also holds what the cfs_rq of a
+    latency-aware group last contributed to that group's load signal
+    (``contrib_w``, ``contrib_a`` at ``contrib_t``; ``contrib_read``: ever
+    read), which LAGS._resync replaces."""
+
+    __slots__ = ("ses", "lcs", "first", "first_at", "contrib_w", "contrib_a", "contrib_t",
+                 "contrib_read")
 
     def __init__(self):
         self.ses = []
         self.lcs = []
         self.first = None
         self.first_at = -1
+        self.contrib_w = 0
+        self.contrib_a = 0.0
+        self.contrib_t = 0
+        self.contrib_read = False
 
     def index(self, se) -> int:
         """Where ``se`` is queued (-1: not queued)."""
@@ -353,13 +367,11 @@ class LAGS(CFS):
         self._fold_z = 1.0
         self._runnable = self.load_signal == "runnable"
         ncpus = machine.topology.nr_cpus
-        self._aware: set = set()              # latency-aware task groups
-        self._order: list = []                # their LoadCredits: _credit_order() at _order_at
-        self._order_at = -1
+        # every group's LoadCredit, in creation order (also its tg.sched_priv)
         self._credit_of: dict = {}            # TaskGroup -> LoadCredit
-        self._chains: dict = {}               # TaskGroup -> credits of aware tgs, itself upward
-        self._contrib: dict = {}              # CfsRq -> (weight, load_avg, t) last read
-        self._aware_q: dict = {}              # CfsRq -> CreditQueue of its aware gses
+        self._order: list = []                # the aware ones: _credit_order() at _order_at
+        self._order_at = -1
+        self._queues: list = []               # every cfs_rq's CreditQueue (its sched_priv)
         self._curr_credit = [None] * ncpus    # (task, its function's credit) per CPU
         self._running = [None] * ncpus        # the fair task counted running per CPU
         # how often each mechanism acted: entities queued by credit, credit
@@ -371,39 +383,63 @@ class LAGS(CFS):
     # ------------------------------------------------------------------
     # cpu.latency_awareness
     def init_task_group(self, tg):
-        self._credit_of[tg] = LoadCredit(tg, self.clock._now)
+        lc = tg.sched_priv = self._credit_of[tg] = LoadCredit(tg, self.clock._now)
         if self.leaves:
-            self._aware.add(tg)
-            self._aware.discard(tg.parent)   # a cgroup with children is no leaf
+            lc.aware = True
+            parent = tg.parent.sched_priv
+            if parent is not None:
+                # a cgroup with children is no leaf
+                cython.cast(LoadCredit, parent).aware = False
         elif _matches(tg.name, self.globs):
-            self._aware.add(tg)
-        self._chains.clear()
-        credit_of = self._credit_of
-        # a new group (maybe a function): the order, re-sorted at its next read
-        self._order = [credit_of[g] for g in credit_of if g in self._aware]
+            lc.aware = True
+        # a new group (maybe a function): chains walked again, the order
+        # re-sorted at its next read
+        order = []
+        for lc in self._credit_of.values():
+            lc.chain = None
+            if lc.aware:
+                order.append(lc)
+        self._order = order
         self._order_at = -1
 
-    def latency_aware(self, tg) -> bool:
-        return tg in self._aware
+    def aware_groups(self) -> list:
+        """The latency-aware task groups, in creation order."""
+        return [tg for tg, lc in self._credit_of.items() if lc.aware]
 
     def _chain(self, tg) -> tuple:
         """The Load Credits of the latency-aware groups among ``tg`` and its
         ancestors, nearest first: the first is the task's function's.  (The
-        credits themselves, so that hot paths need no lookup by group.)"""
-        chain = self._chains.get(tg)
+        credits themselves, so that hot paths need no lookup by group.)
+        The root group has no credit and is never latency-aware."""
+        own = tg.sched_priv
+        if own is None:
+            return ()
+        chain = cython.cast(LoadCredit, own).chain
         if chain is None:
-            chain = []
+            found = []
             g = tg
             while g is not None:
-                if g in self._aware:
-                    chain.append(self._credit_of[g])
+                lc = g.sched_priv
+                if lc is not None and cython.cast(LoadCredit, lc).aware:
+                    found.append(lc)
                 g = g.parent
-            chain = self._chains[tg] = tuple(chain)
+            chain = cython.cast(LoadCredit, own).chain = tuple(found)
         return chain
 
     def _aware_se(self, se) -> bool:
         q = se.my_q
-        return q is not None and q.tg in self._aware
+        if q is None:
+            return False
+        lc = q.tg.sched_priv
+        return lc is not None and cython.cast(LoadCredit, lc).aware
+
+    def _queue_of(self, cfs_rq) -> CreditQueue:
+        """The cfs_rq's CreditQueue, made at its first use."""
+        cq = cfs_rq.sched_priv
+        if cq is None:
+            cq = cfs_rq.sched_priv = CreditQueue()
+            self._queues.append(cq)
+        return cq
 
     # ------------------------------------------------------------------
     # Load Credit
@@ -450,7 +486,7 @@ class LAGS(CFS):
         lc = self._credit_of[tg]
         self._fold(lc, self.clock._now)
         lc.ema = float(value)
-        for cq in self._aware_q.values():
+        for cq in self._queues:
             cq.first = None           # the order at this instant may change
 
     def _fold_chain(self, chain, now):
@@ -469,17 +505,18 @@ class LAGS(CFS):
         w = cfs_rq.load_weight
         dt = cfs_rq.cfs_rq_clock_pelt(now) - cfs_rq.avg_last_update
         a = cfs_rq.load_avg if dt <= 0 else w + (cfs_rq.load_avg - w) * exp(-lam * dt)
-        old = self._contrib.get(cfs_rq)
-        if old is None:
+        cq = self._queue_of(cfs_rq)
+        if not cq.contrib_read:
             w0, a0 = 0, 0.0
         else:
-            w0, a0, t0 = old
+            w0, a0, t0 = cq.contrib_w, cq.contrib_a, cq.contrib_t
             if now != t0:
                 a0 = w0 + (a0 - w0) * exp(-lam * (now - t0))
         if w != w0 or a != a0:
             lc.W += w - w0
             lc.D += (a - w) - (a0 - w0)
-        self._contrib[cfs_rq] = (w, a, now)
+        cq.contrib_w, cq.contrib_a, cq.contrib_t = w, a, now
+        cq.contrib_read = True
 
     def _resync_chain(self, chain, cpu, now):
         for lc in chain:
@@ -507,8 +544,8 @@ class LAGS(CFS):
         """-1 / 0 / 1: the credit of group entity ``a`` is lower than, ties
         with (within tie_margin), or is higher than that of ``b``."""
         now = self.clock._now
-        la = self._credit(self._credit_of[a.my_q.tg], now)
-        lb = self._credit(self._credit_of[b.my_q.tg], now)
+        la = self._credit(a.my_q.tg.sched_priv, now)
+        lb = self._credit(b.my_q.tg.sched_priv, now)
         if abs(la - lb) <= self.tie_margin:
             return 0
         return -1 if la < lb else 1
@@ -636,10 +673,8 @@ class LAGS(CFS):
         if self.lags_ordering and self._aware_se(se):
             # the queueing order lives in se.rb_seq, as on CFS's timeline
             se.rb_seq = self._next_seq()
-            cq = self._aware_q.get(cfs_rq)
-            if cq is None:
-                cq = self._aware_q[cfs_rq] = CreditQueue()
-            cq.put(se, self._credit_of[se.my_q.tg])
+            cq = self._queue_of(cfs_rq)
+            cq.put(se, se.my_q.tg.sched_priv)
             cq.first = None
             self.stats["credit_queued"] += 1
             return
@@ -647,13 +682,13 @@ class LAGS(CFS):
 
     def _dequeue_timeline(self, cfs_rq, se):
         se.rb_seq = 0
-        cq = self._aware_q.get(cfs_rq)
+        cq = cfs_rq.sched_priv
         if cq is not None and cq.remove(se):
             cq.first = None
 
     def _pick_first_entity(self, cfs_rq):
         left = CFS._pick_first_entity(self, cfs_rq)
-        cq = self._aware_q.get(cfs_rq)
+        cq = cfs_rq.sched_priv
         if cq is None or not cq.ses:
             return left
         first = self._credit_first(cq)
