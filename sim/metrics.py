@@ -115,8 +115,9 @@ class IntervalSampler:
         self.interval_ns = interval_ns
         self._columns = [array(code) for _, code in INTERVAL_COLUMNS]
         self._cgroups: dict[str, int] = {}            # name -> its index in the cgroup column
-        # per cgroup index: hierarchical usage and the five cpu.stat counters
-        # at the last sample (zero for a cgroup that did not exist then)
+        # the last sample's rows: their cgroup indices, and each one's
+        # hierarchical usage and five cpu.stat counters then
+        self._last_index = np.zeros(0, np.int32)
         self._last = np.zeros((0, 6), np.int64)
         self._last_host = HostCounters()
         self._last_t = 0
@@ -167,8 +168,10 @@ class IntervalSampler:
             now_counts = np.empty((n, 6), np.int64)
             now_counts[:, 0] = own - np.where(start > 0, own[np.maximum(start - 1, 0)], 0)
             now_counts[:, 1:] = stat[:, :5]
+            # per cgroup index, the counters at the last sample (zero for a
+            # cgroup that did not exist then)
             last = np.zeros((len(self._cgroups), 6), np.int64)
-            last[:len(self._last)] = self._last
+            last[self._last_index] = self._last
             d_counts = now_counts - last[index]
             host = HostCounters.read(m)
             d = host - self._last_host
@@ -193,9 +196,8 @@ class IntervalSampler:
                 for k, name in enumerate(names):
                     if name in memory:
                         self._memory_rows[first + k] = memory[name]
-            last[:] = 0
-            last[index] = now_counts
-            self._last, self._last_host, self._last_t = last, host, now
+            self._last_index, self._last = index, now_counts
+            self._last_host, self._last_t = host, now
         if reschedule:
             m.engine.call_later(self.interval_ns, self.sample)
 
