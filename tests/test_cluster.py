@@ -262,6 +262,35 @@ def test_consolidate_finds_the_smallest_count_meeting_the_target():
     assert row["node_reduction_frac"] == pytest.approx((static - n) / static)
 
 
+def test_a_cluster_run_leaves_the_collector_as_it_found_it(monkeypatch):
+    """The run's quiet_gc blocks (the run's own and each shard's, open from
+    its creation to its finish) close in order, also when a window fails:
+    nothing stays frozen, the thresholds come back."""
+    import gc
+
+    from backends.cluster import node
+    from sim import engine
+    trace = poisson_trace(3, 10.0, 0.02, 3.0)
+    cfg = cluster_cfg(duration_s=3.0, nodes=2)
+    before = gc.get_threshold()
+    simulate_cluster(cfg, trace)
+    assert engine._quiet_depth[0] == 0 and gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
+    steps = []
+
+    def failing_step(self, until_ns, commands):
+        steps.append(until_ns)
+        if len(steps) == 3:
+            raise RuntimeError("window failed")
+        return real_step(self, until_ns, commands)
+    real_step = node.NodeSim.step
+    monkeypatch.setattr(node.NodeSim, "step", failing_step)
+    with pytest.raises(RuntimeError, match="window failed"):
+        simulate_cluster(cfg, trace)
+    assert engine._quiet_depth[0] == 0 and gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
+
+
 @pytest.mark.slow
 def test_ray_run_equals_serial_run():
     pytest.importorskip("ray")

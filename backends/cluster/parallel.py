@@ -8,10 +8,13 @@ which shard or process runs it cannot change them: a Ray run equals the
 serial run for the same seed (tests/test_cluster.py checks it)."""
 from __future__ import annotations
 
+from contextlib import ExitStack
+
 import numpy as np
 
 from backends.cluster.node import NodeSim
 from backends.cluster.options import PARALLEL
+from sim.engine import quiet_gc
 
 
 def node_seed(seed: int, index: int) -> int:
@@ -21,16 +24,30 @@ def node_seed(seed: int, index: int) -> int:
 
 
 class Shard:
-    """Some nodes of the cluster, stepped together."""
+    """Some nodes of the cluster, stepped together.  From its creation to
+    its finish it is one quiet_gc() block, so each window's engine runs
+    nest in it and freeze what they made: in a Ray actor, where nothing
+    else holds a block open, the nodes' state would otherwise be unfrozen
+    and traversed again after every window (in this process the cluster
+    run's own block already does it)."""
 
     def __init__(self, cfg: dict, indices: list[int]):
+        self._gc = ExitStack()
+        self._gc.enter_context(quiet_gc())
         self.nodes = {i: NodeSim(i, cfg, node_seed(cfg.get("seed", 0), i)) for i in indices}
 
     def step(self, until_ns: int, commands: dict) -> dict:
         return {i: node.step(until_ns, commands[i]) for i, node in self.nodes.items()}
 
     def finish(self) -> dict:
-        return {i: node.finish() for i, node in self.nodes.items()}
+        try:
+            return {i: node.finish() for i, node in self.nodes.items()}
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """End the block (again: a no-op), also when a window failed."""
+        self._gc.close()
 
 
 def split(n: int, parts: int) -> list[list[int]]:
@@ -50,7 +67,7 @@ class SerialNodes:
         return [done[i] for i in sorted(done)]
 
     def close(self) -> None:
-        pass
+        self.shard.close()
 
 
 class RayNodes:
