@@ -813,8 +813,8 @@ class Machine:
             # put_task_struct(): once switched away from, nothing reaches an
             # exited task through its entity; cutting se.task ends the
             # task <-> entity cycle, so reference counting frees them and
-            # the cyclic collector never has to (a run's only cyclic
-            # garbage: one cycle per exited task)
+            # the cyclic collector need not (one cycle per exited task was
+            # nearly all of a thread-per-request run's cyclic garbage)
             p.se.task = None
 
     def replace_burst(self, p: Task, burst_ns: int) -> int:

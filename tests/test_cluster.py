@@ -4,6 +4,7 @@ serial)."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 import math
 
 import numpy as np
@@ -15,7 +16,8 @@ from scenarios.validate import ConfigError
 from sim.workloads import azure2019
 from sim.workloads.azure2019 import Azure2019Config
 from scenarios.simulate import simulate
-from backends.cluster import consolidate, simulate_cluster, static_nodes
+from sim import engine
+from backends.cluster import consolidate, node, simulate_cluster, static_nodes
 from backends.cluster.placement import NodeAllocation, NodePool, place
 from sim.workloads.trace import make_trace
 from tests.simcfg import DEFAULT_COSTS, make_cfg
@@ -266,10 +268,6 @@ def test_a_cluster_run_leaves_the_collector_as_it_found_it(monkeypatch):
     """The run's quiet_gc blocks (the run's own and each shard's, open from
     its creation to its finish) close in order, also when a window fails:
     nothing stays frozen, the thresholds come back."""
-    import gc
-
-    from backends.cluster import node
-    from sim import engine
     trace = poisson_trace(3, 10.0, 0.02, 3.0)
     cfg = cluster_cfg(duration_s=3.0, nodes=2)
     before, frozen = gc.get_threshold(), gc.get_freeze_count()
