@@ -279,12 +279,17 @@ def test_reduced_calibrate_and_validate_on_this_host(tmp_path, capsys):
     assert rc == 0
     quick, committed = read_profile(str(out)), read_profile("this-vm")
 
-    # within a factor of 3: between calibrate runs on this VM direct_ns has
-    # ranged 1.06-2.28 us (2.2x the committed value for an hour on
-    # 2026-11-26), far more than one run's 1-sigma (docs/calibration-host.md,
-    # "Reproducibility")
-    assert committed["direct_ns"] / 3 <= quick["direct_ns"] <= committed["direct_ns"] * 3, \
-        quick["direct_ns"]
+    # within a factor of 3 of the committed value at the speed the vCPUs ran
+    # at: between calibrate runs on this VM direct_ns has ranged 1.06-2.28 us
+    # (2.2x the committed value for an hour on 2026-11-26), far more than one
+    # run's 1-sigma, and with the VM at half speed (rt-app's loop at 32 ns
+    # against the profile's 20.5, 2026-11-28) a quick run measured 3.28 us.
+    # The quick run's own rtapp_loop benchmark measures that speed, so the
+    # committed cost is scaled by it (docs/calibration-host.md, "Reproducibility")
+    speed = quick["rtapp_loop_ns"] / committed["rtapp_loop_ns"] \
+        if quick.get("rtapp_loop_ns") and committed.get("rtapp_loop_ns") else 1.0
+    expect = committed["direct_ns"] * speed
+    assert expect / 3 <= quick["direct_ns"] <= expect * 3, (quick["direct_ns"], speed)
     # the idle wake-up latency moved between 22 and 120 us from run to run
     # and within the hour: only that it is a VM's (tens of us, not ns or
     # ms) is reproducible; the idle_exit ladder gives it (its medians, both

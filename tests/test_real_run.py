@@ -156,20 +156,17 @@ def test_cpuset_spread_writes_each_function_cgroups_cpuset(tmp_path, monkeypatch
 
 def test_periodic_hog_under_quota(tmp_path):
     out = tmp_path / f"rt-{os.getpid()}-periodic"
-    # one CPU hog in bursts of 10 ms, limited to 20 ms per 100 ms
-    assert main(["run", "backend=real", "host=this-vm", f"scheduler={SCHED}",
-                 "workload=periodic", "workload.threads=1", "workload.run_ms=10",
-                 "workload.sleep_ms=0", "workload.quota_us=20000", "duration_s=2.5",
-                 "warmup_s=0.5", f"output_dir={out}"]) == 0
+    # one CPU hog in bursts of 10 ms, limited to 20 ms per 100 ms; this VM's
+    # profile, so that the run checks the vCPUs' speed against its rt-app loop
+    assert main(["run", "backend=real", "host=this-vm", "calibration=this-vm",
+                 f"scheduler={SCHED}", "workload=periodic", "workload.threads=1",
+                 "workload.run_ms=10", "workload.sleep_ms=0", "workload.quota_us=20000",
+                 "duration_s=2.5", "warmup_s=0.5", f"output_dir={out}"]) == 0
     run = read_run_dir(out)
     s = run.summary.to_pylist()[0]
     req = run.requests.to_pandas()
     assert s["n_unfinished"] == 1 and len(req) > 10
     assert (req.cgroup == "/periodic").all() and (req.cpu_demand_s == 0.01).all()
-    # the same check as np.allclose, naming the bursts that miss it (seen
-    # once in a full suite run, never alone: keep the evidence if it recurs)
-    off = req[~np.isclose(req.cpu_measured_s, 0.01, atol=5e-4)]
-    assert off.empty, off[["start_s", "end_s", "cpu_measured_s"]].to_dict("records")
     iv = run.intervals.to_pandas()
     g = iv[iv.cgroup == "/periodic"]
     assert (g.quota_us == 20000).all() and g.nr_throttled.sum() > 0
@@ -177,6 +174,15 @@ def test_periodic_hog_under_quota(tmp_path):
     assert ((full.usage_s / (full.interval_end_s - full.interval_start_s)).between(0.17, 0.23)
             ).all()
     assert not _ours(out.name)
+    # each burst spins reading its thread's CPU clock until it has grown by
+    # 10 ms, so an overshoot is one gap between two reads in which the clock
+    # jumped: a pause of the vCPU charged to the thread (11.18 ms once, with
+    # the vCPUs at half speed; 10.00-10.11 ms in four runs at that speed
+    # with the check off): checked on a quiet host only
+    if s["host_disturbed"]:
+        pytest.skip(f"host disturbed during the run: {s['host_disturbed_reason']}")
+    off = req[~np.isclose(req.cpu_measured_s, 0.01, atol=5e-4)]
+    assert off.empty, off[["start_s", "end_s", "cpu_measured_s"]].to_dict("records")
 
 
 def test_worker_pool_serves_from_a_bounded_queue_and_drops(tmp_path):
