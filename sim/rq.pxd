@@ -16,7 +16,7 @@ cdef class TaskGroup:
     cdef public double load_avg
     cdef public long depth
     cdef public object cpus_allowed
-    cdef public object usage_ns
+    cdef public long long usage_ns
     cdef public list children
     cdef public object cfs_bandwidth
     cdef public dict tasks

@@ -23,6 +23,7 @@ cdef class Task:
     cdef public long last_cpu
     cdef public long long ws_bytes
     cdef public object owner
+    cdef public object owner_priv
     cdef public Request request
     cdef public bint sleeping
     cdef public bint on_cpu

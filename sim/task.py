@@ -30,13 +30,15 @@ class Task:
 
     ``owner`` decides what follows each CPU burst: ``owner.burst_done(task)``
     sets ``task.remaining`` for the next burst and returns 0 (run on), a
-    sleep in ns, BURST_BLOCK, or BURST_EXIT.
+    sleep in ns, BURST_BLOCK, or BURST_EXIT.  ``owner_priv`` is the owner's
+    own state for the task (the machine never reads it), so an owner finds
+    it without a lookup per burst.
     """
 
     __slots__ = ("pid", "name", "tg", "se", "nice", "remaining", "cpu", "cpus_allowed",
                  "last_ran", "last_cpu", "ws_bytes", "owner", "request", "sleeping",
                  "on_cpu", "wait_start", "dead", "custom_slice", "sched_policy", "prio",
-                 "rt_time_slice", "touch_mark", "touch_mark_shared", "host")
+                 "rt_time_slice", "touch_mark", "touch_mark_shared", "host", "owner_priv")
 
     def __init__(self, pid: int, name: str, tg, nice: int, burst_ns: int, ws_bytes: int,
                  owner, request: Request | None = None):
@@ -57,6 +59,7 @@ class Task:
         self.touch_mark_shared = 0    # the host's, then
         self.ws_bytes = ws_bytes
         self.owner = owner
+        self.owner_priv = None
         self.request = request
         self.sleeping = True          # not on a run queue
         self.on_cpu = False

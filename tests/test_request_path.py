@@ -469,7 +469,8 @@ def test_rdhashd_workers_are_reused_most_recently_idle_first():
     wl.start()
     engine.run(s_to_ns(0.4))
     fn = next(iter(wl.path.functions.values()))
-    assert fn.spawned == 5 and len(fn.idle) == 5 and not wl.path.plan
+    assert fn.spawned == 5 and len(fn.idle) == 5
+    assert all(w.owner_priv is None for w in fn.idle)      # no part left in hand
     last_idle = fn.idle[-1]
     engine.run(s_to_ns(0.6))
     assert fn.spawned == 5 and fn.idle[-1] is last_idle    # it served the 6th request

@@ -14,6 +14,7 @@ cdef class _Function:
     cdef public long spawned
 
 cdef class _Part:
+    cdef public _Function fn
     cdef public Request req
     cdef public long long part
     cdef public long long third
@@ -31,7 +32,6 @@ cdef class HashdPath:
     cdef public double sleep_sd_ns
     cdef public RngStream rng
     cdef public dict functions
-    cdef public dict plan
 
     cpdef add_function(self, tg)
     cpdef long start(self, Request req, tg, long hint)

@@ -68,13 +68,15 @@ class _Part:
     a sleep (``third``: a third of sleep_dur) it runs four CPU bursts, each
     of the first three followed by a third of the sleep: a syscall, a
     syscall, its ``part`` of the hashing, a last syscall; without, the
-    hashing alone.  ``step`` is the burst running.  (One object per part,
-    not a list of tuples: an overloaded host keeps thousands in flight,
-    and the cyclic collector scans each new object once.)"""
+    hashing alone.  ``step`` is the burst running; ``fn`` the function.
+    (One object per part, not a list of tuples: an overloaded host keeps
+    thousands in flight, and the cyclic collector scans each new object
+    once.)"""
 
-    __slots__ = ("req", "part", "third", "step")
+    __slots__ = ("fn", "req", "part", "third", "step")
 
-    def __init__(self, req, part: int, third: int):
+    def __init__(self, fn: _Function, req, part: int, third: int):
+        self.fn = fn
         self.req = req
         self.part = part
         self.third = third
@@ -113,8 +115,9 @@ class HashdPath:
         self.sleep_mean_ns = sleep_mean * NSEC_PER_SEC
         self.sleep_sd_ns = ratio * self.sleep_mean_ns
         self.rng = self.engine.rng("workload/rdhashd/sleep")
-        self.functions: dict = {}     # function cgroup -> _Function
-        self.plan: dict = {}          # worker -> its _Part
+        # function cgroup -> _Function; a dispatcher's owner_priv is its
+        # _Function, a busy worker's its _Part (None while it idles)
+        self.functions: dict = {}
 
     def add_function(self, tg) -> None:
         self.functions[tg] = _Function(tg)
@@ -132,6 +135,7 @@ class HashdPath:
         if d is None:
             d = fn.dispatcher = m.new_task(f"{fn.tg.name}/dispatch", fn.tg, self.wl.nice,
                                            self.dispatch_ns, 0, self)
+            d.owner_priv = fn
             fn.busy = True
             m.wake_up_new_task(d, hint)
         elif not fn.busy:
@@ -141,7 +145,7 @@ class HashdPath:
         return d.cpu
 
     def _dispatched(self, d) -> int:
-        fn = self.functions[d.tg]
+        fn = d.owner_priv
         kind, req = fn.inbox.popleft()
         if kind == "req":
             self._launch(fn, req, d.cpu)
@@ -163,18 +167,18 @@ class HashdPath:
         third = self._sleep_third()
         for j in range(req.pending):
             # HasherThread::run with the hashing replaced by the CPU demand
-            plan = _Part(req, max(1, share + (extra if j == 0 else 0)), third)
+            plan = _Part(fn, req, max(1, share + (extra if j == 0 else 0)), third)
             if fn.idle:
                 w = fn.idle.pop()
                 w.request = req
                 w.remaining = plan.cpu(0)
-                self.plan[w] = plan
+                w.owner_priv = plan
                 m.wake_up(w)
             else:
                 w = m.new_task(f"{fn.tg.name}/worker-{fn.spawned}", fn.tg, wl.nice,
                                plan.cpu(0), wl.ws_bytes, self, req)
                 fn.spawned += 1
-                self.plan[w] = plan
+                w.owner_priv = plan
                 m.wake_up_new_task(w, hint)
                 hint = w.cpu
 
@@ -192,10 +196,11 @@ class HashdPath:
     # ------------------------------------------------------------------
     # workers
     def burst_done(self, task):
-        fn = self.functions[task.tg]
-        if task is fn.dispatcher:
+        priv = task.owner_priv
+        if type(priv) is _Function:
             return self._dispatched(task)
-        plan = self.plan[task]
+        plan = priv
+        fn = plan.fn
         i = plan.step
         sleep = plan.sleep(i)
         if sleep:
@@ -204,7 +209,7 @@ class HashdPath:
             return sleep
         # the request's part is done: report it to the dispatcher
         req = plan.req
-        del self.plan[task]
+        task.owner_priv = None
         task.request = None
         fn.idle.append(task)
         req.pending -= 1
