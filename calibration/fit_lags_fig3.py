@@ -196,7 +196,7 @@ class _Recorder(CostModel):
                        touched=0, touched_shared=0, reinsert_log2=0.0, from_idle=False,
                        idle_ns=0):
         if self.engine._now >= self.warmup_ns:
-            lines = -1.0 if away_ns is None else self.decay_lines(ws_bytes, away_ns, migrated)
+            lines = -1.0 if away_ns < 0 else self.decay_lines(ws_bytes, away_ns, migrated)
             self.rows.append((levels, migrated, nr_running, reinsert_log2, lines))
         return CostModel.switch_cost_ns(self, levels, ws_bytes, away_ns, migrated, nr_running,
                                         touched, touched_shared, reinsert_log2, from_idle,

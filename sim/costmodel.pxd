@@ -31,15 +31,16 @@ cdef class CostModel:
     cpdef double decay_lines(self, long long ws_bytes, long long away_ns, bint migrated)
     @cython.locals(evicted=cython.double, total=cython.double, capacity=cython.double,
                    ns_per_line=cython.double, shared=cython.bint, resident=cython.double)
-    cpdef double refill_ns(self, long long ws_bytes, away_ns, bint migrated,
+    cpdef double refill_ns(self, long long ws_bytes, long long away_ns, bint migrated,
                            long long touched=*, long long touched_shared=*)
     cpdef double idle_exit(self, long long idle_ns, bint whole_ns=*)
     @cython.locals(cost=cython.double)
-    cpdef double switch_cost(self, long levels, long long ws_bytes, away_ns, bint migrated,
+    cpdef double switch_cost(self, long levels, long long ws_bytes, long long away_ns,
+                             bint migrated,
                              long nr_running=*, long long touched=*, long long touched_shared=*,
                              double reinsert_log2=*, bint from_idle=*, bint whole_ns=*,
                              long long idle_ns=*)
-    cpdef long long switch_cost_ns(self, long levels, long long ws_bytes, away_ns,
+    cpdef long long switch_cost_ns(self, long levels, long long ws_bytes, long long away_ns,
                                    bint migrated, long nr_running=*, long long touched=*,
                                    long long touched_shared=*, double reinsert_log2=*,
                                    bint from_idle=*, long long idle_ns=*)

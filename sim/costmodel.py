@@ -266,12 +266,12 @@ class CostModel:
         evicted = 1.0 if migrated else -expm1(-away_ns / self.cache_decay_ns)
         return lines * evicted
 
-    def refill_ns(self, ws_bytes: int, away_ns: int | None, migrated: bool,
+    def refill_ns(self, ws_bytes: int, away_ns: int, migrated: bool,
                   touched: int = 0, touched_shared: int = 0) -> float:
-        """Refill cost of a task ``away_ns`` away (None: never ran) while the
-        CPU's other tasks touched ``touched`` bytes and the host's
+        """Refill cost of a task ``away_ns`` away (negative: it never ran)
+        while the CPU's other tasks touched ``touched`` bytes and the host's
         ``touched_shared`` (fractional ns)."""
-        if away_ns is None:
+        if away_ns < 0:
             return 0.0
         total = 0.0
         if self.refill_ns_per_line != 0:
@@ -300,7 +300,7 @@ class CostModel:
         return self.idle_exit_ns + _charged(
             -self.idle_exit_cold_ns * expm1(-idle_ns / self.idle_exit_decay_ns), whole_ns)
 
-    def switch_cost(self, levels: int, ws_bytes: int, away_ns: int | None, migrated: bool,
+    def switch_cost(self, levels: int, ws_bytes: int, away_ns: int, migrated: bool,
                     nr_running: int = 0, touched: int = 0, touched_shared: int = 0,
                     reinsert_log2: float = 0.0, from_idle: bool = False,
                     whole_ns: bool = True, idle_ns: int = 0) -> float:
@@ -320,7 +320,7 @@ class CostModel:
             cost += self.idle_exit(idle_ns, whole_ns)
         return cost
 
-    def switch_cost_ns(self, levels: int, ws_bytes: int, away_ns: int | None,
+    def switch_cost_ns(self, levels: int, ws_bytes: int, away_ns: int,
                        migrated: bool, nr_running: int = 0, touched: int = 0,
                        touched_shared: int = 0, reinsert_log2: float = 0.0,
                        from_idle: bool = False, idle_ns: int = 0) -> int:

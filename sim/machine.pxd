@@ -84,7 +84,7 @@ cdef class Machine:
     @cython.locals(now=cython.longlong, c=cython.longlong, start=cython.longlong,
                    next_balance=cython.longlong,
                    levels=cython.long, reinserted=cython.double, cost=CostModel, prev=Task,
-                   exit_ns=cython.longlong,
+                   exit_ns=cython.longlong, away=cython.longlong,
                    nxt=Task, migrated=bint, req=Request)
     cpdef schedule(self, Rq rq)
     @cython.locals(fair_prev=Task)

@@ -611,7 +611,7 @@ class Machine:
             levels = levels_walked(prev.se, nxt.se)
             reinserted = reinsert_log2(prev.se, nxt.se)
         migrated = nxt.last_cpu >= 0 and nxt.last_cpu != rq.cpu
-        away = None if nxt.last_ran is None else now - nxt.last_ran
+        away = -1 if nxt.last_ran < 0 else now - nxt.last_ran     # -1: never ran
         exit_ns = 0
         if prev is None:
             exit_ns = cost.idle_exit_ns_at(

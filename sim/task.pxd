@@ -19,7 +19,7 @@ cdef class Task:
     cdef public long long remaining
     cdef public long cpu
     cdef public object cpus_allowed
-    cdef public object last_ran
+    cdef public long long last_ran
     cdef public long last_cpu
     cdef public long long ws_bytes
     cdef public object owner

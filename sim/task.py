@@ -53,7 +53,7 @@ class Task:
         self.remaining = burst_ns
         self.cpu = -1
         self.cpus_allowed = tg.cpus_allowed
-        self.last_ran = None          # when it last stopped running
+        self.last_ran = -1            # when it last stopped running (-1: never ran)
         self.last_cpu = -1            # where it last ran
         self.touch_mark = 0           # its CPU's touched_bytes after its last switch-in
         self.touch_mark_shared = 0    # the host's, then

@@ -102,7 +102,7 @@ def test_idle_exit_grows_with_the_idle_time_to_its_cold_value():
     assert model.idle_exit_ns_at(tau) == warm + math.trunc(cold * (1 - math.exp(-1)))
     assert model.idle_exit(100 * tau) == pytest.approx(warm + cold)
     # charged on the switch out of idle only, at the idle time given
-    args = (2, 0, None, False)
+    args = (2, 0, -1, False)      # -1: a task that never ran
     assert model.switch_cost_ns(*args, from_idle=True, idle_ns=tau) == \
         model.switch_cost_ns(*args) + model.idle_exit_ns_at(tau)
     # without the cold term the idle time does not matter

@@ -600,7 +600,7 @@ class WorkerPath:
             self.pipe[tg].append(req)
         else:
             self.job[d] = req
-            d.remaining = self._cost(req, None if d.last_ran is None
+            d.remaining = self._cost(req, None if d.last_ran < 0
                                      else self.engine.now - d.last_ran)
             m.wake_up(d)
         return d.cpu
