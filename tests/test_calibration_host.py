@@ -282,7 +282,7 @@ def test_reduced_calibrate_and_validate_on_this_host(tmp_path, capsys):
     # within a factor of 3 of the committed value at the speed the vCPUs ran
     # at: between calibrate runs on this VM direct_ns has ranged 1.06-2.28 us
     # (2.2x the committed value for an hour on 2026-11-26), far more than one
-    # run's 1-sigma, and with the VM at half speed (rt-app's loop at 32 ns
+    # run's 1-sigma, and with the VM at 0.6 of its speed (rt-app's loop at 32 ns
     # against the profile's 20.5, 2026-11-28) a quick run measured 3.28 us.
     # The quick run's own rtapp_loop benchmark measures that speed, so the
     # committed cost is scaled by it (docs/calibration-host.md, "Reproducibility")

@@ -591,7 +591,7 @@ class WorkerPath:
             self.loadgen.dispatch(hint)
         d = self.dispatcher.get(tg)
         if d is None:
-            d = m.new_task(f"{req.function}/dispatcher", tg, self.wl.nice, self._cost(req, None),
+            d = m.new_task(f"{req.function}/dispatcher", tg, self.wl.nice, self._cost(req, -1),
                            0, self)
             self.dispatcher[tg] = d
             self.job[d] = req
@@ -600,19 +600,20 @@ class WorkerPath:
             self.pipe[tg].append(req)
         else:
             self.job[d] = req
-            d.remaining = self._cost(req, None if d.last_ran < 0
+            d.remaining = self._cost(req, -1 if d.last_ran < 0
                                      else self.engine.now - d.last_ran)
             m.wake_up(d)
         return d.cpu
 
     def _cost(self, req, away) -> int:
         """The dispatcher's CPU for ``req``, read after ``away`` ns off the
-        CPU (None: a new dispatcher, away since ever; 0: read from a
-        backlog), and the request's cold fraction kept for its threads: the
-        decay form of the module docstring."""
+        CPU (negative, as the cost model's ``away_ns``: a new dispatcher,
+        away since ever; 0: read from a backlog), and the request's cold
+        fraction kept for its threads: the decay form of the module
+        docstring."""
         cost = self.dispatch_ns + self.thread_ns * req.pending
         if self.cold_factor or self.cold_thread_factor:
-            cold = 1.0 if away is None else -expm1(-away / self.cold_decay_ns)
+            cold = 1.0 if away < 0 else -expm1(-away / self.cold_decay_ns)
             self.cold[req] = cold
             cost = int(cost * (1.0 + self.cold_factor * cold))
         return max(1, cost)
